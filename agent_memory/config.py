@@ -1,0 +1,176 @@
+"""Frozen, validated configuration; the only module that reads environment variables.
+
+``MemoryConfig()`` gives the documented defaults. ``MemoryConfig.from_env()``
+overlays the ``MEMORY_*`` / ``DATABASE_URL`` variables, and keyword arguments
+overlay both, so code always wins over the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from .errors import ConfigurationError
+
+__all__ = ["ENV_VARS", "MemoryConfig", "default_data_dir"]
+
+EMBEDDING_PROVIDERS = ("local", "openai")
+
+_DEFAULT_SCOPE_PRIORITY = MappingProxyType({"session": 1.0, "project": 0.8, "user": 0.6})
+
+#: environment variable -> (config field, parser). The README's configuration table mirrors this.
+ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
+    {
+        "DATABASE_URL": ("database_url", str),
+        "MEMORY_DATA_DIR": ("data_dir", Path),
+        "MEMORY_EMBEDDINGS": ("embeddings", str),
+        "MEMORY_EMBEDDING_MODEL": ("embedding_model", str),
+        "MEMORY_EMBEDDING_THREADS": ("embedding_threads", int),
+        "MEMORY_MIN_CONFIDENCE": ("min_confidence", float),
+        "MEMORY_DUPLICATE_THRESHOLD": ("duplicate_threshold", float),
+        "MEMORY_MAX_EXTRACTIONS": ("max_extractions", int),
+        "MEMORY_EXTRACTION_WINDOW_HOURS": ("extraction_window_hours", float),
+        "MEMORY_MIN_LENGTH": ("min_length", int),
+        "MEMORY_MAX_LENGTH": ("max_length", int),
+        "MEMORY_WEIGHT_SIMILARITY": ("weight_similarity", float),
+        "MEMORY_WEIGHT_CONFIDENCE": ("weight_confidence", float),
+        "MEMORY_WEIGHT_SCOPE": ("weight_scope", float),
+        "MEMORY_KEYWORD_WEIGHT": ("keyword_weight", float),
+        "MEMORY_PROMPT_BUDGET": ("prompt_budget_chars", int),
+        "MEMORY_POOL_MAX_SIZE": ("pool_max_size", int),
+    }
+)
+
+
+def default_data_dir() -> Path:
+    """Per-user directory of the embedded PostgreSQL (``~/.local/share/agent-memory/pgdata`` on Linux)."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("agent-memory", appauthor=False)) / "pgdata"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryConfig:
+    """Every tunable of agent-memory, checked when built.
+
+    database_url: a PostgreSQL URL; ``None`` starts the embedded server in ``data_dir``.
+    embeddings: ``"local"`` (MiniLM, offline, 384 dims) or ``"openai"``
+        (``embedding_model`` defaults to text-embedding-3-small, 1536 dims).
+    min_confidence .. max_length: the memory gate.
+    weight_*: ``final = similarity*w_sim + confidence*w_conf + scope_priority*w_scope``
+        where *similarity* is the fused vector + keyword relevance (see ``keyword_weight``).
+    keyword_weight: how much full-text (BM25) evidence adds to vector similarity,
+        chosen on the LoCoMo benchmark (BENCHMARKS.md).
+    prompt_budget_chars: how many characters of memories ``format_memories_for_prompt`` may emit.
+    """
+
+    database_url: str | None = None
+    data_dir: Path | None = None
+    embeddings: str = "local"
+    embedding_model: str | None = None
+    embedding_threads: int = 1
+    min_confidence: float = 0.7
+    duplicate_threshold: float = 0.85
+    max_extractions: int = 3
+    extraction_window_hours: float = 24.0
+    min_length: int = 5
+    max_length: int = 2000
+    weight_similarity: float = 0.5
+    weight_confidence: float = 0.3
+    weight_scope: float = 0.2
+    scope_priority: Mapping[str, float] = field(default_factory=lambda: _DEFAULT_SCOPE_PRIORITY)
+    keyword_weight: float = 0.5
+    candidate_pool: int = 50
+    max_k: int = 100
+    prompt_budget_chars: int = 4000
+    pool_min_size: int = 1
+    pool_max_size: int = 10
+
+    def __post_init__(self) -> None:
+        def unit(name: str) -> None:
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not (0.0 <= v <= 1.0) or math.isnan(v):
+                raise ConfigurationError(f"{name} must be a number between 0 and 1, got {v!r}")
+
+        def positive_int(name: str, minimum: int = 1) -> None:
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+                raise ConfigurationError(f"{name} must be a whole number >= {minimum}, got {v!r}")
+
+        if self.database_url is not None and (
+            not isinstance(self.database_url, str) or not self.database_url.strip()
+        ):
+            raise ConfigurationError(
+                "database_url must be a non-empty postgresql:// URL, or None to use the embedded server"
+            )
+        if self.data_dir is not None:
+            object.__setattr__(self, "data_dir", Path(self.data_dir).expanduser())
+        if self.embeddings not in EMBEDDING_PROVIDERS:
+            raise ConfigurationError(
+                f"embeddings must be one of {', '.join(EMBEDDING_PROVIDERS)}, got {self.embeddings!r}; "
+                "to use another model pass any LangChain Embeddings object as embeddings= to MemoryService"
+            )
+        for name in ("min_confidence", "duplicate_threshold", "weight_similarity", "weight_confidence",
+                     "weight_scope", "keyword_weight"):
+            unit(name)
+        positive_int("embedding_threads")
+        positive_int("max_extractions", minimum=0)
+        positive_int("min_length")
+        positive_int("max_length")
+        positive_int("candidate_pool")
+        positive_int("max_k")
+        positive_int("prompt_budget_chars", minimum=200)
+        positive_int("pool_min_size", minimum=0)
+        positive_int("pool_max_size")
+        if self.min_length > self.max_length:
+            raise ConfigurationError(
+                f"min_length ({self.min_length}) must not exceed max_length ({self.max_length})"
+            )
+        if self.pool_min_size > self.pool_max_size:
+            raise ConfigurationError(
+                f"pool_min_size ({self.pool_min_size}) must not exceed pool_max_size ({self.pool_max_size})"
+            )
+        if not (isinstance(self.extraction_window_hours, (int, float)) and self.extraction_window_hours > 0):
+            raise ConfigurationError(
+                f"extraction_window_hours must be a positive number, got {self.extraction_window_hours!r}"
+            )
+        priority = dict(self.scope_priority)
+        if set(priority) != {"session", "project", "user"} or not all(
+            isinstance(v, (int, float)) and 0.0 <= v <= 1.0 for v in priority.values()
+        ):
+            raise ConfigurationError(
+                "scope_priority must map exactly 'session', 'project' and 'user' to numbers between 0 and 1, "
+                f"got {priority!r}"
+            )
+        object.__setattr__(self, "scope_priority", MappingProxyType(priority))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> MemoryConfig:
+        """Defaults, then environment variables (see :data:`ENV_VARS`), then ``overrides``."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for var, (name, parse) in ENV_VARS.items():
+            raw = env.get(var)
+            if raw is None or raw.strip() == "":
+                continue
+            try:
+                values[name] = parse(raw.strip())
+            except ValueError:
+                raise ConfigurationError(
+                    f"environment variable {var}={raw!r} is not a valid {parse.__name__}; fix or unset it"
+                ) from None
+        values.update(overrides)
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> MemoryConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def resolved_data_dir(self) -> Path:
+        return self.data_dir if self.data_dir is not None else default_data_dir()

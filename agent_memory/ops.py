@@ -1,0 +1,422 @@
+"""Every memory operation, written once as a generator of I/O requests.
+
+An operation validates its arguments (raising before any I/O), then yields
+:class:`~agent_memory.db.requests.Embed` / ``Sql`` / ``Copy`` / ``Commit``
+requests and returns its result. :func:`agent_memory.db.requests.run` and
+``arun`` execute them with sync or async I/O, so the service's two faces
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from psycopg.types.json import Jsonb
+
+from . import queries, ranking
+from .config import MemoryConfig
+from .db.requests import Copy, Embed, Op, Sql
+from .errors import InvalidInputError, MemoryNotFoundError, PermissionDeniedError
+from .gate import check_content, normalize_content
+from .models import (
+    Identity,
+    MemoryItem,
+    MemoryStats,
+    MemoryType,
+    NewMemory,
+    Rejection,
+    RejectionReason,
+    Scope,
+    SearchResult,
+    Source,
+    Status,
+    Visibility,
+)
+from .validation import (
+    MAX_QUERY_LENGTH,
+    check_confidence,
+    check_enum,
+    check_enum_set,
+    check_k,
+    check_metadata,
+    check_optional_id,
+    check_text,
+    check_uuid,
+)
+
+__all__ = [
+    "ImportResult",
+    "add_memory",
+    "check_duplicate",
+    "delete_memory",
+    "extraction_budget",
+    "get_memory",
+    "import_memories",
+    "list_memories",
+    "make_new_memory",
+    "purge_archived",
+    "record_extraction_run",
+    "restore_memory",
+    "search_memories",
+    "stats",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """What a bulk import did, by position in the input."""
+
+    inserted: list[UUID] = field(default_factory=list)
+    rejected: list[tuple[int, Rejection]] = field(default_factory=list)
+    duplicates: list[tuple[int, UUID | None]] = field(default_factory=list)
+
+
+def row_to_item(row: Mapping[str, Any], *, deduplicated: bool = False) -> MemoryItem:
+    return MemoryItem(
+        id=row["id"],
+        content=row["content"],
+        memory_type=MemoryType(row["memory_type"]),
+        scope=Scope(row["scope"]),
+        scope_id=row["scope_id"],
+        user_id=row["user_id"],
+        project_id=row["project_id"],
+        session_id=row["session_id"],
+        source=Source(row["source"]),
+        source_id=row["source_id"],
+        confidence=float(row["confidence"]),
+        visibility=Visibility(row["visibility"]),
+        status=Status(row["status"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        last_used_at=row["last_used_at"],
+        access_count=int(row["access_count"]),
+        metadata=dict(row["metadata"] or {}),
+        deduplicated=deduplicated,
+    )
+
+
+def make_new_memory(
+    content: Any,
+    *,
+    memory_type: Any = MemoryType.FACT,
+    scope: Any = Scope.USER,
+    confidence: Any = 1.0,
+    source: Any = Source.USER,
+    source_id: Any = None,
+    visibility: Any = Visibility.MEMBERS,
+    metadata: Any = None,
+) -> NewMemory:
+    """Type-check a proposed memory (the gate's content rules come later, in :func:`add_memory`)."""
+    return NewMemory(
+        content=check_text("content", content, allow_empty=True),
+        memory_type=check_enum("memory_type", memory_type, MemoryType),
+        scope=check_enum("scope", scope, Scope),
+        confidence=check_confidence(confidence),
+        source=check_enum("source", source, Source),
+        source_id=check_optional_id("source_id", source_id),
+        visibility=check_enum("visibility", visibility, Visibility),
+        metadata=check_metadata(metadata),
+    )
+
+
+def _scope_id(identity: Identity, scope: Scope) -> str:
+    scope_id = identity.scope_id(scope)
+    if scope_id is None:
+        needed = "project_id" if scope is Scope.PROJECT else "session_id"
+        raise InvalidInputError(
+            "scope", f"a {scope.value} memory needs a {needed} in the caller's identity; pass {needed}=..."
+        )
+    return scope_id
+
+
+def _gate(config: MemoryConfig, new: NewMemory) -> tuple[str, Rejection | None]:
+    content = normalize_content(new.content)
+    return content, check_content(content, confidence=new.confidence, config=config)
+
+
+def _row_params(identity: Identity, new: NewMemory, content: str, vector: Sequence[float]) -> dict[str, Any]:
+    return {
+        "id": uuid.uuid4(),
+        "content": content,
+        "memory_type": new.memory_type.value,
+        "scope": new.scope.value,
+        "scope_id": _scope_id(identity, new.scope),
+        "user_id": identity.user_id,
+        "project_id": identity.project_id if new.scope is not Scope.USER else None,
+        "session_id": identity.session_id if new.scope is Scope.SESSION else None,
+        "source": new.source.value,
+        "source_id": new.source_id,
+        "confidence": new.confidence,
+        "visibility": new.visibility.value,
+        "metadata": Jsonb(new.metadata),
+        "embedding": queries.vector_literal(vector),
+    }
+
+
+def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedupe: bool = True) -> Op[MemoryItem | Rejection]:
+    """Gate, embed, then in one transaction: lock the scope, find a duplicate or insert."""
+    content, rejection = _gate(config, new)
+    if rejection is not None:
+        return rejection
+    _scope_id(identity, new.scope)
+    [vector] = yield Embed((content,))
+    yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+              (queries.scope_lock_key(identity, new.scope),), fetch="none")
+    if dedupe:
+        where = queries.item_filter(identity, scopes=(new.scope,))
+        q, p = queries.find_duplicate(where, vector, config.duplicate_threshold)
+        existing = yield Sql(q, p, fetch="one")
+        if existing is not None:
+            q, p = queries.refresh_duplicate(existing["id"])
+            row = yield Sql(q, p, fetch="one")
+            return row_to_item(row, deduplicated=True)
+    row = yield Sql(queries.insert_item(), _row_params(identity, new, content, vector), fetch="one")
+    return row_to_item(row)
+
+
+def check_duplicate(config: MemoryConfig, identity: Identity, content: Any, scope: Any = Scope.USER) -> Op[MemoryItem | None]:
+    """The active memory in ``scope`` that ``content`` would duplicate, if any (nothing is written)."""
+    content = normalize_content(check_text("content", content, max_length=config.max_length))
+    scope = check_enum("scope", scope, Scope)
+    _scope_id(identity, scope)
+    [vector] = yield Embed((content,))
+    q, p = queries.find_duplicate(queries.item_filter(identity, scopes=(scope,)), vector, config.duplicate_threshold)
+    row = yield Sql(q, p, fetch="one")
+    return None if row is None else row_to_item(row)
+
+
+def search_memories(
+    config: MemoryConfig,
+    identity: Identity,
+    query: Any,
+    *,
+    k: Any = 5,
+    memory_type: Any = None,
+    scope: Any = None,
+    status: Any = Status.ACTIVE,
+    touch: bool = True,
+) -> Op[list[SearchResult]]:
+    """Top ``k`` of the caller's memories for ``query``, best first."""
+    query = check_text("query", query, max_length=MAX_QUERY_LENGTH).strip()
+    k = check_k(k, config.max_k)
+    types = check_enum_set("memory_type", memory_type, MemoryType)
+    scopes = check_enum_set("scope", scope, Scope)
+    statuses = check_enum_set("status", status, Status)
+    weights = ranking.Weights(
+        similarity=config.weight_similarity, confidence=config.weight_confidence,
+        scope=config.weight_scope, keyword=config.keyword_weight,
+    )
+    where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses)
+    use_keywords = weights.keyword > 0
+
+    [vector] = yield Embed((query,), query=True)
+    q, p = queries.search_candidates(
+        where, query_vector=vector, query_text=query, pool=max(config.candidate_pool, k),
+        vector_weight=weights.similarity * (1 - weights.keyword), confidence_weight=weights.confidence,
+        scope_weight=weights.scope, scope_priority=dict(config.scope_priority), keyword=use_keywords,
+    )
+    rows = yield Sql(q, p)
+    terms: list[str] = []
+    df: dict[str, int] = {}
+    n_docs = 0
+    if use_keywords and rows:
+        q, p = queries.keyword_stats(where, query)
+        stats_rows = yield Sql(q, p)
+        terms = [r["lexeme"] for r in stats_rows]
+        df = {r["lexeme"]: int(r["df"]) for r in stats_rows}
+        n_docs = int(stats_rows[0]["n"]) if stats_rows else 0
+    ranked = ranking.rank(rows, weights=weights, query_terms=terms, df=df, n_docs=n_docs, k=k)
+    if touch and ranked:
+        # Usage stats are bookkeeping: don't make the reader wait for their WAL flush.
+        yield Sql("SET LOCAL synchronous_commit TO OFF", fetch="none")
+        yield Sql(queries.touch_items(), ([r[0]["id"] for r in ranked],), fetch="none")
+    return [
+        SearchResult(item=row_to_item(row), score=final, similarity=sim, keyword=kw)
+        for row, final, sim, kw in ranked
+    ]
+
+
+def get_memory(identity: Identity, memory_id: Any) -> Op[MemoryItem]:
+    memory_id = check_uuid(memory_id)
+    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), memory_id)
+    row = yield Sql(q, p, fetch="one")
+    if row is None:
+        raise MemoryNotFoundError(f"no memory {memory_id} is visible to user {identity.user_id!r}; "
+                                  "search or list memories to find valid ids")
+    return row_to_item(row)
+
+
+def list_memories(
+    config: MemoryConfig, identity: Identity, *, memory_type: Any = None, scope: Any = None,
+    status: Any = Status.ACTIVE, limit: Any = 50, offset: Any = 0,
+) -> Op[list[MemoryItem]]:
+    types = check_enum_set("memory_type", memory_type, MemoryType)
+    scopes = check_enum_set("scope", scope, Scope)
+    statuses = check_enum_set("status", status, Status)
+    limit = check_k(limit, 10_000, field="limit")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInputError("offset", f"must be a whole number >= 0, got {offset!r}")
+    q, p = queries.select_items(
+        queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses), limit=limit, offset=offset
+    )
+    rows = yield Sql(q, p)
+    return [row_to_item(r) for r in rows]
+
+
+def _owned(identity: Identity, memory_id: Any, action: str) -> Op[MemoryItem]:
+    item = yield from get_memory(identity, memory_id)
+    if item.user_id != identity.user_id:
+        raise PermissionDeniedError(
+            f"memory {item.id} was created by another member of project {item.project_id!r}; "
+            f"only its creator may {action} it"
+        )
+    return item
+
+
+def delete_memory(identity: Identity, memory_id: Any, *, hard: bool = False) -> Op[MemoryItem]:
+    """Archive (default) or permanently delete one of the caller's memories; answers it as it was."""
+    item = yield from _owned(identity, memory_id, "delete")
+    if hard:
+        yield Sql("DELETE FROM memory_items WHERE id = %s", (item.id,), fetch="none")
+        return item
+    if item.status is Status.ARCHIVED:
+        return item
+    q, p = queries.update_status(item.id, Status.ARCHIVED)
+    return row_to_item((yield Sql(q, p, fetch="one")))
+
+
+def restore_memory(identity: Identity, memory_id: Any) -> Op[MemoryItem]:
+    item = yield from _owned(identity, memory_id, "restore")
+    if item.status is not Status.ARCHIVED:
+        raise InvalidInputError("memory_id", f"memory {item.id} is {item.status.value}, only archived memories "
+                                             "can be restored")
+    q, p = queries.update_status(item.id, Status.ACTIVE)
+    return row_to_item((yield Sql(q, p, fetch="one")))
+
+
+def purge_archived(identity: Identity) -> Op[int]:
+    """Permanently delete every archived memory the caller owns; answers how many."""
+    where, params = queries.item_filter(identity, statuses=(Status.ARCHIVED,))
+    from psycopg import sql
+
+    q = sql.SQL("DELETE FROM memory_items m WHERE {w} AND m.user_id = %(vf_user)s").format(w=where)
+    return (yield Sql(q, params, fetch="rowcount"))
+
+
+def extraction_budget(config: MemoryConfig, identity: Identity) -> Op[int | None]:
+    """Extraction runs left for the caller's session in the current window (None without a session)."""
+    if identity.session_id is None:
+        return None
+    row = yield Sql(
+        "SELECT count(*) AS n FROM memory_extraction_runs WHERE user_id = %s AND session_id = %s"
+        " AND created_at > now() - make_interval(secs => %s)",
+        (identity.user_id, identity.session_id, config.extraction_window_hours * 3600.0), fetch="one",
+    )
+    return max(0, config.max_extractions - int(row["n"]))
+
+
+def record_extraction_run(config: MemoryConfig, identity: Identity) -> Op[int | Rejection]:
+    """Take one extraction run from the session's budget; answers the runs left, or a RATE_LIMITED rejection."""
+    if identity.session_id is None:
+        raise InvalidInputError("session_id", "automatic extraction is counted per session; pass session_id=...")
+    yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))",
+              (f"extraction:{identity.user_id}:{identity.session_id}",), fetch="none")
+    left = yield from extraction_budget(config, identity)
+    if not left:
+        return Rejection(
+            RejectionReason.RATE_LIMITED,
+            f"session {identity.session_id!r} already had {config.max_extractions} extraction runs in the last "
+            f"{config.extraction_window_hours:g} h (MEMORY_MAX_EXTRACTIONS); try again later",
+        )
+    yield Sql("INSERT INTO memory_extraction_runs (user_id, session_id) VALUES (%s, %s)",
+              (identity.user_id, identity.session_id), fetch="none")
+    return left - 1
+
+
+def stats(config: MemoryConfig, identity: Identity) -> Op[MemoryStats]:
+    q, p = queries.stats(queries.item_filter(identity, statuses=None))
+    rows = yield Sql(q, p)
+    by_type: dict[str, int] = {}
+    by_scope: dict[str, int] = {}
+    by_status: dict[str, int] = {}
+    for r in rows:
+        for bucket, key in ((by_type, "memory_type"), (by_scope, "scope"), (by_status, "status")):
+            bucket[r[key]] = bucket.get(r[key], 0) + int(r["n"])
+    remaining = yield from extraction_budget(config, identity)
+    return MemoryStats(
+        total=sum(by_status.values()),
+        by_type=by_type,
+        by_scope=by_scope,
+        by_status=by_status,
+        last_write=max((r["last_write"] for r in rows), default=None),
+        extractions_remaining=remaining,
+        storage_bytes=sum(int(r["bytes"] or 0) for r in rows),
+    )
+
+
+def import_memories(
+    config: MemoryConfig, identity: Identity, items: Iterable[NewMemory], *, dedupe: bool = False,
+) -> Op[ImportResult]:
+    """Many memories in one transaction: gate content checks, one batched embedding, one COPY.
+
+    With ``dedupe`` an item is skipped when it duplicates an active memory in
+    its scope or an earlier item of the same import.
+    """
+    result = ImportResult()
+    accepted: list[tuple[int, NewMemory, str]] = []
+    for index, new in enumerate(items):
+        content, rejection = _gate(config, new)
+        if rejection is not None:
+            result.rejected.append((index, rejection))
+            continue
+        _scope_id(identity, new.scope)
+        accepted.append((index, new, content))
+    if not accepted:
+        return result
+    vectors = yield Embed(tuple(content for _, _, content in accepted))
+    keep = list(range(len(accepted)))
+    if dedupe:
+        keep = []
+        matrix = np.asarray(vectors, dtype=np.float32)
+        by_scope: dict[Scope, list[int]] = {}
+        for pos, (_, new, _) in enumerate(accepted):
+            by_scope.setdefault(new.scope, []).append(pos)
+        for scope, positions in by_scope.items():
+            yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                      (queries.scope_lock_key(identity, scope),), fetch="none")
+            q, p = queries.find_duplicates_bulk(
+                queries.item_filter(identity, scopes=(scope,)), [vectors[i] for i in positions],
+                config.duplicate_threshold,
+            )
+            existing = {int(r["ord"]) - 1: r["id"] for r in (yield Sql(q, p))}
+            kept_here: list[int] = []
+            for j, pos in enumerate(positions):
+                index = accepted[pos][0]
+                if j in existing:
+                    result.duplicates.append((index, existing[j]))
+                    continue
+                if kept_here:
+                    sims = matrix[kept_here] @ matrix[pos]
+                    if float(sims.max()) >= config.duplicate_threshold:
+                        result.duplicates.append((index, None))
+                        continue
+                kept_here.append(pos)
+            keep.extend(kept_here)
+        keep.sort()
+    rows = []
+    for pos in keep:
+        index, new, content = accepted[pos]
+        params = _row_params(identity, new, content, vectors[pos])
+        rows.append([params[c] for c in (
+            "id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
+            "source", "source_id", "confidence", "visibility", "metadata", "embedding",
+        )])
+        result.inserted.append(params["id"])
+    if rows:
+        yield Copy(queries.copy_items(), rows)
+    return result

@@ -1,0 +1,262 @@
+"""SQL for memory items, built by pure functions: ``(query, params)`` and no I/O.
+
+The one rule every read here follows: rows are filtered by the caller's
+identity through :func:`visible_filter` before anything else, so no read path
+can forget tenancy. Values always travel as parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import sql
+
+from .models import Identity, MemoryType, Scope, Status
+
+__all__ = [
+    "ITEM_COLUMNS",
+    "vector_literal",
+    "visible_filter",
+]
+
+#: columns read back into a MemoryItem (embedding and tsvector stay in the database)
+ITEM_COLUMNS = (
+    "id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
+    "source", "source_id", "confidence", "visibility", "status", "created_at", "updated_at",
+    "last_used_at", "access_count", "metadata",
+)
+_COLS = sql.SQL(", ").join(sql.SQL("m.") + sql.Identifier(c) for c in ITEM_COLUMNS)
+_RETURNING = sql.SQL(", ").join(sql.Identifier(c) for c in ITEM_COLUMNS)
+
+Query = tuple[sql.Composable, dict[str, Any]]
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form; works for any embedder without registering types on the caller's connections."""
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) -> Query:
+    """``m`` rows the caller may read: their user memories, their own memories of their session,
+    and their project's memories unless another member marked them owner_only."""
+    scopes = tuple(Scope) if scopes is None else tuple(scopes)
+    parts: list[sql.Composable] = []
+    params: dict[str, Any] = {"vf_user": identity.user_id}
+    if Scope.USER in scopes:
+        parts.append(sql.SQL("(m.scope = 'user' AND m.scope_id = %(vf_user)s)"))
+    if Scope.SESSION in scopes and identity.session_id is not None:
+        params["vf_session"] = identity.session_id
+        parts.append(sql.SQL("(m.scope = 'session' AND m.scope_id = %(vf_session)s AND m.user_id = %(vf_user)s)"))
+    if Scope.PROJECT in scopes and identity.project_id is not None:
+        params["vf_project"] = identity.project_id
+        parts.append(sql.SQL(
+            "(m.scope = 'project' AND m.scope_id = %(vf_project)s"
+            " AND (m.visibility <> 'owner_only' OR m.user_id = %(vf_user)s))"
+        ))
+    if not parts:
+        return sql.SQL("FALSE"), params
+    return sql.SQL("(") + sql.SQL(" OR ").join(parts) + sql.SQL(")"), params
+
+
+def item_filter(
+    identity: Identity,
+    *,
+    scopes: Sequence[Scope] | None = None,
+    types: Sequence[MemoryType] | None = None,
+    statuses: Sequence[Status] | None = (Status.ACTIVE,),
+) -> Query:
+    where, params = visible_filter(identity, scopes)
+    clauses = [where]
+    if types is not None:
+        clauses.append(sql.SQL("m.memory_type = ANY(%(f_types)s)"))
+        params["f_types"] = [t.value for t in types]
+    if statuses is not None:
+        clauses.append(sql.SQL("m.status = ANY(%(f_statuses)s)"))
+        params["f_statuses"] = [s.value for s in statuses]
+    return sql.SQL(" AND ").join(clauses), params
+
+
+def _scope_priority_expr() -> sql.Composable:
+    return sql.SQL(
+        "(CASE m.scope WHEN 'session' THEN %(p_session)s::float8"
+        " WHEN 'project' THEN %(p_project)s::float8 ELSE %(p_user)s::float8 END)"
+    )
+
+
+def search_candidates(
+    where: Query,
+    *,
+    query_vector: Sequence[float],
+    query_text: str,
+    pool: int,
+    vector_weight: float,
+    confidence_weight: float,
+    scope_weight: float,
+    scope_priority: dict[str, float],
+    keyword: bool,
+) -> Query:
+    """The union of two candidate lists, each an exact scan of the caller's rows.
+
+    The vector list is ordered by the final score with no keyword evidence,
+    so when keywords don't matter its top-k *is* the answer (no ANN index to
+    lose rows under a filter). The keyword list adds rows that match the
+    query's words (OR of its lexemes) however far they are in vector space.
+    """
+    filt, params = where
+    params = dict(params)
+    params.update(
+        q_vec=vector_literal(query_vector), q_text=query_text, q_pool=pool,
+        w_vec=vector_weight, w_conf=confidence_weight, w_scope=scope_weight,
+        p_session=scope_priority["session"], p_project=scope_priority["project"], p_user=scope_priority["user"],
+    )
+    prior = sql.SQL(
+        "%(w_vec)s::float8 * (1 - (m.embedding <=> q.v)) + %(w_conf)s::float8 * m.confidence"
+        " + %(w_scope)s::float8 * {prio}"
+    ).format(prio=_scope_priority_expr())
+    keyword_branch = sql.SQL(
+        " UNION (SELECT m.id FROM memory_items m, q WHERE q.tq IS NOT NULL AND m.content_tsv @@ q.tq AND {filt}"
+        " ORDER BY ts_rank(m.content_tsv, q.tq) DESC, m.id LIMIT %(q_pool)s)"
+    ).format(filt=filt) if keyword else sql.SQL("")
+    query = sql.SQL(
+        """
+        WITH q AS MATERIALIZED (
+            SELECT %(q_vec)s::vector AS v,
+                   CASE WHEN numnode(plainto_tsquery('english', %(q_text)s)) = 0 THEN NULL
+                        ELSE replace(plainto_tsquery('english', %(q_text)s)::text, ' & ', ' | ')::tsquery
+                   END AS tq
+        ),
+        cand AS (
+            (SELECT m.id FROM memory_items m, q WHERE {filt} ORDER BY {prior} DESC, m.id LIMIT %(q_pool)s)
+            {keyword_branch}
+        )
+        SELECT {cols}, 1 - (m.embedding <=> q.v) AS similarity, m.content_tsv::text AS tsv,
+               {prio} AS scope_priority
+        FROM memory_items m, q
+        WHERE m.id IN (SELECT id FROM cand)
+        """
+    ).format(filt=filt, prior=prior, keyword_branch=keyword_branch, cols=_COLS, prio=_scope_priority_expr())
+    return query, params
+
+
+def keyword_stats(where: Query, query_text: str) -> Query:
+    """How many of the caller's rows there are and how many contain each query lexeme (BM25's IDF)."""
+    filt, params = where
+    params = dict(params, q_text=query_text)
+    query = sql.SQL(
+        """
+        SELECT l.lex AS lexeme,
+               (SELECT count(*) FROM memory_items m
+                 WHERE m.content_tsv @@ quote_literal(l.lex)::tsquery AND {filt}) AS df,
+               (SELECT count(*) FROM memory_items m WHERE {filt}) AS n
+        FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s))) AS l(lex)
+        """
+    ).format(filt=filt)
+    return query, params
+
+
+def select_items(where: Query, *, order: str = "recent", limit: int | None = None, offset: int = 0) -> Query:
+    filt, params = where
+    params = dict(params, l_limit=limit, l_offset=offset)
+    order_sql = {
+        "recent": sql.SQL("m.updated_at DESC, m.id"),
+        "created": sql.SQL("m.created_at, m.id"),
+    }[order]
+    return (
+        sql.SQL("SELECT {cols} FROM memory_items m WHERE {filt} ORDER BY {order} LIMIT %(l_limit)s OFFSET %(l_offset)s")
+        .format(cols=_COLS, filt=filt, order=order_sql),
+        params,
+    )
+
+
+def select_item_by_id(where: Query, memory_id: Any) -> Query:
+    filt, params = where
+    return (
+        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = %(id)s AND {filt}").format(cols=_COLS, filt=filt),
+        dict(params, id=memory_id),
+    )
+
+
+def find_duplicate(where: Query, vector: Sequence[float], threshold: float) -> Query:
+    """The closest active row in ``where`` at cosine similarity >= threshold."""
+    filt, params = where
+    return (
+        sql.SQL(
+            "SELECT {cols}, 1 - (m.embedding <=> %(d_vec)s::vector) AS similarity FROM memory_items m"
+            " WHERE {filt} AND (m.embedding <=> %(d_vec)s::vector) <= 1 - %(d_thr)s::float8"
+            " ORDER BY m.embedding <=> %(d_vec)s::vector, m.created_at LIMIT 1"
+        ).format(cols=_COLS, filt=filt),
+        dict(params, d_vec=vector_literal(vector), d_thr=threshold),
+    )
+
+
+def find_duplicates_bulk(where: Query, vectors: Sequence[Sequence[float]], threshold: float) -> Query:
+    """For each vector (by 1-based ordinal), the id of its closest duplicate in ``where`` if any."""
+    filt, params = where
+    return (
+        sql.SQL(
+            "SELECT t.ord, d.id FROM unnest(%(b_vecs)s::vector[]) WITH ORDINALITY AS t(v, ord)"
+            " CROSS JOIN LATERAL (SELECT m.id FROM memory_items m WHERE {filt}"
+            " AND (m.embedding <=> t.v) <= 1 - %(b_thr)s::float8 ORDER BY m.embedding <=> t.v LIMIT 1) d"
+        ).format(filt=filt),
+        dict(params, b_vecs=[vector_literal(v) for v in vectors], b_thr=threshold),
+    )
+
+
+def insert_item() -> sql.Composable:
+    return sql.SQL(
+        "INSERT INTO memory_items (id, content, memory_type, scope, scope_id, user_id, project_id, session_id,"
+        " source, source_id, confidence, visibility, metadata, embedding)"
+        " VALUES (%(id)s, %(content)s, %(memory_type)s, %(scope)s, %(scope_id)s, %(user_id)s, %(project_id)s,"
+        " %(session_id)s, %(source)s, %(source_id)s, %(confidence)s, %(visibility)s, %(metadata)s,"
+        " %(embedding)s::vector) RETURNING {ret}"
+    ).format(ret=_RETURNING)
+
+
+def copy_items() -> sql.Composable:
+    return sql.SQL(
+        "COPY memory_items (id, content, memory_type, scope, scope_id, user_id, project_id, session_id,"
+        " source, source_id, confidence, visibility, metadata, embedding) FROM STDIN"
+    )
+
+
+def touch_items() -> sql.Composable:
+    return sql.SQL(
+        "UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1 WHERE id = ANY(%s)"
+    )
+
+
+def update_status(memory_id: Any, status: Status) -> Query:
+    return (
+        sql.SQL(
+            "UPDATE memory_items SET status = %(status)s, updated_at = now() WHERE id = %(id)s RETURNING {ret}"
+        ).format(ret=_RETURNING),
+        {"id": memory_id, "status": status.value},
+    )
+
+
+def refresh_duplicate(memory_id: Any) -> Query:
+    return (
+        sql.SQL(
+            "UPDATE memory_items SET last_used_at = now() WHERE id = %(id)s RETURNING {ret}"
+        ).format(ret=_RETURNING),
+        {"id": memory_id},
+    )
+
+
+def stats(where: Query) -> Query:
+    filt, params = where
+    return (
+        sql.SQL(
+            "SELECT m.memory_type, m.scope, m.status, count(*) AS n, max(m.updated_at) AS last_write,"
+            " sum(pg_column_size(m.*))::bigint AS bytes"
+            " FROM memory_items m WHERE {filt} GROUP BY 1, 2, 3"
+        ).format(filt=filt),
+        params,
+    )
+
+
+def scope_lock_key(identity: Identity, scope: Scope) -> str:
+    """Writes into one scope take this advisory lock, so concurrent saves of one fact dedupe."""
+    key = f"agent_memory:{scope.value}:{identity.scope_id(scope)}"
+    return f"{key}:{identity.user_id}" if scope is Scope.SESSION else key

@@ -1,0 +1,109 @@
+"""Ranking of search candidates: pure functions, testable without a database.
+
+``final = relevance*w_sim + confidence*w_conf + scope_priority*w_scope`` (the
+spec's formula), where *relevance* fuses the two kinds of evidence:
+
+    relevance = (1 - keyword_weight) * cosine + keyword_weight * keyword
+
+*keyword* is BM25 over PostgreSQL's own lexemes (english stemming, stop
+words removed) with IDF from the caller's visible rows, squashed to [0, 1) by
+``bm25 / (bm25 + BM25_HALF)`` so it is absolute (a weak match stays weak
+however few rows match). The choice of this form and of the weight was made
+on the LoCoMo benchmark; BENCHMARKS.md has the comparison.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["BM25_B", "BM25_HALF", "BM25_K1", "Weights", "bm25_scores", "parse_tsvector", "rank"]
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+#: the BM25 score that maps to keyword evidence 0.5
+BM25_HALF = 5.0
+
+_TSV_ENTRY = re.compile(r"'((?:[^']|'')*)'(?::([0-9A-D,]+))?")
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    similarity: float
+    confidence: float
+    scope: float
+    keyword: float
+
+
+def parse_tsvector(text: str) -> dict[str, int]:
+    """``"'cat':2,5 'sat':3"`` -> ``{"cat": 2, "sat": 1}`` (term frequencies)."""
+    out: dict[str, int] = {}
+    for lexeme, positions in _TSV_ENTRY.findall(text or ""):
+        out[lexeme.replace("''", "'")] = len(positions.split(",")) if positions else 1
+    return out
+
+
+def bm25_scores(
+    docs: Sequence[Mapping[str, int]],
+    query_terms: Sequence[str],
+    df: Mapping[str, int],
+    n_docs: int,
+    *,
+    k1: float = BM25_K1,
+    b: float = BM25_B,
+) -> list[float]:
+    """Okapi BM25 of each doc (term-frequency map) for the query terms; IDF from ``df`` over ``n_docs``."""
+    if not docs or not query_terms:
+        return [0.0] * len(docs)
+    lengths = [sum(d.values()) for d in docs]
+    avgdl = (sum(lengths) / len(lengths)) or 1.0
+    idf = {
+        t: math.log(1.0 + (n_docs - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))
+        for t in set(query_terms)
+    }
+    scores = []
+    for doc, dl in zip(docs, lengths):
+        s = 0.0
+        for t in query_terms:
+            tf = doc.get(t, 0)
+            if tf:
+                s += idf[t] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+        scores.append(s)
+    return scores
+
+
+def squash(bm25: float, half: float = BM25_HALF) -> float:
+    return bm25 / (bm25 + half) if bm25 > 0 else 0.0
+
+
+def rank(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    weights: Weights,
+    query_terms: Sequence[str] = (),
+    df: Mapping[str, int] | None = None,
+    n_docs: int = 0,
+    k: int,
+) -> list[tuple[Mapping[str, Any], float, float, float]]:
+    """Score candidate rows (with ``similarity``, ``confidence``, ``scope_priority`` and ``tsv``)
+    and return the best ``k`` as ``(row, final, similarity, keyword)``; ties go to the newer row."""
+    if weights.keyword > 0 and query_terms:
+        bm25 = bm25_scores([parse_tsvector(r.get("tsv") or "") for r in rows], query_terms, df or {}, n_docs)
+    else:
+        bm25 = [0.0] * len(rows)
+    scored = []
+    for row, raw in zip(rows, bm25):
+        similarity = float(row["similarity"])
+        keyword = squash(raw)
+        relevance = (1.0 - weights.keyword) * similarity + weights.keyword * keyword
+        final = (
+            weights.similarity * relevance
+            + weights.confidence * float(row["confidence"])
+            + weights.scope * float(row["scope_priority"])
+        )
+        scored.append((row, final, similarity, keyword))
+    scored.sort(key=lambda s: (-s[1], -s[0]["created_at"].timestamp(), str(s[0]["id"])))
+    return scored[:k]

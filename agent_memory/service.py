@@ -1,0 +1,372 @@
+"""The memory service: the Python API that middleware, tools and CLIs call.
+
+``MemoryService`` (blocking) and ``AsyncMemoryService`` (asyncio) share every
+public method: each method turns its arguments into an operation from
+:mod:`agent_memory.ops`, and the class decides only how to run it. Identity
+(``user_id``, ``project_id``, ``session_id``) is a keyword argument of every
+call and scopes everything the call reads or writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import psycopg
+from langchain_core.embeddings import Embeddings
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from . import ops
+from .config import MemoryConfig
+from .db.connection import aopen_pool, open_pool
+from .db.migrations import migrate
+from .db.requests import Op, arun, run
+from .embeddings import embedding_dimensions, embedding_model_name, resolve_embeddings
+from .errors import ConfigurationError, InvalidInputError
+from .formatting import format_memories_for_prompt
+from .gate import check_content, normalize_content
+from .models import MemoryItem, NewMemory, Rejection, SearchResult, Status
+from .validation import check_identity
+
+__all__ = ["AsyncMemoryService", "MemoryService"]
+
+DEFAULT_DATABASE = "agent_memory"
+
+
+def _embedded_dsn(config: MemoryConfig) -> str:
+    from .db.embedded import ensure_embedded_server
+
+    server = ensure_embedded_server(config.resolved_data_dir())
+    server.ensure_database(DEFAULT_DATABASE)
+    return server.dsn(DEFAULT_DATABASE)
+
+
+def _coerce_new(item: Any, index: int) -> NewMemory:
+    if isinstance(item, NewMemory):
+        return ops.make_new_memory(
+            item.content, memory_type=item.memory_type, scope=item.scope, confidence=item.confidence,
+            source=item.source, source_id=item.source_id, visibility=item.visibility, metadata=item.metadata,
+        )
+    if isinstance(item, str):
+        return ops.make_new_memory(item)
+    if isinstance(item, Mapping):
+        fields = dict(item)
+        if "content" not in fields:
+            raise InvalidInputError(f"items[{index}]", "needs a 'content' key")
+        unknown = set(fields) - set(NewMemory.__dataclass_fields__)
+        if unknown:
+            raise InvalidInputError(f"items[{index}]", f"has unknown keys {sorted(unknown)}; allowed: "
+                                                       f"{', '.join(NewMemory.__dataclass_fields__)}")
+        return ops.make_new_memory(fields.pop("content"), **fields)
+    raise InvalidInputError(f"items[{index}]", f"must be a NewMemory, a dict or a string, got {type(item).__name__}")
+
+
+class _MemoryAPI:
+    """The public methods, written once. ``_execute`` runs an operation (sync) or returns
+    a coroutine that runs it (async), so in ``AsyncMemoryService`` every method is awaited."""
+
+    config: MemoryConfig
+    embeddings: Embeddings
+
+    def _execute(self, op: Op[Any]) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _as(self, ids: tuple[Any, Any, Any], fn: Callable[..., Op[Any]], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(identity, ...)``; the identity is checked when the op runs, like all other input."""
+
+        def op() -> Op[Any]:
+            identity = check_identity(*ids)
+            return (yield from fn(identity, *args, **kwargs))
+
+        return self._execute(op())
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def add_explicit_memory(
+        self, content: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        memory_type: str = "fact", scope: str = "user", confidence: float = 1.0, source: str = "user",
+        source_id: str | None = None, visibility: str = "members", metadata: Mapping[str, Any] | None = None,
+        dedupe: bool = True,
+    ) -> MemoryItem | Rejection:
+        """Save one memory through the gate.
+
+        Returns the stored :class:`MemoryItem`; the *existing* item (with
+        ``deduplicated=True`` and a fresh ``last_used_at``) when an active memory
+        in the same scope says the same thing; or a :class:`Rejection` saying why
+        nothing was stored (too short/long, low confidence, a secret). Malformed
+        arguments raise :class:`InvalidInputError`.
+        """
+        def op(identity: Any) -> Op[Any]:
+            new = ops.make_new_memory(
+                content, memory_type=memory_type, scope=scope, confidence=confidence, source=source,
+                source_id=source_id, visibility=visibility, metadata=metadata,
+            )
+            return (yield from ops.add_memory(self.config, identity, new, dedupe=dedupe))
+
+        return self._as((user_id, project_id, session_id), op)
+
+    def import_memories(
+        self, items: Iterable[NewMemory | Mapping[str, Any] | str], *, user_id: str,
+        project_id: str | None = None, session_id: str | None = None, dedupe: bool = False,
+    ) -> ops.ImportResult:
+        """Bulk import for importers and benchmarks: one batched embedding and one COPY.
+
+        Each item passes the gate's content checks (rejections are reported by
+        position, the rest are written); ``dedupe`` also skips duplicates of
+        active memories and of earlier items. Malformed items raise before
+        anything is written.
+        """
+        news = [_coerce_new(item, i) for i, item in enumerate(items)]
+        return self._as((user_id, project_id, session_id), lambda ident: ops.import_memories(
+            self.config, ident, news, dedupe=dedupe))
+
+    def delete_memory(
+        self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        hard: bool = False,
+    ) -> MemoryItem:
+        """Archive a memory (it never surfaces again, and can be restored), or with ``hard=True``
+        delete it for good. Only its creator may; returns the item as it was."""
+        return self._as((user_id, project_id, session_id), ops.delete_memory, memory_id, hard=hard)
+
+    def restore_memory(
+        self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+    ) -> MemoryItem:
+        """Make an archived memory active again."""
+        return self._as((user_id, project_id, session_id), ops.restore_memory, memory_id)
+
+    def purge_archived(self, *, user_id: str, project_id: str | None = None, session_id: str | None = None) -> int:
+        """Permanently delete every archived memory the caller created; returns how many."""
+        return self._as((user_id, project_id, session_id), ops.purge_archived)
+
+    def record_extraction_run(
+        self, *, user_id: str, session_id: str, project_id: str | None = None,
+    ) -> int | Rejection:
+        """Count one automatic extraction run against the session's budget
+        (``MEMORY_MAX_EXTRACTIONS`` per ``MEMORY_EXTRACTION_WINDOW_HOURS``): runs left, or RATE_LIMITED."""
+        return self._as((user_id, project_id, session_id), lambda ident: ops.record_extraction_run(self.config, ident))
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def search_memories(
+        self, query: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        k: int = 5, memory_type: Any = None, scope: Any = None, status: Any = Status.ACTIVE,
+    ) -> list[SearchResult]:
+        """The ``k`` best of the caller's memories for ``query`` across their session, project
+        and user scopes (or those in ``scope``), best first with their scores.
+
+        Filters take one value or a list: ``memory_type``, ``scope``, ``status``
+        (active only by default). Hits get ``last_used_at``/``access_count`` updated.
+        """
+        return self._as((user_id, project_id, session_id), lambda ident: ops.search_memories(
+            self.config, ident, query, k=k, memory_type=memory_type, scope=scope, status=status))
+
+    def check_duplicate(
+        self, content: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        scope: str = "user",
+    ) -> MemoryItem | None:
+        """The active memory in ``scope`` that ``content`` would duplicate (cosine >= the threshold), if any."""
+        return self._as((user_id, project_id, session_id), lambda ident: ops.check_duplicate(
+            self.config, ident, content, scope))
+
+    def get_memory(
+        self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+    ) -> MemoryItem:
+        """One memory the caller may see, in any status; :class:`MemoryNotFoundError` otherwise."""
+        return self._as((user_id, project_id, session_id), ops.get_memory, memory_id)
+
+    def list_memories(
+        self, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        memory_type: Any = None, scope: Any = None, status: Any = Status.ACTIVE, limit: int = 50, offset: int = 0,
+    ) -> list[MemoryItem]:
+        """The caller's memories, most recently updated first."""
+        return self._as((user_id, project_id, session_id), lambda ident: ops.list_memories(
+            self.config, ident, memory_type=memory_type, scope=scope, status=status, limit=limit, offset=offset))
+
+    def stats(self, *, user_id: str, project_id: str | None = None, session_id: str | None = None) -> Any:
+        """Counts by type, scope and status, last write, extraction budget left and storage
+        size, over what the caller may see."""
+        return self._as((user_id, project_id, session_id), lambda ident: ops.stats(self.config, ident))
+
+    def extraction_budget(
+        self, *, user_id: str, session_id: str | None = None, project_id: str | None = None,
+    ) -> int | None:
+        """Extraction runs left in the session's window (None without a session)."""
+        return self._as((user_id, project_id, session_id), lambda ident: ops.extraction_budget(self.config, ident))
+
+    # --- pure helpers (no I/O, never awaited) ------------------------------------------------
+
+    def validate_memory(self, content: Any, *, confidence: Any = 1.0, memory_type: Any = "fact",
+                        scope: Any = "user") -> Rejection | None:
+        """The gate's verdict on a proposed memory, without saving it: ``None`` means it would pass
+        (a duplicate is not a rejection; see :meth:`check_duplicate`). Malformed arguments raise."""
+        new = ops.make_new_memory(content, confidence=confidence, memory_type=memory_type, scope=scope)
+        return check_content(normalize_content(new.content), confidence=new.confidence, config=self.config)
+
+    def format_memories_for_prompt(
+        self, memories: Iterable[MemoryItem | SearchResult], *, budget_chars: int | None = None
+    ) -> str:
+        """The prompt block for ``memories`` within ``budget_chars`` (default ``config.prompt_budget_chars``)."""
+        return format_memories_for_prompt(
+            memories, budget_chars=self.config.prompt_budget_chars if budget_chars is None else budget_chars
+        )
+
+
+def _resolve(config: MemoryConfig | None, embeddings: Embeddings | None) -> tuple[MemoryConfig, Embeddings]:
+    config = MemoryConfig.from_env() if config is None else config
+    if not isinstance(config, MemoryConfig):
+        raise ConfigurationError(f"config must be a MemoryConfig, got {type(config).__name__}")
+    if embeddings is None:
+        embeddings = resolve_embeddings(config)
+    elif not isinstance(embeddings, Embeddings):
+        raise ConfigurationError(
+            f"embeddings must be a LangChain Embeddings object, got {type(embeddings).__name__}"
+        )
+    return config, embeddings
+
+
+class MemoryService(_MemoryAPI):
+    """Blocking memory service.
+
+    ``MemoryService()`` uses ``DATABASE_URL`` when set and the embedded
+    PostgreSQL otherwise, with the local embedding model. Pass ``conn`` (a DSN,
+    a ``psycopg.Connection`` or a ``psycopg_pool.ConnectionPool``), ``config``
+    and/or ``embeddings`` (any LangChain ``Embeddings``) to choose. The schema
+    is migrated on construction. Thread-safe; use as a context manager or call
+    :meth:`close` to release a pool it opened.
+    """
+
+    def __init__(
+        self, conn: str | psycopg.Connection | ConnectionPool | None = None, *,
+        config: MemoryConfig | None = None, embeddings: Embeddings | None = None,
+    ) -> None:
+        self.config, self.embeddings = _resolve(config, embeddings)
+        self._owned_pool: ConnectionPool | None = None
+        if conn is None or isinstance(conn, str):
+            dsn = conn or self.config.database_url or _embedded_dsn(self.config)
+            conn = self._owned_pool = open_pool(
+                dsn, min_size=self.config.pool_min_size, max_size=self.config.pool_max_size
+            )
+        elif not isinstance(conn, (psycopg.Connection, ConnectionPool)):
+            raise ConfigurationError(
+                f"conn must be a DSN string, a psycopg Connection or a ConnectionPool, got {type(conn).__name__}"
+            )
+        self.conn = conn
+        self._closed = False
+        try:
+            self.applied_migrations: list[str] = run(
+                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings)),
+                self.conn, self.embeddings,
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def _execute(self, op: Op[Any]) -> Any:
+        if self._closed:
+            op.close()
+            raise ConfigurationError("this MemoryService is closed; create a new one")
+        return run(op, self.conn, self.embeddings)
+
+    def close(self) -> None:
+        """Close the pool this service opened (a connection or pool you passed in stays open)."""
+        self._closed = True
+        if self._owned_pool is not None:
+            self._owned_pool.close()
+            self._owned_pool = None
+
+    def __enter__(self) -> MemoryService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncMemoryService(_MemoryAPI):
+    """The asyncio twin of :class:`MemoryService`: same methods, each awaited.
+
+    Accepts a DSN, a ``psycopg.AsyncConnection`` or an ``AsyncConnectionPool``.
+    Setup (pool, migrations) happens on first use or on ``await service.setup()``;
+    ``async with AsyncMemoryService() as memory:`` does both ends.
+    """
+
+    def __init__(
+        self, conn: str | psycopg.AsyncConnection | AsyncConnectionPool | None = None, *,
+        config: MemoryConfig | None = None, embeddings: Embeddings | None = None,
+    ) -> None:
+        self.config, self.embeddings = _resolve(config, embeddings)
+        if conn is not None and not isinstance(conn, (str, psycopg.AsyncConnection, AsyncConnectionPool)):
+            raise ConfigurationError(
+                "conn must be a DSN string, a psycopg AsyncConnection or an AsyncConnectionPool, "
+                f"got {type(conn).__name__}"
+            )
+        self._given = conn
+        self.conn: psycopg.AsyncConnection | AsyncConnectionPool | None = None
+        self._owned_pool: AsyncConnectionPool | None = None
+        self._setup_lock = threading.Lock()
+        self._setup_task: asyncio.Future[None] | None = None
+        self._closed = False
+        self.applied_migrations: list[str] = []
+
+    async def setup(self) -> None:
+        """Open the pool and migrate the schema (idempotent; concurrent callers share one setup)."""
+        if self.conn is not None:
+            return
+        with self._setup_lock:
+            if self._setup_task is None:
+                self._setup_task = asyncio.ensure_future(self._setup())
+            task = self._setup_task
+        try:
+            await asyncio.shield(task)
+        except BaseException:
+            with self._setup_lock:
+                if self._setup_task is task and task.done():
+                    self._setup_task = None
+            raise
+
+    async def _setup(self) -> None:
+        conn = self._given
+        if conn is None or isinstance(conn, str):
+            dsn = conn or self.config.database_url or await asyncio.to_thread(_embedded_dsn, self.config)
+            conn = self._owned_pool = await aopen_pool(
+                dsn, min_size=self.config.pool_min_size, max_size=self.config.pool_max_size
+            )
+        try:
+            self.applied_migrations = await arun(
+                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings)),
+                conn, self.embeddings,
+            )
+        except BaseException:
+            if self._owned_pool is not None:
+                await self._owned_pool.close()
+                self._owned_pool = None
+            raise
+        self.conn = conn
+
+    async def _aexecute(self, op: Op[Any]) -> Any:
+        if self._closed:
+            op.close()
+            raise ConfigurationError("this AsyncMemoryService is closed; create a new one")
+        try:
+            await self.setup()
+        except BaseException:
+            op.close()
+            raise
+        return await arun(op, self.conn, self.embeddings)  # type: ignore[arg-type]
+
+    def _execute(self, op: Op[Any]) -> Any:
+        return self._aexecute(op)
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._owned_pool is not None:
+            await self._owned_pool.close()
+            self._owned_pool = None
+
+    async def __aenter__(self) -> AsyncMemoryService:
+        await self.setup()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

