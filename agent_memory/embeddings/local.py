@@ -125,7 +125,9 @@ class MiniLMModel:
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise EmbeddingError(f"local embeddings need onnxruntime and tokenizers ({exc}); pip install agent-memory") from exc
+            raise EmbeddingError(
+                f"local embeddings need onnxruntime and tokenizers ({exc}); pip install agent-memory"
+            ) from exc
         try:
             tokenizer = Tokenizer.from_file(str(files.tokenizer))
             # The shipped tokenizer.json pads every text to a fixed 128 and truncates at 128;
@@ -143,7 +145,9 @@ class MiniLMModel:
             raise EmbeddingError(f"the local embedding model could not be loaded ({exc}); {REINSTALL_HINT}") from exc
         inputs = {i.name for i in session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= inputs:
-            raise EmbeddingError(f"the embedding model takes inputs {sorted(inputs)}, expected input_ids and attention_mask")
+            raise EmbeddingError(
+                f"the embedding model takes inputs {sorted(inputs)}, expected input_ids and attention_mask"
+            )
         outputs = [o.name for o in session.get_outputs()]
         self.tokenizer = tokenizer
         self.session = session
@@ -190,7 +194,9 @@ def load_model(threads: int = 1, files: ModelFiles | None = None) -> MiniLMModel
 
 def _check_texts(texts: Any) -> list[str]:
     if isinstance(texts, (str, bytes)):
-        raise InvalidInputError("texts", "expected a list of strings, got a single string; use embed_query for one text")
+        raise InvalidInputError(
+            "texts", "expected a list of strings, got a single string; use embed_query for one text"
+        )
     if not isinstance(texts, Iterable):
         raise InvalidInputError("texts", f"expected a list of strings, got {type(texts).__name__}")
     texts = list(texts)

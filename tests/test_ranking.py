@@ -1,0 +1,49 @@
+"""Ranking is pure: BM25 over PostgreSQL lexemes, fused with cosine, then the spec's weighted sum."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from agent_memory import ranking
+
+NOW = datetime.now(timezone.utc)
+
+
+def row(id, similarity, confidence=1.0, priority=0.6, tsv="", age=0):
+    return {"id": id, "similarity": similarity, "confidence": confidence, "scope_priority": priority,
+            "tsv": tsv, "created_at": NOW - timedelta(seconds=age)}
+
+
+def test_parse_tsvector_counts_positions_and_unquotes():
+    assert ranking.parse_tsvector("'cat':2,5 'it''s':1 'sat':3A") == {"cat": 2, "it's": 1, "sat": 1}
+    assert ranking.parse_tsvector("") == {}
+
+
+def test_bm25_rewards_rare_terms_and_term_frequency():
+    docs = [{"postgres": 1, "db": 1}, {"db": 2}, {"cat": 1}]
+    df = {"postgres": 1, "db": 50}
+    scores = ranking.bm25_scores(docs, ["postgres", "db"], df, n_docs=100)
+    assert scores[0] > scores[1] > scores[2] == 0.0
+
+
+def test_without_keyword_weight_the_spec_formula_is_exact():
+    w = ranking.Weights(similarity=0.5, confidence=0.3, scope=0.2, keyword=0.0)
+    ranked = ranking.rank([row("a", 0.9, 0.8, 0.6), row("b", 0.7, 1.0, 1.0)], weights=w, k=2)
+    assert [r[0]["id"] for r in ranked] == ["b", "a"]
+    assert ranked[0][1] == pytest.approx(0.7 * 0.5 + 1.0 * 0.3 + 1.0 * 0.2)
+    assert ranked[1][1] == pytest.approx(0.9 * 0.5 + 0.8 * 0.3 + 0.6 * 0.2)
+
+
+def test_keyword_evidence_lifts_an_exact_term_match():
+    w = ranking.Weights(similarity=0.5, confidence=0.3, scope=0.2, keyword=0.5)
+    rows = [row("semantic", 0.6, tsv="'weekly':1 'sync':2"), row("exact", 0.45, tsv="'qzx-7741':4 'cluster':2")]
+    ranked = ranking.rank(rows, weights=w, query_terms=["qzx-7741"], df={"qzx-7741": 1}, n_docs=500, k=2)
+    assert ranked[0][0]["id"] == "exact" and ranked[0][3] > 0 and ranked[1][3] == 0
+
+
+def test_ties_go_to_the_newer_memory_and_k_truncates():
+    w = ranking.Weights(similarity=0.5, confidence=0.3, scope=0.2, keyword=0.0)
+    ranked = ranking.rank([row("old", 0.5, age=100), row("new", 0.5, age=1), row("low", 0.1)], weights=w, k=2)
+    assert [r[0]["id"] for r in ranked] == ["new", "old"]

@@ -1,0 +1,86 @@
+"""search_memories returns the true top-k under every scope filter: compared with an exact scan in numpy."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import numpy as np
+import psycopg
+import pytest
+
+from agent_memory import MemoryService, ranking
+from agent_memory.ops import NewMemory
+
+TOPICS = ["coffee", "hiking", "python", "tax return", "guitar", "kubernetes", "sourdough", "marathon",
+          "japanese", "chess", "garden", "invoice", "vacation", "piano", "database", "cat"]
+FORMS = ["I like {t} a lot", "We talked about {t} yesterday", "My notes on {t} are in the wiki",
+         "The team is worried about {t}", "Remember the {t} deadline on Friday", "{t} is my weekend plan",
+         "Never schedule {t} before noon", "I decided to stop {t} for a month"]
+SCOPE_FILTERS = [None, "user", "project", "session", ["user", "project"], ["session", "project"]]
+QUERIES = ["what do I do on weekends?", "kubernetes deadline", "coffee", "music lessons", "money and taxes"]
+
+
+@pytest.fixture(scope="module")
+def corpus(memory: MemoryService):
+    rng = random.Random(7)
+    tag = uuid.uuid4().hex[:8]
+    ids = {"user_id": f"exact-{tag}", "project_id": f"exact-p-{tag}", "session_id": f"exact-s-{tag}"}
+    for scope in ("user", "project", "session"):
+        items = [
+            NewMemory(content=rng.choice(FORMS).format(t=rng.choice(TOPICS)) + f" (note {scope} {i})",
+                      scope=scope, confidence=round(rng.uniform(0.7, 1.0), 3))
+            for i in range(120)
+        ]
+        memory.import_memories(items, **ids)
+    # other tenants' rows with the same texts: must never appear, and must not change the answer
+    memory.import_memories([f"I like coffee a lot (note user {i})" for i in range(50)],
+                           user_id=f"noise-{tag}", project_id=ids["project_id"] + "x")
+    return ids
+
+
+def exact_top_k(dsn, memory, ids, query, scope, k, keyword_weight):
+    """Score every visible row in Python: numpy cosine + the same BM25 over all rows."""
+    scopes = {"user", "project", "session"} if scope is None else {scope} if isinstance(scope, str) else set(scope)
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT id, scope, confidence, created_at, embedding::text AS emb, content_tsv::text AS tsv"
+            " FROM memory_items WHERE status = 'active' AND ("
+            " (scope = 'user' AND scope_id = %(u)s) OR (scope = 'project' AND scope_id = %(p)s)"
+            " OR (scope = 'session' AND scope_id = %(s)s AND user_id = %(u)s))",
+            {"u": ids["user_id"], "p": ids["project_id"], "s": ids["session_id"]},
+        ).fetchall()
+        terms = [r[0] for r in conn.execute(
+            "SELECT unnest(tsvector_to_array(to_tsvector('english', %s)))", (query,)).fetchall()]
+    rows = [r for r in rows if r[1] in scopes]
+    q = np.asarray(memory.embeddings.embed_query(query))
+    embs = np.asarray([[float(x) for x in r[4].strip("[]").split(",")] for r in rows])
+    cos = embs @ q / (np.linalg.norm(embs, axis=1) * np.linalg.norm(q))
+    tfs = [ranking.parse_tsvector(r[5]) for r in rows]
+    df = {t: sum(1 for tf in tfs if t in tf) for t in terms}
+    prio = memory.config.scope_priority
+    candidates = [
+        {"id": r[0], "similarity": float(c), "confidence": r[2], "scope_priority": prio[r[1]],
+         "created_at": r[3], "tsv": r[5]}
+        for r, c in zip(rows, cos)
+    ]
+    weights = ranking.Weights(similarity=memory.config.weight_similarity,
+                              confidence=memory.config.weight_confidence,
+                              scope=memory.config.weight_scope, keyword=keyword_weight)
+    ranked = ranking.rank(candidates, weights=weights, query_terms=terms, df=df, n_docs=len(rows), k=k)
+    return [r[0]["id"] for r in ranked], [r[1] for r in ranked]
+
+
+@pytest.mark.parametrize("keyword_weight", [0.0, None])
+@pytest.mark.parametrize("scope", SCOPE_FILTERS, ids=str)
+def test_search_equals_exact_scan(dsn, memory, embeddings, corpus, scope, keyword_weight):
+    config = memory.config if keyword_weight is None else memory.config.replace(keyword_weight=keyword_weight)
+    kw = config.keyword_weight
+    with MemoryService(dsn, config=config, embeddings=embeddings) as service:
+        for query in QUERIES:
+            for k in (1, 10, 40):
+                hits = service.search_memories(query, k=k, scope=scope, **corpus)
+                want_ids, want_scores = exact_top_k(dsn, service, corpus, query, scope, k, kw)
+                assert len(hits) == len(want_ids) == k
+                assert [h.score for h in hits] == pytest.approx(want_scores, abs=1e-5)
+                assert [h.id for h in hits] == want_ids
