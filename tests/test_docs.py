@@ -1,0 +1,35 @@
+"""The README tells the truth: every variable, every public method, and the CI's test command."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+from agent_memory import MemoryService
+from agent_memory.config import ENV_VARS, MemoryConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def test_every_environment_variable_is_documented_with_its_default():
+    table = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([A-Z_]+)` \| ([^|]+) \|", README, re.M)}
+    assert set(ENV_VARS) <= set(table), set(ENV_VARS) - set(table)
+    defaults = MemoryConfig()
+    for var, (field, _) in ENV_VARS.items():
+        value = getattr(defaults, field)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and var != "MEMORY_KEYWORD_WEIGHT":
+            assert table[var].strip(" `") == f"{value:g}", var
+
+
+def test_every_public_service_method_is_documented():
+    public = [n for n, f in inspect.getmembers(MemoryService, inspect.isfunction) if not n.startswith("_")]
+    missing = [n for n in public if f"`{n}(" not in README and n not in ("close",)]
+    assert not missing
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text()
+    command = ".venv/bin/python -m pytest -q"
+    assert command in README and ci.strip().splitlines()[-1] == command
