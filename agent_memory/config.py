@@ -42,6 +42,7 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_WEIGHT_CONFIDENCE": ("weight_confidence", float),
         "MEMORY_WEIGHT_SCOPE": ("weight_scope", float),
         "MEMORY_KEYWORD_WEIGHT": ("keyword_weight", float),
+        "MEMORY_MIN_RELEVANCE": ("min_relevance", float),
         "MEMORY_PROMPT_BUDGET": ("prompt_budget_chars", int),
         "MEMORY_POOL_MAX_SIZE": ("pool_max_size", int),
     }
@@ -49,9 +50,16 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
 
 
 def default_data_dir() -> Path:
-    """Per-user directory of the embedded PostgreSQL (``~/.local/share/agent-memory/pgdata`` on Linux)."""
+    """Per-user directory of the embedded PostgreSQL (``~/.local/share/agent-memory/pgdata`` on Linux).
+
+    As root it is ``/var/lib/agent-memory/pgdata``: the server then runs as a
+    ``pgserver`` user that must be able to reach the directory, and opening
+    ``/root`` to other users for that would be a poor trade.
+    """
     import platformdirs
 
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/agent-memory/pgdata")
     return Path(platformdirs.user_data_dir("agent-memory", appauthor=False)) / "pgdata"
 
 
@@ -67,6 +75,8 @@ class MemoryConfig:
         where *similarity* is the fused vector + keyword relevance (see ``keyword_weight``).
     keyword_weight: how much full-text (BM25) evidence adds to vector similarity,
         chosen on the LoCoMo benchmark (BENCHMARKS.md).
+    min_relevance: search leaves out hits whose relevance (the fused similarity, before
+        confidence and scope are added) is below this; 0 returns the top k whatever they are.
     prompt_budget_chars: how many characters of memories ``format_memories_for_prompt`` may emit.
     """
 
@@ -86,6 +96,7 @@ class MemoryConfig:
     weight_scope: float = 0.2
     scope_priority: Mapping[str, float] = field(default_factory=lambda: _DEFAULT_SCOPE_PRIORITY)
     keyword_weight: float = 0.5
+    min_relevance: float = 0.0
     candidate_pool: int = 50
     max_k: int = 100
     prompt_budget_chars: int = 4000
@@ -117,7 +128,7 @@ class MemoryConfig:
                 "to use another model pass any LangChain Embeddings object as embeddings= to MemoryService"
             )
         for name in ("min_confidence", "duplicate_threshold", "weight_similarity", "weight_confidence",
-                     "weight_scope", "keyword_weight"):
+                     "weight_scope", "keyword_weight", "min_relevance"):
             unit(name)
         positive_int("embedding_threads")
         positive_int("max_extractions", minimum=0)

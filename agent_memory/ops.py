@@ -199,11 +199,13 @@ def search_memories(
     memory_type: Any = None,
     scope: Any = None,
     status: Any = Status.ACTIVE,
+    min_relevance: Any = None,
     touch: bool = True,
 ) -> Op[list[SearchResult]]:
     """Top ``k`` of the caller's memories for ``query``, best first."""
     query = check_text("query", query, max_length=MAX_QUERY_LENGTH).strip()
     k = check_k(k, config.max_k)
+    floor = config.min_relevance if min_relevance is None else check_confidence(min_relevance, "min_relevance")
     types = check_enum_set("memory_type", memory_type, MemoryType)
     scopes = check_enum_set("scope", scope, Scope)
     statuses = check_enum_set("status", status, Status)
@@ -230,7 +232,10 @@ def search_memories(
         terms = [r["lexeme"] for r in stats_rows]
         df = {r["lexeme"]: int(r["df"]) for r in stats_rows}
         n_docs = int(stats_rows[0]["n"]) if stats_rows else 0
-    ranked = ranking.rank(rows, weights=weights, query_terms=terms, df=df, n_docs=n_docs, k=k)
+    ranked = ranking.rank(rows, weights=weights, query_terms=terms, df=df, n_docs=n_docs, k=len(rows))
+    if floor > 0:
+        ranked = [r for r in ranked if (1 - weights.keyword) * r[2] + weights.keyword * r[3] >= floor]
+    ranked = ranked[:k]
     if touch and ranked:
         # Usage stats are bookkeeping: don't make the reader wait for their WAL flush.
         yield Sql("SET LOCAL synchronous_commit TO OFF", fetch="none")

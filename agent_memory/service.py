@@ -152,15 +152,19 @@ class _MemoryAPI:
     def search_memories(
         self, query: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
         k: int = 5, memory_type: Any = None, scope: Any = None, status: Any = Status.ACTIVE,
+        min_relevance: float | None = None,
     ) -> list[SearchResult]:
         """The ``k`` best of the caller's memories for ``query`` across their session, project
         and user scopes (or those in ``scope``), best first with their scores.
 
         Filters take one value or a list: ``memory_type``, ``scope``, ``status``
-        (active only by default). Hits get ``last_used_at``/``access_count`` updated.
+        (active only by default). ``min_relevance`` (default ``config.min_relevance``)
+        drops weak matches, so fewer than ``k`` may come back. Hits get
+        ``last_used_at``/``access_count`` updated.
         """
         return self._as((user_id, project_id, session_id), lambda ident: ops.search_memories(
-            self.config, ident, query, k=k, memory_type=memory_type, scope=scope, status=status))
+            self.config, ident, query, k=k, memory_type=memory_type, scope=scope, status=status,
+            min_relevance=min_relevance))
 
     def check_duplicate(
         self, content: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,

@@ -10,6 +10,8 @@ rather than fresh databases; the few that need an empty database ask
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,8 +25,13 @@ from agent_memory.embeddings import LocalEmbeddings
 
 
 @pytest.fixture(scope="session")
-def pg_server_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
-    """A function: database name -> DSN on the test server."""
+def pg_server_dsn() -> Iterator[Callable[[str], str]]:
+    """A function: database name -> DSN on the test server.
+
+    The embedded server's directory is made with mkdtemp rather than pytest's
+    tmp_path: as root the server runs as another user, and pytest re-closes
+    its own temp root (0700) whenever another pytest session starts.
+    """
     given = os.environ.get("AGENT_MEMORY_TEST_DSN")
     if given:
         info = psycopg.conninfo.conninfo_to_dict(given)
@@ -36,11 +43,13 @@ def pg_server_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
         return
     from agent_memory.db.embedded import ensure_embedded_server
 
-    server = ensure_embedded_server(Path(tmp_path_factory.mktemp("pg")) / "data")
+    base = Path(tempfile.mkdtemp(prefix="agent-memory-tests-"))
+    server = ensure_embedded_server(base / "data")
     try:
         yield server.dsn
     finally:
         server.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

