@@ -73,7 +73,7 @@ class ImportResult:
 
     inserted: list[UUID] = field(default_factory=list)
     rejected: list[tuple[int, Rejection]] = field(default_factory=list)
-    duplicates: list[tuple[int, UUID | None]] = field(default_factory=list)
+    duplicates: list[tuple[int, UUID]] = field(default_factory=list)  # (position, id of the memory it repeats)
 
 
 def row_to_item(row: Mapping[str, Any], *, deduplicated: bool = False) -> MemoryItem:
@@ -384,6 +384,7 @@ def import_memories(
     if not accepted:
         return result
     vectors = yield Embed(tuple(content for _, _, content in accepted))
+    rows = [_row_params(identity, new, content, vector) for (_, new, content), vector in zip(accepted, vectors)]
     keep = list(range(len(accepted)))
     if dedupe:
         keep = []
@@ -407,21 +408,15 @@ def import_memories(
                     continue
                 if kept_here:
                     sims = matrix[kept_here] @ matrix[pos]
-                    if float(sims.max()) >= config.duplicate_threshold:
-                        result.duplicates.append((index, None))
+                    best = int(np.argmax(sims))
+                    if float(sims[best]) >= config.duplicate_threshold:
+                        result.duplicates.append((index, rows[kept_here[best]]["id"]))
                         continue
                 kept_here.append(pos)
             keep.extend(kept_here)
         keep.sort()
-    rows = []
-    for pos in keep:
-        index, new, content = accepted[pos]
-        params = _row_params(identity, new, content, vectors[pos])
-        rows.append([params[c] for c in (
-            "id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
-            "source", "source_id", "confidence", "visibility", "metadata", "embedding",
-        )])
-        result.inserted.append(params["id"])
-    if rows:
-        yield Copy(queries.copy_items(), rows)
+    copy_rows = [[rows[pos][c] for c in queries.COPY_COLUMNS] for pos in keep]
+    result.inserted.extend(rows[pos]["id"] for pos in keep)
+    if copy_rows:
+        yield Copy(queries.copy_items(), copy_rows)
     return result

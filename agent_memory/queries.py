@@ -203,20 +203,23 @@ def find_duplicates_bulk(where: Query, vectors: Sequence[Sequence[float]], thres
     )
 
 
+COPY_COLUMNS = ("id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
+                "source", "source_id", "confidence", "visibility", "metadata", "embedding")
+
+
 def insert_item() -> sql.Composable:
-    return sql.SQL(
-        "INSERT INTO memory_items (id, content, memory_type, scope, scope_id, user_id, project_id, session_id,"
-        " source, source_id, confidence, visibility, metadata, embedding)"
-        " VALUES (%(id)s, %(content)s, %(memory_type)s, %(scope)s, %(scope_id)s, %(user_id)s, %(project_id)s,"
-        " %(session_id)s, %(source)s, %(source_id)s, %(confidence)s, %(visibility)s, %(metadata)s,"
-        " %(embedding)s::vector) RETURNING {ret}"
-    ).format(ret=_RETURNING)
+    """One row from a dict keyed by :data:`COPY_COLUMNS`, returned as stored."""
+    values = [sql.Placeholder(c) for c in COPY_COLUMNS]
+    values[-1] = sql.SQL("{}::vector").format(values[-1])
+    return sql.SQL("INSERT INTO memory_items ({cols}) VALUES ({vals}) RETURNING {ret}").format(
+        cols=sql.SQL(", ").join(sql.Identifier(c) for c in COPY_COLUMNS),
+        vals=sql.SQL(", ").join(values), ret=_RETURNING,
+    )
 
 
 def copy_items() -> sql.Composable:
-    return sql.SQL(
-        "COPY memory_items (id, content, memory_type, scope, scope_id, user_id, project_id, session_id,"
-        " source, source_id, confidence, visibility, metadata, embedding) FROM STDIN"
+    return sql.SQL("COPY memory_items ({cols}) FROM STDIN").format(
+        cols=sql.SQL(", ").join(sql.Identifier(c) for c in COPY_COLUMNS)
     )
 
 

@@ -118,9 +118,11 @@ class _MemoryAPI:
         active memories and of earlier items. Malformed items raise before
         anything is written.
         """
-        news = [_coerce_new(item, i) for i, item in enumerate(items)]
-        return self._as((user_id, project_id, session_id), lambda ident: ops.import_memories(
-            self.config, ident, news, dedupe=dedupe))
+        def op(identity: Any) -> Op[Any]:
+            news = [_coerce_new(item, i) for i, item in enumerate(items)]
+            return (yield from ops.import_memories(self.config, identity, news, dedupe=dedupe))
+
+        return self._as((user_id, project_id, session_id), op)
 
     def delete_memory(
         self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,

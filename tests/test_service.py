@@ -233,7 +233,8 @@ async def test_bulk_import_gates_batches_and_dedupes(svc, tenant):
     assert len(result.inserted) == 2
     assert [(i, r.reason) for i, r in result.rejected] == [(3, RejectionReason.TOO_SHORT),
                                                            (5, RejectionReason.SENSITIVE)]
-    assert result.duplicates[0] == (0, existing.id) and result.duplicates[1][0] == 2
+    hiking = result.inserted[0]
+    assert result.duplicates == [(0, existing.id), (2, hiking)]
     contents = sorted(i.content for i in await call(svc, "list_memories", limit=10, **ids))
     assert contents == sorted(["I have two cats named Miso and Tofu", "I enjoy hiking in the Alps",
                                "The repo uses trunk-based development"])
