@@ -79,7 +79,7 @@ def demo(memory: MemoryService, out: Any = sys.stdout) -> None:
     for user, query in ((alice, "what should I avoid eating?"), (alice, "which database do we use?"),
                         (bob, "which database do we use?"), (bob, "how should you answer me?")):
         say(f"  {user} asks {query!r}")
-        for hit in memory.search_memories(query, user_id=user, project_id=DEMO_PROJECT, k=3, min_relevance=0.2):
+        for hit in memory.search_memories(query, user_id=user, project_id=DEMO_PROJECT, k=3, min_relevance=0.1):
             say(_line(hit))
 
     say("\n4. Isolation: bob searching for alice's allergy finds nothing of hers")
@@ -89,7 +89,7 @@ def demo(memory: MemoryService, out: Any = sys.stdout) -> None:
 
     say("\n5. What the middleware would inject into alice's system prompt")
     hits = memory.search_memories("help me plan lunch for the team offsite", user_id=alice,
-                                  project_id=DEMO_PROJECT, k=3, min_relevance=0.15)
+                                  project_id=DEMO_PROJECT, k=3, min_relevance=0.1)
     say(memory.format_memories_for_prompt(hits, budget_chars=800))
 
     stats = memory.stats(user_id=alice, project_id=DEMO_PROJECT)

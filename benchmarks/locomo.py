@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from agent_memory import MemoryConfig, MemoryService, ranking
+from agent_memory import AgentMemoryError, MemoryConfig, MemoryService, ranking
 from agent_memory.embeddings import LocalEmbeddings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -306,6 +306,14 @@ def fused(kw: float, *, half: float = 5.0, k1: float = 1.2, b: float = 0.75, nor
     return method
 
 
+def lift(kw: float, *, half: float = 5.0, k1: float = 1.2, b: float = 0.0) -> Method:
+    """``cosine + kw*keyword*(1 - cosine)``: keyword evidence only raises relevance (kw=1 is a noisy-OR)."""
+    def method(c: Candidates) -> list[float]:
+        key = [x / (x + half) if x > 0 else 0.0 for x in _bm25(c, k1, b, None)]
+        return [s + kw * k * (1 - s) for s, k in zip(c.cosine, key)]
+    return method
+
+
 def rrf(*, c: float = 60.0, kw: float = 0.5, k1: float = 1.2, b: float = 0.75) -> Method:
     """Reciprocal rank fusion of the cosine and BM25 rankings within the candidates."""
     def method(cand: Candidates) -> list[float]:
@@ -328,21 +336,26 @@ def replay(cands: Sequence[Candidates], method: Method, outcomes: Mapping[tuple[
 
 def sweep_methods(avgdl: Mapping[str, float]) -> dict[str, Method]:
     """Every method the sweep compares (name -> scoring function over one question's candidates)."""
-    methods: dict[str, Method] = {"vector only (kw=0)": fused(0.0), "BM25 only (kw=1)": fused(1.0)}
-    for half in (1.0, 2.0, 3.0, 5.0, 10.0):
+    methods: dict[str, Method] = {"vector only (kw=0)": fused(0.0), "BM25 only (kw=1)": fused(1.0, b=0.0)}
+    for half in (1.0, 2.0, 3.0, 5.0, 10.0):  # the textbook BM25 (b=0.75), squashed
         for kw in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
-            methods[f"squash half={half:g} kw={kw:g}"] = fused(kw, half=half)
+            methods[f"squash h={half:g} kw={kw:g} k1=1.2 b=0.75"] = fused(kw, half=half)
+    methods["squash h=5 kw=0.5 k1=1.2 b=0.75 global avgdl"] = fused(0.5, avgdl=avgdl)
+    for half in (2.0, 3.0, 5.0, 8.0, 12.0):  # no length normalisation
+        for kw in (0.3, 0.4, 0.5, 0.6, 0.7):
+            methods[f"squash h={half:g} kw={kw:g} k1=1.2 b=0"] = fused(kw, half=half, b=0.0)
+    for b in (0.25, 0.5, 1.0):
+        for kw in (0.4, 0.5, 0.6):
+            methods[f"squash h=5 kw={kw:g} k1=1.2 b={b:g}"] = fused(kw, b=b)
+    for k1 in (0.6, 0.9, 1.5, 2.0):
+        methods[f"squash h=5 kw=0.5 k1={k1:g} b=0"] = fused(0.5, k1=k1, b=0.0)
+    for kw in (0.5, 0.8, 1.0):
+        methods[f"lift h=5 kw={kw:g} k1=1.2 b=0"] = lift(kw)
     for kw in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
-        methods[f"max-norm kw={kw:g}"] = fused(kw, norm="max")
+        methods[f"max-norm kw={kw:g} k1=1.2 b=0.75"] = fused(kw, norm="max")
     for kw in (0.3, 0.5, 0.7):
         methods[f"RRF c=60 kw={kw:g}"] = rrf(kw=kw)
     methods["RRF c=10 kw=0.5"] = rrf(c=10.0)
-    for k1, b in ((0.9, 0.4), (1.2, 0.0), (1.2, 0.3), (1.2, 0.75), (1.2, 1.0), (2.0, 0.75), (0.6, 0.75)):
-        for half in (2.0, 3.0):
-            for kw in (0.3, 0.4, 0.5):
-                methods[f"squash half={half:g} kw={kw:g} k1={k1:g} b={b:g}"] = fused(kw, half=half, k1=k1, b=b)
-                methods[f"squash half={half:g} kw={kw:g} k1={k1:g} b={b:g} global avgdl"] = fused(
-                    kw, half=half, k1=k1, b=b, avgdl=avgdl)
     return methods
 
 
@@ -350,6 +363,12 @@ def run_sweep(
     config: MemoryConfig, embeddings: LocalEmbeddings, convs: Sequence[Conversation], suffix: str,
     pools: Sequence[int], outcomes: Mapping[tuple[str, int], Outcome],
 ) -> dict[str, Any]:
+    """Record candidates once per pool, then score every method of :func:`sweep_methods` on them.
+
+    Recording uses keyword_weight 0.5: any weight above 0 fetches the same candidates here
+    (every LoCoMo memory has the same confidence and scope), and vector-only ranking finds
+    the same top 20 in them as in its own candidates.
+    """
     results: dict[str, Any] = {}
     recorded: dict[int, list[Candidates]] = {}
     for pool in pools:
@@ -368,6 +387,12 @@ def run_sweep(
             lengths = [sum(tf.values()) for tf in c.tfs]
             avgdl[c.outcome_key[0]] = sum(lengths) / len(lengths)
     methods = sweep_methods(avgdl)
+    # the replay must agree with the service: the library's own settings, replayed, give its answers
+    if config.candidate_pool in recorded:
+        own = fused(config.keyword_weight, half=ranking.BM25_HALF, k1=ranking.BM25_K1, b=ranking.BM25_B)
+        same = sum(r.retrieved == outcomes[r.sample_id, r.question].retrieved
+                   for r in replay(recorded[config.candidate_pool], own, outcomes))
+        print(f"replay of the library's ranking matches search_memories on {same}/{len(outcomes)} questions")
     for pool, cands in recorded.items():
         for name, method in methods.items():
             table = score(replay(cands, method, outcomes))
@@ -399,7 +424,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="embedding threads (MemoryConfig.embedding_threads)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the results as JSON")
     p.add_argument("--sweep", action="store_true", help="compare ranking methods on one loaded database")
-    p.add_argument("--pools", default="20,50,100,200,1000", help="candidate pools for --sweep (default: %(default)s)")
+    p.add_argument("--pools", default="20,50,100,1000",
+                   help="candidate pools for --sweep; the largest should hold a whole conversation (default: %(default)s)")
     return p.parse_args(argv)
 
 
@@ -411,7 +437,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "(see ../shared/data/locomo/README.md)")
     if args.limit_conversations is not None and args.limit_conversations < 1:
         sys.exit("error: --limit-conversations must be at least 1")
-    dsn = args.dsn or MemoryConfig.from_env().database_url
+    overrides = {k: v for k, v in (("keyword_weight", args.keyword_weight),
+                                   ("candidate_pool", args.candidate_pool)) if v is not None}
+    try:
+        MemoryConfig(embedding_threads=args.threads, **overrides)  # bad values fail here, before any work
+        pools = [int(x) for x in args.pools.split(",")]
+        if min(pools) < 1:
+            raise ValueError(f"--pools must be positive whole numbers, got {args.pools!r}")
+        dsn = args.dsn or MemoryConfig.from_env().database_url
+    except (AgentMemoryError, ValueError) as exc:
+        sys.exit(f"error: {exc}")
     convs = load_locomo(data, args.limit_conversations)
     started = datetime.datetime.now(datetime.timezone.utc)
     report: dict[str, Any] = {
@@ -422,8 +457,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     embeddings = LocalEmbeddings(threads=args.threads)
     with database(dsn) as (base, suffix):
-        overrides = {k: v for k, v in (("keyword_weight", args.keyword_weight),
-                                       ("candidate_pool", args.candidate_pool)) if v is not None}
         config = base.replace(embedding_threads=args.threads, **overrides)
         t0 = time.perf_counter()
         with MemoryService(config=config, embeddings=embeddings) as service:
@@ -445,7 +478,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if args.sweep:
             by_key = {(o.sample_id, o.question): o for o in outcomes}
-            pools = [int(x) for x in args.pools.split(",")]
             report["sweep"] = run_sweep(config, embeddings, convs, suffix, pools, by_key)
 
     m = report["machine"]
