@@ -217,21 +217,24 @@ def search_memories(
     use_keywords = weights.keyword > 0
 
     [vector] = yield Embed((query,), query=True)
-    q, p = queries.search_candidates(
-        where, query_vector=vector, query_text=query, pool=max(config.candidate_pool, k),
-        vector_weight=weights.similarity * (1 - weights.keyword), confidence_weight=weights.confidence,
-        scope_weight=weights.scope, scope_priority=dict(config.scope_priority), keyword=use_keywords,
-    )
-    rows = yield Sql(q, p)
     terms: list[str] = []
     df: dict[str, int] = {}
     n_docs = 0
-    if use_keywords and rows:
+    if use_keywords:
         q, p = queries.keyword_stats(where, query)
         stats_rows = yield Sql(q, p)
         terms = [r["lexeme"] for r in stats_rows]
         df = {r["lexeme"]: int(r["df"]) for r in stats_rows}
         n_docs = int(stats_rows[0]["n"]) if stats_rows else 0
+    q, p = queries.search_candidates(
+        where, query_vector=vector, query_text=query, pool=max(config.candidate_pool, k),
+        vector_weight=weights.similarity * (1 - weights.keyword), confidence_weight=weights.confidence,
+        scope_weight=weights.scope, scope_priority=dict(config.scope_priority),
+        keyword_weight=weights.similarity * weights.keyword,
+        keyword_idf={t: ranking.idf(df[t], n_docs) for t in terms if df[t] > 0},
+        k1=ranking.BM25_K1, half=ranking.BM25_HALF,
+    )
+    rows = yield Sql(q, p)
     ranked = ranking.rank(rows, weights=weights, query_terms=terms, df=df, n_docs=n_docs, k=len(rows))
     if floor > 0:
         ranked = [r for r in ranked if (1 - weights.keyword) * r[2] + weights.keyword * r[3] >= floor]

@@ -94,14 +94,21 @@ def search_candidates(
     confidence_weight: float,
     scope_weight: float,
     scope_priority: dict[str, float],
-    keyword: bool,
+    keyword_weight: float = 0.0,
+    keyword_idf: dict[str, float] | None = None,
+    k1: float = 1.2,
+    half: float = 5.0,
 ) -> Query:
     """The union of two candidate lists, each an exact scan of the caller's rows.
 
-    The vector list is ordered by the final score with no keyword evidence,
-    so when keywords don't matter its top-k *is* the answer (no ANN index to
-    lose rows under a filter). The keyword list adds rows that match the
-    query's words (OR of its lexemes) however far they are in vector space.
+    Write ``final = A + B`` with ``A`` the score without keyword evidence and
+    ``B = keyword_weight * bm25 / (bm25 + half)``. The vector list holds the
+    ``pool`` best rows by ``A``; the keyword list the ``pool`` best rows that
+    match any query lexeme, by ``A + B`` (BM25 with b = 0, as
+    :func:`agent_memory.ranking.bm25_scores` computes it). A row that matches no
+    lexeme has ``final = A``, so every row of the true top ``k <= pool`` is in one
+    of the lists: the union always contains the exact answer, and no ANN index
+    can lose rows under the scope filter.
     """
     filt, params = where
     params = dict(params)
@@ -114,10 +121,22 @@ def search_candidates(
         "%(w_vec)s::float8 * (1 - (m.embedding <=> q.v)) + %(w_conf)s::float8 * m.confidence"
         " + %(w_scope)s::float8 * {prio}"
     ).format(prio=_scope_priority_expr())
-    keyword_branch = sql.SQL(
-        " UNION (SELECT m.id FROM memory_items m, q WHERE q.tq IS NOT NULL AND m.content_tsv @@ q.tq AND {filt}"
-        " ORDER BY ts_rank(m.content_tsv, q.tq) DESC, m.id LIMIT %(q_pool)s)"
-    ).format(filt=filt) if keyword else sql.SQL("")
+    keyword_branch: sql.Composable = sql.SQL("")
+    if keyword_weight > 0 and keyword_idf:
+        params.update(kw_lex=list(keyword_idf), kw_idf=list(keyword_idf.values()), kw_k1=k1, kw_half=half,
+                      w_kw=keyword_weight)
+        bm25 = sql.SQL(
+            "(SELECT coalesce(sum(w.idf * coalesce(cardinality(u.positions), 1) * (%(kw_k1)s::float8 + 1)"
+            " / (coalesce(cardinality(u.positions), 1) + %(kw_k1)s::float8)), 0)"
+            " FROM unnest(m.content_tsv) AS u"
+            " JOIN unnest(%(kw_lex)s::text[], %(kw_idf)s::float8[]) AS w(lex, idf) ON u.lexeme = w.lex)"
+        )
+        keyword_branch = sql.SQL(
+            " UNION (SELECT m.id FROM memory_items m CROSS JOIN q CROSS JOIN LATERAL (SELECT {bm25} AS s) AS b"
+            " WHERE q.tq IS NOT NULL AND m.content_tsv @@ q.tq AND {filt}"
+            " ORDER BY {prior} + %(w_kw)s::float8 * (b.s / (b.s + %(kw_half)s::float8)) DESC, m.id"
+            " LIMIT %(q_pool)s)"
+        ).format(bm25=bm25, filt=filt, prior=prior)
     query = sql.SQL(
         """
         WITH q AS MATERIALIZED (

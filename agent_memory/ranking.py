@@ -32,10 +32,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BM25_B", "BM25_HALF", "BM25_K1", "Weights", "bm25_scores", "parse_tsvector", "rank"]
+__all__ = ["BM25_B", "BM25_HALF", "BM25_K1", "Weights", "bm25_scores", "idf", "parse_tsvector", "rank", "squash"]
 
 BM25_K1 = 1.2
-#: no document-length normalisation (see the module docstring)
+#: no document-length normalisation (see the module docstring); the SQL side assumes it
 BM25_B = 0.0
 #: the BM25 score that maps to keyword evidence 0.5
 BM25_HALF = 5.0
@@ -59,6 +59,11 @@ def parse_tsvector(text: str) -> dict[str, int]:
     return out
 
 
+def idf(df: int, n_docs: int) -> float:
+    """BM25's inverse document frequency (the non-negative "+1" form)."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
 def bm25_scores(
     docs: Sequence[Mapping[str, int]],
     query_terms: Sequence[str],
@@ -66,26 +71,17 @@ def bm25_scores(
     n_docs: int,
     *,
     k1: float = BM25_K1,
-    b: float = BM25_B,
 ) -> list[float]:
-    """Okapi BM25 of each doc (term-frequency map) for the query terms; IDF from ``df`` over ``n_docs``."""
-    if not docs or not query_terms:
-        return [0.0] * len(docs)
-    lengths = [sum(d.values()) for d in docs]
-    avgdl = (sum(lengths) / len(lengths)) or 1.0
-    idf = {
-        t: math.log(1.0 + (n_docs - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))
-        for t in set(query_terms)
-    }
-    scores = []
-    for doc, dl in zip(docs, lengths):
-        s = 0.0
-        for t in query_terms:
-            tf = doc.get(t, 0)
-            if tf:
-                s += idf[t] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
-        scores.append(s)
-    return scores
+    """BM25 (b = 0) of each doc (term-frequency map) for the query terms; IDF from ``df`` over ``n_docs``.
+
+    :func:`agent_memory.queries.search_candidates` computes the same sum in SQL to
+    order its keyword candidates; keep the two in step.
+    """
+    weights = {t: idf(df.get(t, 0), n_docs) for t in set(query_terms)}
+    return [
+        sum(w * doc[t] * (k1 + 1) / (doc[t] + k1) for t, w in weights.items() if doc.get(t))
+        for doc in docs
+    ]
 
 
 def squash(bm25: float, half: float = BM25_HALF) -> float:

@@ -267,16 +267,18 @@ def record_candidates(service: MemoryService, convs: Sequence[Conversation], suf
 def _bm25(c: Candidates, k1: float, b: float, avgdl: float | None) -> list[float]:
     if not c.terms:
         return [0.0] * len(c.ids)
+    if b == 0:
+        return ranking.bm25_scores(c.tfs, c.terms, c.df, c.n_docs, k1=k1)
+    # textbook BM25 with length normalisation, which the library dropped; avgdl over the
+    # candidates (the library's former behaviour) unless the collection's is given
+    lengths = [sum(tf.values()) for tf in c.tfs]
     if avgdl is None:
-        return ranking.bm25_scores(c.tfs, c.terms, c.df, c.n_docs, k1=k1, b=b)
-    # BM25 with a fixed average document length (the collection's, not the candidates')
-    idf = {t: math.log(1.0 + (c.n_docs - c.df.get(t, 0) + 0.5) / (c.df.get(t, 0) + 0.5)) for t in set(c.terms)}
-    out = []
-    for tf in c.tfs:
-        dl = sum(tf.values())
-        out.append(sum(idf[t] * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * dl / avgdl))
-                       for t in c.terms if tf.get(t)))
-    return out
+        avgdl = (sum(lengths) / len(lengths)) or 1.0
+    idf = {t: ranking.idf(c.df.get(t, 0), c.n_docs) for t in set(c.terms)}
+    return [
+        sum(idf[t] * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * dl / avgdl)) for t in c.terms if tf.get(t))
+        for tf, dl in zip(c.tfs, lengths)
+    ]
 
 
 def _ranks(values: Sequence[float]) -> list[float]:

@@ -71,10 +71,14 @@ def exact_top_k(dsn, memory, ids, query, scope, k, keyword_weight):
     return [r[0]["id"] for r in ranked], [r[1] for r in ranked]
 
 
-@pytest.mark.parametrize("keyword_weight", [0.0, None])
+@pytest.mark.parametrize(("keyword_weight", "pool"), [(0.0, 50), (None, 50), (None, 1)],
+                         ids=["vector-only", "hybrid", "hybrid-pool-equals-k"])
 @pytest.mark.parametrize("scope", SCOPE_FILTERS, ids=str)
-def test_search_equals_exact_scan(dsn, memory, embeddings, corpus, scope, keyword_weight):
-    config = memory.config if keyword_weight is None else memory.config.replace(keyword_weight=keyword_weight)
+def test_search_equals_exact_scan(dsn, memory, embeddings, corpus, scope, keyword_weight, pool):
+    """Even when each candidate list holds only k rows, their union contains the exact top k."""
+    config = memory.config.replace(candidate_pool=pool)
+    if keyword_weight is not None:
+        config = config.replace(keyword_weight=keyword_weight)
     kw = config.keyword_weight
     with MemoryService(dsn, config=config, embeddings=embeddings) as service:
         for query in QUERIES:
