@@ -9,9 +9,11 @@ import psycopg
 import pytest
 
 from agent_memory import (
+    AsyncMemoryService,
     InvalidInputError,
     MemoryItem,
     MemoryNotFoundError,
+    MemoryService,
     PermissionDeniedError,
     Rejection,
     RejectionReason,
@@ -20,9 +22,24 @@ from agent_memory import (
 )
 
 
-@pytest.fixture(params=["sync", "async"])
-def svc(request, memory, amemory):
-    return memory if request.param == "sync" else amemory
+@pytest.fixture(scope="module")
+def memory_on_connection(dsn, embeddings):
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        yield MemoryService(conn, embeddings=embeddings)
+
+
+@pytest.fixture(scope="module")
+async def amemory_on_connection(dsn, embeddings):
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        yield AsyncMemoryService(conn, embeddings=embeddings)
+
+
+@pytest.fixture(params=["sync-pool", "sync-connection", "async-pool", "async-connection"])
+def svc(request):
+    """One test body over every way of running the service."""
+    name = {"sync-pool": "memory", "sync-connection": "memory_on_connection",
+            "async-pool": "amemory", "async-connection": "amemory_on_connection"}[request.param]
+    return request.getfixturevalue(name)
 
 
 async def call(service, name, *args, **kwargs):
