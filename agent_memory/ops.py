@@ -235,10 +235,7 @@ def search_memories(
         k1=ranking.BM25_K1, half=ranking.BM25_HALF,
     )
     rows = yield Sql(q, p)
-    ranked = ranking.rank(rows, weights=weights, query_terms=terms, df=df, n_docs=n_docs, k=len(rows))
-    if floor > 0:
-        ranked = [r for r in ranked if (1 - weights.keyword) * r[2] + weights.keyword * r[3] >= floor]
-    ranked = ranked[:k]
+    ranked = ranking.rank(rows, weights=weights, query_terms=terms, df=df, n_docs=n_docs, k=k, min_relevance=floor)
     if touch and ranked:
         # Usage stats are bookkeeping: don't make the reader wait for their WAL flush.
         yield Sql("SET LOCAL synchronous_commit TO OFF", fetch="none")

@@ -96,9 +96,11 @@ def rank(
     df: Mapping[str, int] | None = None,
     n_docs: int = 0,
     k: int,
+    min_relevance: float = 0.0,
 ) -> list[tuple[Mapping[str, Any], float, float, float]]:
     """Score candidate rows (with ``similarity``, ``confidence``, ``scope_priority`` and ``tsv``)
-    and return the best ``k`` as ``(row, final, similarity, keyword)``; ties go to the newer row."""
+    and return the best ``k`` as ``(row, final, similarity, keyword)``; ties go to the newer row.
+    With ``min_relevance > 0``, rows whose relevance is below it are left out before the cut."""
     if weights.keyword > 0 and query_terms:
         bm25 = bm25_scores([parse_tsvector(r.get("tsv") or "") for r in rows], query_terms, df or {}, n_docs)
     else:
@@ -108,6 +110,8 @@ def rank(
         similarity = float(row["similarity"])
         keyword = squash(raw)
         relevance = (1.0 - weights.keyword) * similarity + weights.keyword * keyword
+        if min_relevance > 0 and relevance < min_relevance:
+            continue
         final = (
             weights.similarity * relevance
             + weights.confidence * float(row["confidence"])
