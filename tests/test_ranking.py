@@ -52,6 +52,6 @@ def test_ties_go_to_the_newer_memory_and_k_truncates():
 def test_min_relevance_filters_before_the_cut():
     w = ranking.Weights(similarity=0.5, confidence=0.3, scope=0.2, keyword=0.0)
     rows = [row("strong", 0.8, confidence=0.7), row("weak", 0.1, confidence=1.0, priority=1.0),
-            row("medium", 0.5, confidence=0.7)]
+            row("medium", 0.4, confidence=0.7)]
     assert [r[0]["id"] for r in ranking.rank(rows, weights=w, k=2)] == ["strong", "weak"]
     assert [r[0]["id"] for r in ranking.rank(rows, weights=w, k=2, min_relevance=0.3)] == ["strong", "medium"]
