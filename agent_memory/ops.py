@@ -214,31 +214,20 @@ def search_memories(
         scope=config.weight_scope, keyword=config.keyword_weight,
     )
     where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses)
-    use_keywords = weights.keyword > 0
 
     [vector] = yield Embed((query,), query=True)
-    terms: list[str] = []
-    df: dict[str, int] = {}
-    n_docs = 0
-    if use_keywords:
-        q, p = queries.keyword_stats(where, query)
-        stats_rows = yield Sql(q, p)
-        terms = [r["lexeme"] for r in stats_rows]
-        df = {r["lexeme"]: int(r["df"]) for r in stats_rows}
-        n_docs = int(stats_rows[0]["n"]) if stats_rows else 0
     q, p = queries.search_candidates(
         where, query_vector=vector, query_text=query, pool=max(config.candidate_pool, k),
         vector_weight=weights.similarity * (1 - weights.keyword), confidence_weight=weights.confidence,
         scope_weight=weights.scope, scope_priority=dict(config.scope_priority),
-        keyword_weight=weights.similarity * weights.keyword,
-        keyword_idf={t: ranking.idf(df[t], n_docs) for t in terms if df[t] > 0},
-        k1=ranking.BM25_K1, half=ranking.BM25_HALF,
+        keyword_weight=weights.similarity * weights.keyword, k1=ranking.BM25_K1, half=ranking.BM25_HALF,
     )
     rows = yield Sql(q, p)
-    ranked = ranking.rank(rows, weights=weights, query_terms=terms, df=df, n_docs=n_docs, k=k, min_relevance=floor)
+    df: dict[str, int] = dict(rows[0]["kw_df"] or {}) if rows else {}
+    n_docs = int(rows[0]["kw_n"] or 0) if rows else 0
+    ranked = ranking.rank(rows, weights=weights, query_terms=list(df), df=df, n_docs=n_docs, k=k,
+                          min_relevance=floor)
     if touch and ranked:
-        # Usage stats are bookkeeping: don't make the reader wait for their WAL flush.
-        yield Sql("SET LOCAL synchronous_commit TO OFF", fetch="none")
         yield Sql(queries.touch_items(), ([r[0]["id"] for r in ranked],), fetch="none")
     return [
         SearchResult(item=row_to_item(row), score=final, similarity=sim, keyword=kw)

@@ -95,20 +95,23 @@ def search_candidates(
     scope_weight: float,
     scope_priority: dict[str, float],
     keyword_weight: float = 0.0,
-    keyword_idf: dict[str, float] | None = None,
     k1: float = 1.2,
     half: float = 5.0,
 ) -> Query:
-    """The union of two candidate lists, each an exact scan of the caller's rows.
+    """Everything a search reads, in one statement: candidates and BM25 statistics.
 
     Write ``final = A + B`` with ``A`` the score without keyword evidence and
     ``B = keyword_weight * bm25 / (bm25 + half)``. The vector list holds the
     ``pool`` best rows by ``A``; the keyword list the ``pool`` best rows that
-    match any query lexeme, by ``A + B`` (BM25 with b = 0, as
-    :func:`agent_memory.ranking.bm25_scores` computes it). A row that matches no
-    lexeme has ``final = A``, so every row of the true top ``k <= pool`` is in one
-    of the lists: the union always contains the exact answer, and no ANN index
-    can lose rows under the scope filter.
+    match any query lexeme, by ``A + B`` (BM25 with b = 0 and IDF over the
+    caller's rows, as :func:`agent_memory.ranking.bm25_scores` computes it). A
+    row that matches no lexeme has ``final = A``, so every row of the true top
+    ``k <= pool`` is in one of the lists: the union always contains the exact
+    answer, and no ANN index can lose rows under the scope filter.
+
+    Each returned row also carries ``kw_df`` (lexeme -> rows containing it) and
+    ``kw_n`` (rows visible), counted in one pass over the caller's rows rather
+    than one index probe per lexeme, whose cost grows with the whole table.
     """
     filt, params = where
     params = dict(params)
@@ -116,27 +119,47 @@ def search_candidates(
         q_vec=vector_literal(query_vector), q_text=query_text, q_pool=pool,
         w_vec=vector_weight, w_conf=confidence_weight, w_scope=scope_weight,
         p_session=scope_priority["session"], p_project=scope_priority["project"], p_user=scope_priority["user"],
+        w_kw=keyword_weight, kw_k1=k1, kw_half=half,
     )
     prior = sql.SQL(
         "%(w_vec)s::float8 * (1 - (m.embedding <=> q.v)) + %(w_conf)s::float8 * m.confidence"
         " + %(w_scope)s::float8 * {prio}"
     ).format(prio=_scope_priority_expr())
-    keyword_branch: sql.Composable = sql.SQL("")
-    if keyword_weight > 0 and keyword_idf:
-        params.update(kw_lex=list(keyword_idf), kw_idf=list(keyword_idf.values()), kw_k1=k1, kw_half=half,
-                      w_kw=keyword_weight)
-        bm25 = sql.SQL(
-            "(SELECT coalesce(sum(w.idf * coalesce(cardinality(u.positions), 1) * (%(kw_k1)s::float8 + 1)"
-            " / (coalesce(cardinality(u.positions), 1) + %(kw_k1)s::float8)), 0)"
-            " FROM unnest(m.content_tsv) AS u"
-            " JOIN unnest(%(kw_lex)s::text[], %(kw_idf)s::float8[]) AS w(lex, idf) ON u.lexeme = w.lex)"
-        )
+    if keyword_weight > 0:
+        keyword_ctes = sql.SQL(
+            """
+            lex AS MATERIALIZED (
+                SELECT u.lex, quote_literal(u.lex)::tsquery AS tq
+                FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s))) AS u(lex)
+            ),
+            stats AS MATERIALIZED (
+                SELECT l.lex, count(*) FILTER (WHERE m.content_tsv @@ l.tq) AS df, count(*) AS n
+                FROM memory_items m CROSS JOIN lex l WHERE {filt} GROUP BY l.lex
+            ),
+            idf AS MATERIALIZED (
+                SELECT lex, ln(1 + (n - df + 0.5)::float8 / (df + 0.5)::float8) AS w FROM stats WHERE df > 0
+            ),
+            """
+        ).format(filt=filt)
         keyword_branch = sql.SQL(
-            " UNION (SELECT m.id FROM memory_items m CROSS JOIN q CROSS JOIN LATERAL (SELECT {bm25} AS s) AS b"
-            " WHERE q.tq IS NOT NULL AND m.content_tsv @@ q.tq AND {filt}"
-            " ORDER BY {prior} + %(w_kw)s::float8 * (b.s / (b.s + %(kw_half)s::float8)) DESC, m.id"
-            " LIMIT %(q_pool)s)"
-        ).format(bm25=bm25, filt=filt, prior=prior)
+            """
+            UNION
+            (SELECT m.id FROM memory_items m CROSS JOIN q CROSS JOIN LATERAL (
+                 SELECT coalesce(sum(i.w * coalesce(cardinality(u.positions), 1) * (%(kw_k1)s::float8 + 1)
+                                     / (coalesce(cardinality(u.positions), 1) + %(kw_k1)s::float8)), 0) AS s
+                 FROM unnest(m.content_tsv) AS u JOIN idf i ON u.lexeme = i.lex) AS b
+             WHERE q.tq IS NOT NULL AND m.content_tsv @@ q.tq AND {filt}
+             ORDER BY {prior} + %(w_kw)s::float8 * (b.s / (b.s + %(kw_half)s::float8)) DESC, m.id
+             LIMIT %(q_pool)s)
+            """
+        ).format(filt=filt, prior=prior)
+        stats_cols = sql.SQL(
+            "(SELECT coalesce(jsonb_object_agg(lex, df), jsonb_build_object()) FROM stats) AS kw_df,"
+            " (SELECT max(n) FROM stats) AS kw_n"
+        )
+    else:
+        keyword_ctes = keyword_branch = sql.SQL("")
+        stats_cols = sql.SQL("NULL::jsonb AS kw_df, NULL::bigint AS kw_n")
     query = sql.SQL(
         """
         WITH q AS MATERIALIZED (
@@ -145,32 +168,18 @@ def search_candidates(
                         ELSE replace(plainto_tsquery('english', %(q_text)s)::text, ' & ', ' | ')::tsquery
                    END AS tq
         ),
+        {keyword_ctes}
         cand AS (
             (SELECT m.id FROM memory_items m, q WHERE {filt} ORDER BY {prior} DESC, m.id LIMIT %(q_pool)s)
             {keyword_branch}
         )
         SELECT {cols}, 1 - (m.embedding <=> q.v) AS similarity, m.content_tsv::text AS tsv,
-               {prio} AS scope_priority
+               {prio} AS scope_priority, {stats_cols}
         FROM memory_items m, q
         WHERE m.id IN (SELECT id FROM cand)
         """
-    ).format(filt=filt, prior=prior, keyword_branch=keyword_branch, cols=_COLS, prio=_scope_priority_expr())
-    return query, params
-
-
-def keyword_stats(where: Query, query_text: str) -> Query:
-    """How many of the caller's rows there are and how many contain each query lexeme (BM25's IDF)."""
-    filt, params = where
-    params = dict(params, q_text=query_text)
-    query = sql.SQL(
-        """
-        SELECT l.lex AS lexeme,
-               (SELECT count(*) FROM memory_items m
-                 WHERE m.content_tsv @@ quote_literal(l.lex)::tsquery AND {filt}) AS df,
-               (SELECT count(*) FROM memory_items m WHERE {filt}) AS n
-        FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s))) AS l(lex)
-        """
-    ).format(filt=filt)
+    ).format(filt=filt, prior=prior, keyword_ctes=keyword_ctes, keyword_branch=keyword_branch, cols=_COLS,
+             prio=_scope_priority_expr(), stats_cols=stats_cols)
     return query, params
 
 
@@ -243,8 +252,12 @@ def copy_items() -> sql.Composable:
 
 
 def touch_items() -> sql.Composable:
+    """Record use of search hits. Usage stats are bookkeeping, so this transaction's commit does
+    not wait for its WAL flush (``synchronous_commit`` off, set in the same round trip)."""
     return sql.SQL(
-        "UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1 WHERE id = ANY(%s)"
+        "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))"
+        " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1"
+        " FROM async_commit WHERE id = ANY(%s)"
     )
 
 

@@ -14,7 +14,8 @@ What is cached, and what is not:
 * Stored memories are drawn from a pool of ``--pool`` distinct template sentences,
   embedded once with the local model; the loader's embedder answers from that table
   (a miss would fall back to the model and is counted). Contents repeat across
-  tenants but never inside one scope (imports use ``dedupe=False``).
+  tenants but never inside one scope (imports use ``dedupe=False``); each stored vector
+  gets a little noise (``--jitter``) so that no two rows share one.
 * Search queries, the ``--index-study`` big project and saved contents are never cached:
   "end to end" search and every save run the real local model on the request path.
   "DB only" search swaps in an embedder whose ``embed_query`` returns a vector
@@ -51,7 +52,7 @@ from agent_memory import MemoryConfig, MemoryService, ops, queries
 from agent_memory.db.connection import open_pool
 from agent_memory.db.requests import Commit, Copy, Embed, Op, run
 from agent_memory.embeddings import LocalEmbeddings
-from agent_memory.models import MemoryItem, Rejection
+from agent_memory.models import MemoryItem, Rejection, Scope
 from agent_memory.validation import check_identity
 
 SEED = 20240611
@@ -216,14 +217,22 @@ class CachedEmbeddings(LocalEmbeddings):
     """The local model, answering documents from a text -> vector table and, when ``queries``
     is given, queries from precomputed vectors (a missing query is a bug here, so it raises).
 
+    ``jitter`` adds Gaussian noise of that norm to every document vector it hands out
+    (then normalises): 0.3 keeps cosine ~0.96 to the model's vector, and no two rows
+    share a vector. Identical vectors would flatter HNSW, which files up to 10 rows with
+    one vector under a single graph element; real memories are rarely identical.
+
     A subclass, so the schema records the local model's name and size exactly as a
-    plain ``LocalEmbeddings`` would: the vectors really are that model's.
+    plain ``LocalEmbeddings`` would.
     """
 
-    def __init__(self, vectors: dict[str, np.ndarray], queries: dict[str, list[float]] | None = None) -> None:
+    def __init__(self, vectors: dict[str, np.ndarray], queries: dict[str, list[float]] | None = None,
+                 *, jitter: float = 0.0, seed: int = SEED) -> None:
         super().__init__()
         self.vectors = vectors
         self.queries = queries
+        self.jitter = jitter
+        self.rng = np.random.default_rng(seed)
         self.hits = 0
         self.misses = 0
 
@@ -233,7 +242,11 @@ class CachedEmbeddings(LocalEmbeddings):
             self.vectors.update(zip(missing, super().embed_documents_array(missing)))
         self.misses += len(missing)
         self.hits += len(texts) - len(missing)
-        return np.stack([self.vectors[t] for t in texts])
+        out = np.stack([self.vectors[t] for t in texts])
+        if self.jitter:
+            out = out + self.rng.normal(0.0, self.jitter / np.sqrt(out.shape[1]), out.shape).astype(np.float32)
+            out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return out
 
     def embed_query(self, text: str) -> list[float]:
         return super().embed_query(text) if self.queries is None else self.queries[text]
@@ -386,8 +399,8 @@ def timed_run(op: Op[Any], pool: ConnectionPool, embeddings: Any) -> tuple[Any, 
             if not in_tx:
                 conn.execute("BEGIN")
                 in_tx = True
-                t = time.perf_counter()
             text = request.query.as_string(conn) if isinstance(request.query, sql.Composable) else request.query
+            t = time.perf_counter()
             with conn.cursor(row_factory=dict_row) as cur:
                 cur.execute(request.query, request.params)
                 answer = {"all": cur.fetchall, "one": cur.fetchone}.get(request.fetch, lambda: None)()
@@ -400,14 +413,43 @@ def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat."""
+    # user nice system idle iowait irq softirq steal (guest time is already inside user)
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+class Phase:
+    """Records a phase's load average at its start and how busy the whole machine was during it,
+    and how much of that was this Python process (the PostgreSQL backends are not included)."""
+
+    def __init__(self, report: dict[str, Any], name: str, rows: int) -> None:
+        self.entry = {"phase": name, "rows": rows, "loadavg_start": loadavg()}
+        report["phases"].append(self.entry)
+
+    def __enter__(self) -> Phase:
+        self.ticks, self.own, self.wall = _cpu_ticks(), sum(os.times()[:2]), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        busy, total = _cpu_ticks()
+        wall = time.perf_counter() - self.wall
+        self.entry["seconds"] = round(wall, 1)
+        self.entry["machine_busy_pct"] = round(100.0 * (busy - self.ticks[0]) / max(1, total - self.ticks[1]), 1)
+        self.entry["this_process_pct"] = round(
+            100.0 * (sum(os.times()[:2]) - self.own) / max(1e-9, wall * (os.cpu_count() or 1)), 1)
+
+
 # --- measurements ----------------------------------------------------------------------------
 
 
 @dataclass
 class Bench:
-    args: argparse.Namespace
     pool: ConnectionPool
     config: MemoryConfig
+    local: LocalEmbeddings
     real: MemoryService          # LocalEmbeddings: the model runs on every call
     pre: MemoryService           # queries answered from precomputed vectors
     pre_embeddings: CachedEmbeddings
@@ -429,6 +471,7 @@ class Bench:
                              self.pre_embeddings)
 
         return {
+            "query_embedding": lambda who, q: self.local.embed_query(q),
             "end_to_end": lambda who, q: self.real.search_memories(q, k=5, **who.kwargs()),
             "db_only": lambda who, q: self.pre.search_memories(q, k=5, **who.kwargs()),
             "db_only_no_touch": no_touch,
@@ -535,6 +578,7 @@ class Bench:
 # --- index study -----------------------------------------------------------------------------
 
 HNSW_INDEX = "memory_items_embedding_hnsw_bench"
+PARTIAL_INDEX = "memory_items_bigproject_hnsw_bench"
 #: (label, settings); each runs in its own transaction with SET LOCAL
 HNSW_VARIANTS = (
     ("hnsw ef_search=40", {"hnsw.ef_search": "40", "hnsw.iterative_scan": "off"}),
@@ -546,25 +590,27 @@ HNSW_VARIANTS = (
 FORCE_INDEX = {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_sort": "off"}
 
 
-def topk_query(who: Caller, vector: Sequence[float], k: int) -> tuple[sql.Composable, dict[str, Any]]:
+def topk_query(who: Caller, vector: Sequence[float], k: int,
+               scopes: Sequence[Scope] | None = None) -> tuple[sql.Composable, dict[str, Any]]:
     """Pure vector top-k under the caller's visibility filter (no scores, no keywords)."""
-    filt, params = queries.item_filter(who.identity())
+    filt, params = queries.item_filter(who.identity(), scopes=scopes)
     return (sql.SQL("SELECT m.id, m.embedding <=> %(t_vec)s::vector AS d FROM memory_items m WHERE {f}"
                     " ORDER BY m.embedding <=> %(t_vec)s::vector LIMIT %(t_k)s").format(f=filt),
             dict(params, t_vec=queries.vector_literal(vector), t_k=k))
 
 
-def run_topk(pool: ConnectionPool, work: Sequence[tuple[Caller, list[float]]], k: int,
-             settings: dict[str, str]) -> tuple[list[float], list[list[tuple[Any, float]]], str]:
+def run_topk(pool: ConnectionPool, work: Sequence[tuple[Caller, list[float]]], k: int, settings: dict[str, str],
+             scopes: Sequence[Scope] | None = None) -> tuple[list[float], list[list[tuple[Any, float]]], str]:
     times, answers = [], []
     with pool.connection() as conn:
         def once(who: Caller, vec: list[float]) -> tuple[float, list[tuple[Any, float]]]:
             with conn.transaction():
                 for name, value in settings.items():
                     conn.execute("SELECT set_config(%s, %s, true)", (name, value))
-                q, p = topk_query(who, vec, k)
+                q, p = topk_query(who, vec, k, scopes)
                 t = time.perf_counter()
-                rows = conn.execute(q, p).fetchall()
+                # never prepared: a cached generic plan would ignore the settings of later variants
+                rows = conn.execute(q, p, prepare=False).fetchall()
                 return time.perf_counter() - t, rows
 
         for who, vec in work[:10]:
@@ -576,7 +622,7 @@ def run_topk(pool: ConnectionPool, work: Sequence[tuple[Caller, list[float]]], k
         with conn.transaction():
             for name, value in settings.items():
                 conn.execute("SELECT set_config(%s, %s, true)", (name, value))
-            q, p = topk_query(*work[0], k)
+            q, p = topk_query(*work[0], k, scopes)
             plan = "\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN ") + q, p).fetchall())
     return times, answers, plan
 
@@ -604,8 +650,7 @@ def index_study(b: Bench, maker: SentenceMaker, vectors: dict[str, np.ndarray], 
     contents = maker.memories("project", big_n)
     user_contents = maker.memories("user", 50 * len(big_members))
     new = [c for c, _ in contents + user_contents]
-    fresh = CachedEmbeddings(vectors)
-    fresh.embed_documents_array(new)
+    CachedEmbeddings(vectors).embed_documents_array(new)  # runs the model once per new text, filling `vectors`
     out["big_project_embed_s"] = time.perf_counter() - t
     log(f"  embedded {len(new)} new distinct sentences for the big project in {out['big_project_embed_s']:.0f} s")
     t = time.perf_counter()
@@ -661,9 +706,32 @@ def index_study(b: Bench, maker: SentenceMaker, vectors: dict[str, np.ndarray], 
         out["search_plan_uses_hnsw"] = any(HNSW_INDEX in p for p in b.explain(who, q).values())
         out["saves_with_hnsw"] = b.saves(save_work(maker, users, 100, random.Random(SEED + 8)), [], 0,
                                          random.Random(2))["save"]
+        # A partial index over the one big scope leaves HNSW no filter to lose rows to; it serves a
+        # query on that scope alone (the visible filter's OR of scopes can't use it).
+        with b.pool.connection() as conn:
+            conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(HNSW_INDEX)))
+            t = time.perf_counter()
+            conn.execute(sql.SQL("CREATE INDEX {} ON memory_items USING hnsw (embedding vector_cosine_ops)"
+                                 " WHERE scope = 'project' AND scope_id = 'bench-bigproject'")
+                         .format(sql.Identifier(PARTIAL_INDEX)))
+            out["partial_build_s"] = time.perf_counter() - t
+            conn.execute("ANALYZE memory_items")
+        project = (Scope.PROJECT,)
+        for k in (5, 50):
+            scope_exact: list[list[tuple[Any, float]]] = []
+            for name, settings in (("exact scan, project scope only", {"enable_indexscan": "off"}),
+                                   ("partial hnsw, ef_search=40", {"hnsw.ef_search": "40"}),
+                                   ("partial hnsw, ef_search=100", {"hnsw.ef_search": "100"}),
+                                   ("partial hnsw, ef_search=200", {"hnsw.ef_search": "200"})):
+                times, got, plan = run_topk(b.pool, big, k, settings, project)
+                if name.startswith("exact"):
+                    scope_exact = got
+                table.append({"case": "big_project, its scope only", "k": k, "variant": name, **stats_ms(times),
+                              **recall(scope_exact, got, k), "plan_uses_hnsw": PARTIAL_INDEX in plan})
     finally:
         with b.pool.connection() as conn:
-            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(HNSW_INDEX)))
+            for index in (HNSW_INDEX, PARTIAL_INDEX):
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
     out["topk"] = table
     return out
 
@@ -683,13 +751,13 @@ def save_work(maker: SentenceMaker, users: int, n: int, rng: random.Random) -> l
 
 
 def fmt(s: dict[str, float], keys: Iterable[str] = ("p50", "p95", "p99")) -> str:
-    return " | ".join(f"{s[k]:.2f}" for k in keys)
+    return " / ".join(f"{s[k]:.1f}" for k in keys)
 
 
 def markdown(r: dict[str, Any]) -> str:
     m = r["machine"]
     lines = [
-        f"Command: `{r['command']}`  ",
+        f"Command: `{r['command']}` (code {r['code']})  ",
         f"Date: {r['date']}; machine: {m['nproc']} cores ({m['cpu']}), {m['python']}, {m['postgres']}, "
         f"pgvector {m['pgvector']}, shared_buffers {m['shared_buffers']}; load average before "
         f"{r['loadavg_before']}, after {r['loadavg_after']}.  ",
@@ -710,11 +778,16 @@ def markdown(r: dict[str, Any]) -> str:
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in r["sizes"]:
         bp, sp = s["search"]["breakdown_parts"], s["saves"]["breakdown_parts"]
-        cell = lambda d: fmt(d, ("p50", "p95")).replace(" | ", " / ")  # noqa: E731
-        lines.append(f"| {s['rows']:,} | {cell(s['query_embedding'])} | {cell(bp['candidates'])} "
+        cell = lambda d: fmt(d, ("p50", "p95"))  # noqa: E731
+        lines.append(f"| {s['rows']:,} | {cell(s['search']['query_embedding'])} | {cell(bp['candidates'])} "
                      f"| {cell(bp['keyword_stats'])} | {cell(bp['touch'])} | {cell(bp['commit'])} "
                      f"| {cell(s['touch']['update_tx'])} | " + " | ".join(cell(sp[p]) for p in
                      ("embed", "lock", "duplicate_check", "insert", "commit")) + " |")
+    lines += ["", "Machine load per phase (load average at the start; CPU busy over the phase, all processes "
+              "/ this Python process only):", "",
+              "| phase | rows | seconds | load average | machine busy % | this process % |", "|---|---|---|---|---|---|"]
+    lines += [f"| {p['phase']} | {p['rows']:,} | {p['seconds']} | {p['loadavg_start']} | {p['machine_busy_pct']} "
+              f"| {p['this_process_pct']} |" for p in r["phases"]]
     last = r["sizes"][-1]
     met = lambda v, t: "met" if v <= t else "NOT met"  # noqa: E731
     lines += ["", f"Targets at {last['rows']:,} rows: search p95 {last['search']['end_to_end']['p95']:.1f} ms "
@@ -726,7 +799,9 @@ def markdown(r: dict[str, Any]) -> str:
         lines += ["", f"Index study on {ix['rows_total']:,} rows (median visible rows per caller: "
                   f"{ix['visible_rows']['per_user_median']:.0f} for ordinary users, "
                   f"{ix['visible_rows']['big_project_median']:.0f} in the big project). HNSW build "
-                  f"{ix['hnsw_build_s']:.0f} s, {ix['hnsw_size']}; hnsw.max_scan_tuples={ix['hnsw_max_scan_tuples']}.",
+                  f"{ix['hnsw_build_s']:.0f} s, {ix['hnsw_size']}; partial HNSW on the big project {ix['partial_build_s']:.0f} s; "
+                  f"hnsw.max_scan_tuples={ix['hnsw_max_scan_tuples']}. Recall counts a row at the k-th exact "
+                  "distance as found.",
                   "", "| case | k | variant | uses HNSW | p50 ms | p95 ms | recall | queries with < k rows | mean rows |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for t in ix["topk"]:
@@ -741,6 +816,21 @@ def markdown(r: dict[str, Any]) -> str:
                   f"{fmt(ix['saves_with_hnsw'])} ms. The search SQL uses the HNSW index: "
                   f"{'yes' if ix['search_plan_uses_hnsw'] else 'no'}."]
     return "\n".join(lines)
+
+
+def code_version() -> str:
+    """The commit measured, with ``+dirty`` when agent_memory/ has uncommitted changes (read-only git calls)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "agent_memory"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
 
 
 def machine_info(pool: ConnectionPool) -> dict[str, Any]:
@@ -764,12 +854,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--queries", type=int, default=300, help="timed searches per size (each in every mode)")
     p.add_argument("--saves", type=int, default=300, help="timed saves per size (plus 100 statement-timed)")
     p.add_argument("--pool", type=int, default=5000, help="distinct stored sentences, embedded once")
+    p.add_argument("--jitter", type=float, default=0.3, help="noise norm added to each stored cached vector")
     p.add_argument("--load-chunk", type=int, default=10, help="rows per import call (callers take turns)")
     p.add_argument("--big-project", type=int, default=20000, help="rows of the one big project (--index-study)")
     p.add_argument("--dsn", help="an empty database to use instead of a temporary embedded server")
     p.add_argument("--json", help="write every number to this file")
     p.add_argument("--index-study", action="store_true", help="exact scan versus HNSW at the largest size")
     p.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE of a search at each size")
+    p.add_argument("--keep", action="store_true", help="leave the temporary server and its data running, to inspect")
     args = p.parse_args(argv)
     args.sizes = sorted({int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()})
     if not args.sizes or args.sizes[0] < 1 or args.users < USERS_PER_PROJECT:
@@ -781,7 +873,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     started = time.perf_counter()
     log = lambda msg: print(f"[{time.perf_counter() - started:7.1f}s] {msg}", flush=True)  # noqa: E731
-    report: dict[str, Any] = {"command": shlex.join([Path(sys.executable).name, *sys.argv]),
+    report: dict[str, Any] = {"command": shlex.join([Path(sys.executable).name, *sys.argv]), "code": code_version(),
                               "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                               "loadavg_before": loadavg(), "phases": []}
     tmp = server = None
@@ -800,7 +892,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         tmp = Path(tempfile.mkdtemp(prefix="agent-memory-latency-"))
         config = MemoryConfig(data_dir=tmp / "pgdata")
-        server = ensure_embedded_server(config.resolved_data_dir())
+        server = ensure_embedded_server(config.resolved_data_dir(), keep_running=args.keep)
         dsn = server.ensure_database(DEFAULT_DATABASE)
         log(f"embedded PostgreSQL started in {config.data_dir}")
     pool = open_pool(dsn, min_size=1, max_size=4)
@@ -822,14 +914,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             f"({len(texts) / report['pool_embed_s']:.0f} texts/s)")
         max_q = args.queries + 30
         qtexts = maker.questions(max(max_q, 220))
-        qvecs, q_embed = {}, []
-        for q in qtexts:
-            t = time.perf_counter()
-            qvecs[q] = local.embed_query(q)
-            q_embed.append(time.perf_counter() - t)
-        loader_embeddings = CachedEmbeddings(vectors)
+        qvecs = {q: local.embed_query(q) for q in qtexts}
+        loader_embeddings = CachedEmbeddings(vectors, jitter=args.jitter)
         loader = MemoryService(pool, config=config, embeddings=loader_embeddings)
-        bench = Bench(args, pool, config, MemoryService(pool, config=config, embeddings=local),
+        bench = Bench(pool, config, local, MemoryService(pool, config=config, embeddings=local),
                       MemoryService(pool, config=config, embeddings=CachedEmbeddings({}, qvecs)),
                       CachedEmbeddings({}, qvecs), qvecs)
         rng = np.random.default_rng(SEED)
@@ -838,15 +926,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             f"{args.users} users with lognormal activity (sigma 0.5), projects of {USERS_PER_PROJECT} users, "
             f"{SESSIONS_PER_USER} sessions per user; scopes {SCOPE_SHARES}. Stored contents come from "
             f"{len(texts)} distinct template sentences embedded once with the local model ({report['pool_embed_s']:.0f} s) "
-            "and reused through a caching Embeddings (repeats across tenants, never inside a scope). Queries "
-            "and saved contents are new sentences; end-to-end searches and saves run the model on every call.")
+            "and reused through a caching Embeddings (repeats across tenants, never inside a scope); each stored "
+            f"vector gets noise of norm {args.jitter:g} (cosine ~{1 / (1 + args.jitter ** 2) ** 0.5:.2f} to the model's) "
+            "so no two rows share a vector. Queries and saved contents are new sentences; end-to-end searches "
+            "and saves run the model on every call.")
         report["sizes"] = []
         loaded = 0
         load_rng = random.Random(SEED)
         for size in args.sizes:
             log(f"loading rows {loaded:,} .. {size:,} (import calls of {args.load_chunk} rows, callers interleaved)")
-            report["phases"].append(("load", size, loadavg()))
-            load_stats = load(loader, rows[loaded:size], args.load_chunk, load_rng)
+            with Phase(report, "load", size):
+                load_stats = load(loader, rows[loaded:size], args.load_chunk, load_rng)
             loaded = size
             with pool.connection() as conn:
                 t = time.perf_counter()
@@ -858,18 +948,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             prng = random.Random(SEED + size)
             picks = [caller(prng.randrange(args.users), prng.randrange(SESSIONS_PER_USER)) for _ in range(max_q)]
             work = list(zip(picks[30:], qtexts[30:max_q]))
-            report["phases"].append(("search", size, loadavg()))
-            log(f"  searching: {len(work)} queries x 4 modes (+{30} warm-up)")
-            search = bench.searches(work, list(zip(picks[:30], qtexts[:30])))
+            log(f"  searching: {len(work)} queries x 5 modes (+30 warm-up)")
+            with Phase(report, "search", size):
+                search = bench.searches(work, list(zip(picks[:30], qtexts[:30])))
             visible = [bench.visible_rows(who) for who, _ in work]
-            report["phases"].append(("save", size, loadavg()))
             n_bd = min(100, args.saves)
             log(f"  saving: {args.saves} + {n_bd} statement-timed (+20 warm-up)")
             sw = save_work(maker, args.users, args.saves + n_bd + 20, random.Random(SEED + 2 * size))
-            saves = bench.saves(sw[20:], sw[:20], n_bd, random.Random(size))
+            with Phase(report, "save", size):
+                saves = bench.saves(sw[20:], sw[:20], n_bd, random.Random(size))
             touch = bench.touch_study(work[:100])
             entry = {"rows": size, "load": load_stats, "search": search, "saves": saves, "touch": touch,
-                     "query_embedding": stats_ms(q_embed),
                      "visible_rows": {"median": float(np.median(visible)), "p95": float(np.percentile(visible, 95)),
                                       "max": int(max(visible))},
                      "explain": bench.explain(*work[0])}
@@ -881,12 +970,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 for name, plan in entry["explain"].items():
                     print(f"--- EXPLAIN {name} at {size:,} rows\n{plan}")
         if args.index_study:
-            report["phases"].append(("index_study", loaded, loadavg()))
             log("index study")
             prng = random.Random(SEED + 99)
             work_users = [(caller(prng.randrange(args.users), prng.randrange(SESSIONS_PER_USER)), q)
                           for q in qtexts[:100]]
-            report["index_study"] = index_study(bench, maker, vectors, args.users, work_users, args.big_project, log)
+            with Phase(report, "index_study", loaded):
+                report["index_study"] = index_study(bench, maker, vectors, args.users, work_users,
+                                                    args.big_project, log)
         report["loadavg_after"] = loadavg()
         report["total_s"] = time.perf_counter() - started
         print()
@@ -897,10 +987,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     finally:
         if args.dsn:
             with pool.connection() as conn:
-                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(HNSW_INDEX)))
+                for index in (HNSW_INDEX, PARTIAL_INDEX):
+                    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
                 conn.execute("DELETE FROM memory_items WHERE user_id LIKE 'bench-%'")
         pool.close()
-        if server is not None:
+        if server is not None and args.keep:
+            print(f"\nkept: {server.dsn(DEFAULT_DATABASE)}\nstop it with: python -c \"from agent_memory.db.embedded "
+                  f"import stop_embedded_server; stop_embedded_server('{server.data_dir}')\"; rm -rf {tmp}")
+        elif server is not None:
             server.stop()
             shutil.rmtree(tmp, ignore_errors=True)
 
