@@ -358,8 +358,7 @@ def stats_ms(samples: Sequence[float]) -> dict[str, float]:
 
 
 _LABELS = (
-    ("WITH q AS MATERIALIZED", "candidates"), ("tsvector_to_array", "keyword_stats"),
-    ("synchronous_commit", "touch"), ("access_count = access_count + 1", "touch"),
+    ("WITH q AS MATERIALIZED", "candidates"), ("synchronous_commit", "touch"), ("access_count = access_count + 1", "touch"),
     ("pg_advisory_xact_lock", "lock"), ("<= 1 - ", "duplicate_check"), ("INSERT INTO", "insert"),
     ("SET last_used_at = now() WHERE", "refresh_duplicate"),
 )
@@ -495,7 +494,7 @@ class Bench:
                 out = modes[name](who, q)
                 samples[name].append(time.perf_counter() - t)
                 if name == "breakdown":
-                    for part in ("candidates", "keyword_stats", "touch", "commit"):
+                    for part in ("candidates", "touch", "commit"):
                         parts[part].append(out[1].get(part, 0.0))
                 elif name == "db_only":
                     hits.append(len(out))
@@ -551,7 +550,6 @@ class Bench:
                 before = dict(conn.execute(pages, (ids,)).fetchall())
                 t = time.perf_counter()
                 with conn.transaction():
-                    conn.execute("SET LOCAL synchronous_commit TO OFF")
                     conn.execute(touch, (ids,))
                 samples.append(time.perf_counter() - t)
                 after = dict(conn.execute(pages, (ids,)).fetchall())
@@ -773,14 +771,14 @@ def markdown(r: dict[str, Any]) -> str:
             f"| {s['rows']:,} | {s['load']['seconds']:.0f} ({s['load']['rows_per_s']:.0f}) | {fmt(sr['end_to_end'])} "
             f"| {fmt(sr['db_only'])} | {fmt(sr['db_only_no_touch'])} | {fmt(sv['save'])} | {sv['outcomes']} |")
     lines += ["", "Where the time goes (p50 / p95 ms; `breakdown` runs the same op statement by statement):", "",
-              "| rows | query embedding | candidates SQL | keyword_stats SQL | usage UPDATE (+SET LOCAL) | commit "
+              "| rows | query embedding | search SQL (candidates + BM25 stats) | usage UPDATE | commit "
               "| UPDATE alone, own tx | save: embed | lock | duplicate check | insert | commit |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in r["sizes"]:
         bp, sp = s["search"]["breakdown_parts"], s["saves"]["breakdown_parts"]
         cell = lambda d: fmt(d, ("p50", "p95"))  # noqa: E731
         lines.append(f"| {s['rows']:,} | {cell(s['search']['query_embedding'])} | {cell(bp['candidates'])} "
-                     f"| {cell(bp['keyword_stats'])} | {cell(bp['touch'])} | {cell(bp['commit'])} "
+                     f"| {cell(bp['touch'])} | {cell(bp['commit'])} "
                      f"| {cell(s['touch']['update_tx'])} | " + " | ".join(cell(sp[p]) for p in
                      ("embed", "lock", "duplicate_check", "insert", "commit")) + " |")
     lines += ["", "Machine load per phase (load average at the start; CPU busy over the phase, all processes "
@@ -810,8 +808,7 @@ def markdown(r: dict[str, Any]) -> str:
                          f"| {t['mean_rows']:.1f} |")
         bs = ix["big_project_search"]
         lines += ["", f"Real search (DB only) for big-project callers: p50 / p95 / p99 {fmt(bs['db_only'])} ms; "
-                  f"candidates SQL p95 {bs['breakdown_parts']['candidates']['p95']:.2f} ms, keyword_stats p95 "
-                  f"{bs['breakdown_parts']['keyword_stats']['p95']:.2f} ms.  ",
+                  f"search SQL p95 {bs['breakdown_parts']['candidates']['p95']:.2f} ms.  ",
                   f"Save p50 / p95 / p99 without HNSW {fmt(ix['saves_without_hnsw'])} ms, with HNSW "
                   f"{fmt(ix['saves_with_hnsw'])} ms. The search SQL uses the HNSW index: "
                   f"{'yes' if ix['search_plan_uses_hnsw'] else 'no'}."]
