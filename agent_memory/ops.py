@@ -227,11 +227,15 @@ def search_memories(
     n_docs = int(rows[0]["kw_n"] or 0) if rows else 0
     ranked = ranking.rank(rows, weights=weights, query_terms=list(df), df=df, n_docs=n_docs, k=k,
                           min_relevance=floor)
-    if touch and ranked:
-        yield Sql(queries.touch_items(), ([r[0]["id"] for r in ranked],), fetch="none")
+    if not ranked:
+        return []
+    ids = [r[0]["id"] for r in ranked]
+    q, p = queries.touch_items(ids) if touch else queries.select_items_by_ids(ids)
+    full = {row["id"]: row for row in (yield Sql(q, p))}
     return [
-        SearchResult(item=row_to_item(row), score=final, similarity=sim, keyword=kw)
+        SearchResult(item=row_to_item(full[row["id"]]), score=final, similarity=sim, keyword=kw)
         for row, final, sim, kw in ranked
+        if row["id"] in full  # a hit deleted between the two statements is left out, not an error
     ]
 
 

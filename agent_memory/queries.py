@@ -109,7 +109,8 @@ def search_candidates(
     ``k <= pool`` is in one of the lists: the union always contains the exact
     answer, and no ANN index can lose rows under the scope filter.
 
-    Each returned row also carries ``kw_df`` (lexeme -> rows containing it) and
+    Rows carry only what ranking needs; the winners are read in full afterwards
+    (:func:`touch_items` / :func:`select_items_by_ids`). Each row also carries ``kw_df`` (lexeme -> rows containing it) and
     ``kw_n`` (rows visible), counted in one pass over the caller's rows rather
     than one index probe per lexeme, whose cost grows with the whole table.
     """
@@ -173,12 +174,12 @@ def search_candidates(
             (SELECT m.id FROM memory_items m, q WHERE {filt} ORDER BY {prior} DESC, m.id LIMIT %(q_pool)s)
             {keyword_branch}
         )
-        SELECT {cols}, 1 - (m.embedding <=> q.v) AS similarity, m.content_tsv::text AS tsv,
-               {prio} AS scope_priority, {stats_cols}
+        SELECT m.id, m.confidence, m.created_at, 1 - (m.embedding <=> q.v) AS similarity,
+               m.content_tsv::text AS tsv, {prio} AS scope_priority, {stats_cols}
         FROM memory_items m, q
         WHERE m.id IN (SELECT id FROM cand)
         """
-    ).format(filt=filt, prior=prior, keyword_ctes=keyword_ctes, keyword_branch=keyword_branch, cols=_COLS,
+    ).format(filt=filt, prior=prior, keyword_ctes=keyword_ctes, keyword_branch=keyword_branch,
              prio=_scope_priority_expr(), stats_cols=stats_cols)
     return query, params
 
@@ -251,13 +252,25 @@ def copy_items() -> sql.Composable:
     )
 
 
-def touch_items() -> sql.Composable:
-    """Record use of search hits. Usage stats are bookkeeping, so this transaction's commit does
-    not wait for its WAL flush (``synchronous_commit`` off, set in the same round trip)."""
-    return sql.SQL(
-        "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))"
-        " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1"
-        " FROM async_commit WHERE id = ANY(%s)"
+def touch_items(ids: Sequence[Any]) -> Query:
+    """Record use of search hits and read them in full. Usage stats are bookkeeping, so this
+    transaction's commit does not wait for its WAL flush (``synchronous_commit`` off, set in
+    the same round trip)."""
+    return (
+        sql.SQL(
+            "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))"
+            " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1"
+            " FROM async_commit WHERE id = ANY(%(ids)s) RETURNING {ret}"
+        ).format(ret=_RETURNING),
+        {"ids": list(ids)},
+    )
+
+
+def select_items_by_ids(ids: Sequence[Any]) -> Query:
+    """Rows by id, for ids a scoped query already returned."""
+    return (
+        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = ANY(%(ids)s)").format(cols=_COLS),
+        {"ids": list(ids)},
     )
 
 
