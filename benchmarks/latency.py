@@ -540,7 +540,6 @@ class Bench:
         on the ids real searches returned; and whether the updated rows stayed on their page
         (a HOT update) or moved (new index entries in all four indexes, GIN included)."""
         samples, moved, total = [], 0, 0
-        touch = queries.touch_items()
         for who, q in work:
             ids = [r.item.id for r in self.pre.search_memories(q, k=5, **who.kwargs())]
             if not ids:
@@ -550,7 +549,7 @@ class Bench:
                 before = dict(conn.execute(pages, (ids,)).fetchall())
                 t = time.perf_counter()
                 with conn.transaction():
-                    conn.execute(touch, (ids,))
+                    conn.execute(*queries.touch_items(ids))
                 samples.append(time.perf_counter() - t)
                 after = dict(conn.execute(pages, (ids,)).fetchall())
             moved += sum(before[i] != after[i] for i in ids)

@@ -62,6 +62,13 @@ def _check_dsn(dsn: str) -> None:
         ) from None
 
 
+def _busy(exc: PoolTimeout) -> DatabaseError:
+    return DatabaseError(
+        f"no database connection became free in time ({exc}); raise MEMORY_POOL_MAX_SIZE "
+        "or check that the server is reachable"
+    )
+
+
 @contextmanager
 def get_connection(conn: Conn) -> Iterator[psycopg.Connection]:
     if isinstance(conn, ConnectionPool):
@@ -69,10 +76,7 @@ def get_connection(conn: Conn) -> Iterator[psycopg.Connection]:
             with conn.connection() as c:
                 yield c
         except PoolTimeout as exc:
-            raise DatabaseError(
-                f"no database connection became free in time ({exc}); raise MEMORY_POOL_MAX_SIZE "
-                "or check that the server is reachable"
-            ) from exc
+            raise _busy(exc) from exc
     elif isinstance(conn, psycopg.Connection):
         with _locks_guard:
             lock = _locks.setdefault(conn, threading.Lock())
@@ -92,10 +96,7 @@ async def aget_connection(conn: AsyncConn) -> AsyncIterator[psycopg.AsyncConnect
             async with conn.connection() as c:
                 yield c
         except PoolTimeout as exc:
-            raise DatabaseError(
-                f"no database connection became free in time ({exc}); raise MEMORY_POOL_MAX_SIZE "
-                "or check that the server is reachable"
-            ) from exc
+            raise _busy(exc) from exc
     elif isinstance(conn, psycopg.AsyncConnection):
         with _locks_guard:
             lock = _alocks.setdefault(conn, asyncio.Lock())
