@@ -88,8 +88,8 @@ def demo(memory: MemoryService, out: Any = sys.stdout) -> None:
     say(f"  {len(hits)} hits for bob, {len(leaked)} of them alice's private memories")
 
     say("\n5. What the middleware would inject into alice's system prompt")
-    hits = memory.search_memories("help me plan lunch for the team offsite", user_id=alice,
-                                  project_id=DEMO_PROJECT, k=3, min_relevance=0.1)
+    hits = memory.search_memories("suggest a lunch for me and my family", user_id=alice,
+                                  project_id=DEMO_PROJECT, k=3, min_relevance=0.05)
     say(memory.format_memories_for_prompt(hits, budget_chars=800))
 
     stats = memory.stats(user_id=alice, project_id=DEMO_PROJECT)

@@ -18,7 +18,9 @@ def test_demo_saves_searches_and_keeps_users_apart(memory):
     assert "0 of them alice's private memories" in text
     after_eating = text.split("what should I avoid eating?'", 1)[1].splitlines()[1]
     assert "allergic to peanuts" in after_eating
-    assert "<long_term_memory>" in text
+    injected = text.split("<long_term_memory>", 1)[1].split("</long_term_memory>", 1)[0]
+    assert '<memory scope="user" type="constraint">I am allergic to peanuts</memory>' in injected
+    assert "German" not in injected and "marathon" not in injected  # bob's memories never reach alice
     assert memory.stats(user_id="demo-alice", project_id="demo-webshop").total == 5
 
 
