@@ -37,13 +37,18 @@ def normalize_content(content: str) -> str:
     return _BLANK_LINES.sub("\n\n", text).strip()
 
 
+#: text longer than this many times max_length is rejected as too long without scanning it
+_SCAN_LIMIT_FACTOR = 4
+
+
 def check_content(content: str, *, confidence: float, config: MemoryConfig) -> Rejection | None:
     """Why ``content`` must not be stored, or None when it may be.
 
     Checks run in this order: empty, sensitive, length, confidence. Secrets come
     before length so that a long pasted key is reported as a secret (the thing
-    to remove) rather than as merely too long. The message never repeats the
-    secret, so it is safe to show to a user or hand back to a model.
+    to remove) rather than as merely too long; only text far beyond the limit
+    skips the scan, so a pasted megabyte costs nothing. The message never
+    repeats the secret, so it is safe to show to a user or hand back to a model.
     """
     text = normalize_content(content)
     if not text:
@@ -52,7 +57,7 @@ def check_content(content: str, *, confidence: float, config: MemoryConfig) -> R
             "content is empty; write the memory as a short, self-contained sentence",
         )
 
-    kind = find_sensitive(text)
+    kind = find_sensitive(text) if len(text) <= _SCAN_LIMIT_FACTOR * config.max_length else None
     if kind is not None:
         return Rejection(
             RejectionReason.SENSITIVE,

@@ -321,3 +321,19 @@ def test_a_short_secret_is_reported_as_sensitive() -> None:
 def test_length_wins_over_confidence() -> None:
     rejection = check_content("tea", confidence=0.0, config=MemoryConfig())
     assert rejection is not None and rejection.reason is RejectionReason.TOO_SHORT
+
+
+def test_huge_content_is_rejected_as_too_long_without_scanning_it(monkeypatch):
+    import agent_memory.gate as gate
+
+    def no_scan(text):
+        raise AssertionError(f"scanned {len(text)} characters")
+
+    monkeypatch.setattr(gate, "find_sensitive", no_scan)
+    huge = "my password is hunter2! " + "lorem ipsum dolor " * 500_000  # ~9 MB
+    rejection = check_content(huge, confidence=1.0, config=MemoryConfig())
+    assert rejection is not None and rejection.reason is RejectionReason.TOO_LONG
+    # just over the limit is still scanned, so a long pasted secret is named as a secret
+    monkeypatch.undo()
+    long_secret = "my password is hunter2! " + "x" * 2100
+    assert check_content(long_secret, confidence=1.0, config=MemoryConfig()).reason is RejectionReason.SENSITIVE
