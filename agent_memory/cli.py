@@ -64,7 +64,8 @@ def demo(memory: MemoryService, out: Any = sys.stdout) -> None:
         result = memory.add_explicit_memory(content, user_id=user, project_id=DEMO_PROJECT,
                                             memory_type=memory_type, scope=scope)
         took = (time.perf_counter() - started) * 1000
-        say(f"  {user:<10} saved [{scope}/{memory_type}] {content!r} ({took:.0f} ms)")
+        verdict = "saved" if isinstance(result, MemoryItem) else f"refused ({result.reason})"
+        say(f"  {user:<10} {verdict} [{scope}/{memory_type}] {content!r} ({took:.0f} ms)")
 
     say("\n2. The gate: a repeated fact is not stored twice, a secret is never stored")
     again = memory.add_explicit_memory("i prefer concise answers, with python code examples", user_id=alice)

@@ -27,7 +27,7 @@ from .embeddings import embedding_dimensions, embedding_model_name, resolve_embe
 from .errors import ConfigurationError, InvalidInputError
 from .formatting import format_memories_for_prompt
 from .gate import check_content, normalize_content
-from .models import MemoryItem, NewMemory, Rejection, SearchResult, Status
+from .models import MemoryItem, MemoryStats, NewMemory, Rejection, SearchResult, Status
 from .validation import check_identity
 
 __all__ = ["AsyncMemoryService", "MemoryService"]
@@ -190,7 +190,7 @@ class _MemoryAPI:
         return self._as((user_id, project_id, session_id), lambda ident: ops.list_memories(
             self.config, ident, memory_type=memory_type, scope=scope, status=status, limit=limit, offset=offset))
 
-    def stats(self, *, user_id: str, project_id: str | None = None, session_id: str | None = None) -> Any:
+    def stats(self, *, user_id: str, project_id: str | None = None, session_id: str | None = None) -> MemoryStats:
         """Counts by type, scope and status, last write, extraction budget left and storage
         size, over what the caller may see."""
         return self._as((user_id, project_id, session_id), lambda ident: ops.stats(self.config, ident))

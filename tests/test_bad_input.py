@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -131,5 +132,5 @@ def test_config_reads_documented_environment_variables():
     assert MemoryConfig.from_env(env, min_confidence=0.8).min_confidence == 0.8
     with pytest.raises(ConfigurationError, match="MEMORY_MAX_EXTRACTIONS='lots'"):
         MemoryConfig.from_env({"MEMORY_MAX_EXTRACTIONS": "lots"})
-    with pytest.raises(Exception):
-        MemoryConfig().min_confidence = 0.1  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        MemoryConfig().min_confidence = 0.1
