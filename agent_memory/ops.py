@@ -299,11 +299,8 @@ def restore_memory(identity: Identity, memory_id: Any) -> Op[MemoryItem]:
 
 def purge_archived(identity: Identity) -> Op[int]:
     """Permanently delete every archived memory the caller owns; answers how many."""
-    where, params = queries.item_filter(identity, statuses=(Status.ARCHIVED,))
-    from psycopg import sql
-
-    q = sql.SQL("DELETE FROM memory_items m WHERE {w} AND m.user_id = %(vf_user)s").format(w=where)
-    return (yield Sql(q, params, fetch="rowcount"))
+    q, p = queries.delete_owned(queries.item_filter(identity, statuses=(Status.ARCHIVED,)))
+    return (yield Sql(q, p, fetch="rowcount"))
 
 
 def extraction_budget(config: MemoryConfig, identity: Identity) -> Op[int | None]:

@@ -184,18 +184,22 @@ def search_candidates(
     return query, params
 
 
-def select_items(where: Query, *, order: str = "recent", limit: int | None = None, offset: int = 0) -> Query:
+def select_items(where: Query, *, limit: int, offset: int = 0) -> Query:
+    """Rows in ``where``, most recently updated first."""
     filt, params = where
-    params = dict(params, l_limit=limit, l_offset=offset)
-    order_sql = {
-        "recent": sql.SQL("m.updated_at DESC, m.id"),
-        "created": sql.SQL("m.created_at, m.id"),
-    }[order]
     return (
-        sql.SQL("SELECT {cols} FROM memory_items m WHERE {filt} ORDER BY {order} LIMIT %(l_limit)s OFFSET %(l_offset)s")
-        .format(cols=_COLS, filt=filt, order=order_sql),
-        params,
+        sql.SQL(
+            "SELECT {cols} FROM memory_items m WHERE {filt}"
+            " ORDER BY m.updated_at DESC, m.id LIMIT %(l_limit)s OFFSET %(l_offset)s"
+        ).format(cols=_COLS, filt=filt),
+        dict(params, l_limit=limit, l_offset=offset),
     )
+
+
+def delete_owned(where: Query) -> Query:
+    """Hard-delete the rows in ``where`` that the caller created (``where`` comes from ``visible_filter``)."""
+    filt, params = where
+    return sql.SQL("DELETE FROM memory_items m WHERE {filt} AND m.user_id = %(vf_user)s").format(filt=filt), params
 
 
 def select_item_by_id(where: Query, memory_id: Any) -> Query:
