@@ -20,6 +20,7 @@ from .errors import (
     InvalidInputError,
     MemoryNotFoundError,
     MigrationError,
+    MissingIdentityError,
     PermissionDeniedError,
 )
 from .formatting import format_memories_for_prompt
@@ -60,6 +61,7 @@ __all__ = [
     "MemoryStats",
     "MemoryType",
     "MigrationError",
+    "MissingIdentityError",
     "NewMemory",
     "PermissionDeniedError",
     "Rejection",

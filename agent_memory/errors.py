@@ -19,6 +19,7 @@ __all__ = [
     "InvalidInputError",
     "MemoryNotFoundError",
     "MigrationError",
+    "MissingIdentityError",
     "PermissionDeniedError",
 ]
 
@@ -29,6 +30,10 @@ class AgentMemoryError(Exception):
 
 class ConfigurationError(AgentMemoryError, ValueError):
     """A setting (argument or environment variable) has a value that can't work."""
+
+
+class MissingIdentityError(ConfigurationError):
+    """A run reached the memory layer without saying whose memory it is (no ``user_id``)."""
 
 
 class InvalidInputError(AgentMemoryError, ValueError):

@@ -1,8 +1,32 @@
-"""LangChain ``AgentMiddleware`` and LangGraph nodes for agent-memory (``agent_memory.middleware``).
+"""LangChain middleware, LangGraph nodes and tools for agent-memory (``agent_memory.middleware``).
 
-The memory middleware, the four memory tools and the LangGraph nodes arrive
-with the integration work; this package exists now so that the import path
-``agent_memory.middleware`` is stable from the first release.
+- :func:`create_memory_agent`: an agent with all four memory layers in one call.
+- :class:`MemoryMiddleware`: long-term memory for any ``create_agent`` agent.
+- :func:`memory_tools`: ``memory_save``/``memory_search``/``memory_delete``/``memory_stats``.
+- :func:`memory_context_node`: the same context for a hand-built ``StateGraph``.
 """
 
-__all__: list[str] = []
+from .agent import create_memory_agent, memory_middleware_stack
+from .backend import MemoryBackend
+from .context import MemoryContext, build_query, render_context
+from .identity import identity_from
+from .memory import MemoryMiddleware, MemoryState
+from .nodes import MemoryContextState, memory_context_node, system_prompt_with_memory
+from .tools import TOOL_NAMES, memory_tools
+
+__all__ = [
+    "TOOL_NAMES",
+    "MemoryBackend",
+    "MemoryContext",
+    "MemoryContextState",
+    "MemoryMiddleware",
+    "MemoryState",
+    "build_query",
+    "create_memory_agent",
+    "identity_from",
+    "memory_context_node",
+    "memory_middleware_stack",
+    "memory_tools",
+    "render_context",
+    "system_prompt_with_memory",
+]

@@ -117,6 +117,9 @@ def open_pool(dsn: str, *, min_size: int, max_size: int) -> ConnectionPool:
         name="agent-memory",
     )
     try:
+        # one direct connection first: a wrong database or password is reported at once with the
+        # server's own words, where the pool would keep retrying until its timeout
+        psycopg.connect(dsn, connect_timeout=int(_CONNECT_TIMEOUT)).close()
         pool.open(wait=min_size > 0, timeout=_CONNECT_TIMEOUT)
         with pool.connection(timeout=_CONNECT_TIMEOUT) as c:
             c.execute("SELECT 1")
@@ -136,6 +139,7 @@ async def aopen_pool(dsn: str, *, min_size: int, max_size: int) -> AsyncConnecti
         name="agent-memory-async",
     )
     try:
+        await (await psycopg.AsyncConnection.connect(dsn, connect_timeout=int(_CONNECT_TIMEOUT))).close()
         await pool.open(wait=min_size > 0, timeout=_CONNECT_TIMEOUT)
         async with pool.connection(timeout=_CONNECT_TIMEOUT) as c:
             await c.execute("SELECT 1")

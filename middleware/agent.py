@@ -1,0 +1,90 @@
+"""``create_memory_agent``: an agent with all four memory layers, in one call.
+
+It is ``langchain.agents.create_agent`` with a middleware stack:
+working memory (per invocation), short-term memory (summarization of long
+threads), long-term memory (:class:`MemoryMiddleware` and its tools), and
+episodic memory (a PostgreSQL checkpointer on the same database, so a
+thread survives a refresh, an interrupt or an error). Every piece is also
+importable on its own for people who wire their own agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+
+from agent_memory.errors import ConfigurationError
+
+from .backend import MemoryBackend, MemoryLike
+from .memory import MemoryMiddleware
+
+__all__ = ["create_memory_agent", "memory_middleware_stack"]
+
+
+def memory_middleware_stack(
+    model: BaseChatModel | None = None, memory: MemoryLike | MemoryBackend = None, *,
+    working_memory: bool = True, summarization: bool | dict[str, Any] = True, **memory_options: Any,
+) -> list[AgentMiddleware]:
+    """The middleware of :func:`create_memory_agent`, for ``create_agent(..., middleware=[...])``.
+
+    ``summarization`` is ``True`` (the memory-friendly defaults), ``False``, or a dict of options for
+    :func:`~agent_memory.middleware.short_term.short_term_memory`; it summarizes with ``model``.
+    ``memory_options`` go to :class:`MemoryMiddleware` (``k``, ``budget_chars``, ``require_user``...).
+    """
+    stack: list[AgentMiddleware] = []
+    if working_memory:
+        from .working import WorkingMemoryMiddleware
+
+        stack.append(WorkingMemoryMiddleware())
+    if summarization:
+        from .short_term import short_term_memory
+
+        options = summarization if isinstance(summarization, dict) else {}
+        stack.extend(short_term_memory(model, **options))
+    stack.append(MemoryMiddleware(memory, **memory_options))
+    return stack
+
+
+def create_memory_agent(
+    model: BaseChatModel, tools: Sequence[BaseTool | Any] = (), *, system_prompt: str | None = None,
+    memory: MemoryLike | MemoryBackend = None, checkpointer: Any = None, interrupt_on: dict[str, Any] | None = None,
+    working_memory: bool = True, summarization: bool | dict[str, Any] = True,
+    middleware: Sequence[AgentMiddleware] = (), k: int = 6, require_user: bool = True, **agent_options: Any,
+) -> Any:
+    """A ready agent with working, short-term, long-term and episodic memory.
+
+    model: any LangChain chat model. tools: your tools (the memory tools are added).
+    memory: where long-term memory lives (see :class:`MemoryMiddleware`); ``None`` is
+        ``DATABASE_URL`` or the embedded PostgreSQL.
+    checkpointer: ``None`` for a PostgreSQL checkpointer on the memory database, ``False`` for
+        none (no resume), or any LangGraph checkpointer.
+    interrupt_on: tools that need a human's approval, as for LangChain's
+        ``HumanInTheLoopMiddleware`` (e.g. ``{"send_email": True}``); needs a checkpointer.
+    middleware: your own middleware, run outside (before) the memory stack.
+    Run it with ``config={"configurable": {"user_id": ..., "project_id": ..., "thread_id": ...}}``.
+    """
+    if not isinstance(model, BaseChatModel):
+        raise ConfigurationError(f"model must be a LangChain chat model, got {type(model).__name__}")
+    backend = MemoryBackend.of(memory)
+    if checkpointer is None:
+        from agent_memory.episodic import open_checkpointer
+
+        checkpointer = open_checkpointer(backend.sync_service().conn)
+    elif checkpointer is False:
+        checkpointer = None
+    stack = [*middleware]
+    if interrupt_on:
+        if checkpointer is None:
+            raise ConfigurationError("interrupt_on needs a checkpointer to resume from; leave checkpointer=None")
+        stack.append(HumanInTheLoopMiddleware(interrupt_on=interrupt_on))
+    stack += memory_middleware_stack(
+        model, backend, working_memory=working_memory, summarization=summarization, k=k, require_user=require_user,
+    )
+    return create_agent(
+        model, list(tools), system_prompt=system_prompt, middleware=stack, checkpointer=checkpointer, **agent_options,
+    )

@@ -1,0 +1,90 @@
+"""One handle on the memory service for code that runs both sync and async.
+
+Agents are invoked with ``invoke`` and ``ainvoke`` alike, so middleware,
+tools and nodes need both paths. A :class:`MemoryBackend` wraps a blocking
+:class:`~agent_memory.MemoryService` (used directly when sync, and from a
+worker thread when async, as LangGraph's store bridges ``abatch``) and/or an
+:class:`~agent_memory.AsyncMemoryService` (used natively when async). With
+nothing given it opens the default service (``DATABASE_URL`` or the embedded
+PostgreSQL, local embeddings) on first use, so building an agent is cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from agent_memory.config import MemoryConfig
+from agent_memory.errors import ConfigurationError
+from agent_memory.service import AsyncMemoryService, MemoryService
+
+__all__ = ["MemoryBackend", "MemoryLike"]
+
+MemoryLike = MemoryService | AsyncMemoryService | str | None
+
+
+class MemoryBackend:
+    """Runs a service method by name, sync (:meth:`call`) or async (:meth:`acall`)."""
+
+    def __init__(
+        self, memory: MemoryLike | MemoryBackend = None, *, config: MemoryConfig | None = None,
+        embeddings: Embeddings | None = None,
+    ) -> None:
+        if memory is not None and not isinstance(memory, (MemoryService, AsyncMemoryService, str)):
+            raise ConfigurationError(
+                "memory must be a MemoryService, an AsyncMemoryService, a database URL or None "
+                f"(the default database), got {type(memory).__name__}"
+            )
+        self._sync: MemoryService | None = memory if isinstance(memory, MemoryService) else None
+        self._async: AsyncMemoryService | None = memory if isinstance(memory, AsyncMemoryService) else None
+        self._dsn = memory if isinstance(memory, str) else None
+        self._config = config
+        self._embeddings = embeddings
+        self._lock = threading.Lock()
+        self._owned: MemoryService | None = None
+
+    @classmethod
+    def of(cls, memory: MemoryLike | MemoryBackend, **kwargs: Any) -> MemoryBackend:
+        return memory if isinstance(memory, MemoryBackend) else cls(memory, **kwargs)
+
+    @property
+    def service(self) -> MemoryService | AsyncMemoryService:
+        """The service in use (the blocking one is opened now if none was given)."""
+        return self._async if self._async is not None and self._sync is None else self.sync_service()
+
+    @property
+    def config(self) -> MemoryConfig:
+        return self.service.config
+
+    def sync_service(self) -> MemoryService:
+        if self._sync is None:
+            if self._async is not None:
+                raise ConfigurationError(
+                    "this memory was given an AsyncMemoryService, which only works with ainvoke/astream; "
+                    "pass a MemoryService (or nothing, for the default) to also run invoke/stream"
+                )
+            with self._lock:
+                if self._sync is None:
+                    self._sync = self._owned = MemoryService(
+                        self._dsn, config=self._config, embeddings=self._embeddings
+                    )
+        return self._sync
+
+    def call(self, method: str, /, **kwargs: Any) -> Any:
+        return getattr(self.sync_service(), method)(**kwargs)
+
+    async def acall(self, method: str, /, **kwargs: Any) -> Any:
+        if self._async is not None:
+            return await getattr(self._async, method)(**kwargs)
+        return await asyncio.to_thread(self.call, method, **kwargs)
+
+    def close(self) -> None:
+        """Close a service this backend opened itself (services you passed in stay open)."""
+        with self._lock:
+            owned, self._owned = self._owned, None
+        if owned is not None:
+            owned.close()
+            self._sync = None

@@ -1,0 +1,182 @@
+"""What the memory layer puts in front of the model, and when it needs to look again.
+
+The pure parts (which text to search for, whether anything changed since the
+last lookup, how to add the block to a system message) are plain functions,
+tested without a database. :class:`ContextBuilder` adds the one I/O step, a
+search, in a sync and an async form that share everything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from agent_memory.errors import InvalidInputError
+from agent_memory.formatting import format_memories_for_prompt
+from agent_memory.models import Identity, SearchResult
+from agent_memory.validation import check_confidence, check_k
+
+from .backend import MemoryBackend
+
+__all__ = [
+    "WRITE_TOOLS",
+    "ContextBuilder",
+    "MemoryContext",
+    "build_query",
+    "context_key",
+    "render_context",
+    "with_context",
+]
+
+#: tools whose results change what a search would return
+WRITE_TOOLS = frozenset({"memory_save", "memory_delete"})
+
+MAX_K = 50  # memories per model call; more is a prompt, not a memory
+_SHORT_TURN_WORDS = 8  # "and for the backend?", "yes, do that": too little to search on alone
+_CONTEXT_CHARS = 300
+
+
+def _is_user_turn(message: BaseMessage) -> bool:
+    # SummarizationMiddleware files its summary as a HumanMessage; it is not something the user said.
+    return isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") != "summarization"
+
+
+def _last_user_index(messages: Sequence[BaseMessage]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if _is_user_turn(messages[i]):
+            return i
+    return None
+
+
+def build_query(messages: Sequence[BaseMessage], *, max_chars: int = 1000) -> str | None:
+    """The search text for the conversation: the latest user turn, plus the turn before it
+    and the assistant's last answer when the latest turn is too short to stand alone.
+    ``None`` when there is no user turn (nothing to look for)."""
+    last = _last_user_index(messages)
+    if last is None:
+        return None
+    text = messages[last].text.strip()
+    if not text:
+        return None
+    if len(text.split()) < _SHORT_TURN_WORDS:
+        before = [m for m in messages[:last] if _is_user_turn(m) or (isinstance(m, AIMessage) and m.text.strip())]
+        context = [m.text.strip()[:_CONTEXT_CHARS] for m in before[-2:]]
+        text = "\n".join([*context, text])
+    return text[-max_chars:]
+
+
+def context_key(identity: Identity, messages: Sequence[BaseMessage], query: str | None) -> str:
+    """A fingerprint of everything a lookup depends on: who asks, which user turn, the query,
+    and every memory write made since that turn. Equal keys mean the last result still holds."""
+    last = _last_user_index(messages)
+    writes = [
+        m.tool_call_id for m in messages[(last or 0):]
+        if isinstance(m, ToolMessage) and m.name in WRITE_TOOLS
+    ]
+    turn = messages[last].id if last is not None else None
+    parts = [identity.user_id, identity.project_id, identity.session_id, turn, query, *writes]
+    return hashlib.sha256("\x1f".join("" if p is None else str(p) for p in parts).encode()).hexdigest()[:32]
+
+
+def render_context(
+    results: Sequence[SearchResult], *, budget_chars: int, user_profile: str = "", project_profile: str = ""
+) -> str:
+    """The injected text: profile sections (when there are profiles) then the memories,
+    together within ``budget_chars``. ``""`` when there is nothing to say."""
+    sections = [s for s in (user_profile, project_profile) if s]
+    room = budget_chars - sum(len(s) + 2 for s in sections)
+    block = format_memories_for_prompt(results, budget_chars=room) if room > 0 else ""
+    return "\n\n".join([*sections, block] if block else sections)
+
+
+def with_context(system_message: SystemMessage | None, text: str) -> SystemMessage | None:
+    """``system_message`` with ``text`` appended after the agent's own instructions.
+    Content-block system messages (e.g. with cache control) get an extra text block."""
+    if not text:
+        return system_message
+    if system_message is None:
+        return SystemMessage(content=text)
+    content: Any = system_message.content
+    if isinstance(content, str):
+        new: Any = f"{content}\n\n{text}" if content else text
+    else:
+        new = [*content, {"type": "text", "text": f"\n\n{text}"}]
+    return system_message.model_copy(update={"content": new})
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryContext:
+    """One lookup's outcome: the text to inject, the key it answers, and what was found."""
+
+    key: str
+    text: str
+    memory_ids: tuple[str, ...] = ()
+
+    def as_state(self) -> dict[str, Any]:
+        return {"key": self.key, "text": self.text, "memory_ids": list(self.memory_ids)}
+
+
+def _check_budget(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 400:
+        raise InvalidInputError("budget_chars", f"must be a whole number of characters >= 400 (the block's frame alone takes about 260), got {value!r}")
+    return value
+
+
+class ContextBuilder:
+    """Looks up the memories for a conversation and renders them, sync or async."""
+
+    def __init__(
+        self, backend: MemoryBackend, *, k: int = 6, budget_chars: int | None = None,
+        min_relevance: float | None = None,
+    ) -> None:
+        self.backend = backend
+        self.k = check_k(k, MAX_K)
+        self.budget_chars = _check_budget(budget_chars)
+        if min_relevance is not None:
+            check_confidence(min_relevance, "min_relevance")
+        self.min_relevance = min_relevance
+
+    def _plan(self, identity: Identity, messages: Sequence[AnyMessage]) -> tuple[str, str | None]:
+        query = build_query(messages)
+        return context_key(identity, messages, query), query
+
+    def _search_args(self, identity: Identity, query: str) -> dict[str, Any]:
+        return {
+            "query": query, "user_id": identity.user_id, "project_id": identity.project_id,
+            "session_id": identity.session_id, "k": self.k, "min_relevance": self.min_relevance,
+        }
+
+    def _finish(self, key: str, results: Sequence[SearchResult]) -> MemoryContext:
+        budget = self.budget_chars if self.budget_chars is not None else self.backend.config.prompt_budget_chars
+        text = render_context(results, budget_chars=budget)
+        return MemoryContext(key=key, text=text, memory_ids=tuple(str(r.id) for r in results))
+
+    def build(self, identity: Identity, messages: Sequence[AnyMessage], *, known_key: str | None = None
+              ) -> MemoryContext | None:
+        """The context for ``messages``; ``None`` when ``known_key`` shows nothing changed."""
+        key, query = self._plan(identity, messages)
+        if key == known_key:
+            return None
+        results = self.backend.call("search_memories", **self._search_args(identity, query)) if query else []
+        return self._finish(key, results)
+
+    async def abuild(self, identity: Identity, messages: Sequence[AnyMessage], *, known_key: str | None = None
+                     ) -> MemoryContext | None:
+        key, query = self._plan(identity, messages)
+        if key == known_key:
+            return None
+        results = await self.backend.acall("search_memories", **self._search_args(identity, query)) if query else []
+        return self._finish(key, results)

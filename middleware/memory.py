@@ -1,0 +1,149 @@
+"""``MemoryMiddleware``: long-term memory for any ``create_agent`` agent.
+
+Before each model call it finds the memories relevant to the conversation
+for the run's user, project and session, and appends them to the system
+prompt of that one request; the checkpointed messages never contain them.
+The lookup runs in ``before_model`` so its result (a small key and the
+rendered text) can be kept in private graph state: the next model call of
+the same turn reuses it unless a memory tool wrote something in between.
+It also contributes the four memory tools.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+)
+from langchain.agents.middleware.types import PrivateStateAttr
+from langchain_core.embeddings import Embeddings
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from agent_memory.config import MemoryConfig
+from agent_memory.errors import AgentMemoryError, ConfigurationError, InvalidInputError
+from agent_memory.models import Identity
+
+from .backend import MemoryBackend, MemoryLike
+from .context import ContextBuilder, MemoryContext, with_context
+from .identity import identity_from
+from .tools import memory_tools
+
+__all__ = ["MemoryMiddleware", "MemoryState"]
+
+logger = logging.getLogger(__name__)
+
+class MemoryState(AgentState[Any]):
+    """The agent state MemoryMiddleware adds: the last lookup, private to the middleware
+    (not part of the agent's input or output schema)."""
+
+    memory_context: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+
+
+class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
+    """Long-term memory for a LangChain agent: ``create_agent(model, tools, middleware=[MemoryMiddleware()])``.
+
+    memory: a :class:`~agent_memory.MemoryService` (works with invoke and ainvoke), an
+        :class:`~agent_memory.AsyncMemoryService` (ainvoke only), a database URL, or ``None`` for
+        ``DATABASE_URL``/the embedded PostgreSQL, opened on first use.
+    k: how many memories to inject per model call. budget_chars: size limit of the injected
+        text (default ``config.prompt_budget_chars``). min_relevance: leave out weaker matches
+        (default ``config.min_relevance``).
+    enable_memory: ``False`` turns off injection and the tools (the agent runs as if without it).
+    require_user: a run without a ``user_id`` raises :class:`~agent_memory.MissingIdentityError`
+        (default); ``False`` runs it without memory instead.
+    tools: add the four memory tools (default); ``False`` for injection only.
+    fail_open: if the database or embedder fails, log a warning and answer without memory
+        instead of failing the run (default ``False``: failures surface).
+    """
+
+    state_schema = MemoryState
+
+    def __init__(
+        self, memory: MemoryLike | MemoryBackend = None, *, config: MemoryConfig | None = None,
+        embeddings: Embeddings | None = None, k: int = 6, budget_chars: int | None = None,
+        min_relevance: float | None = None, enable_memory: bool = True, require_user: bool = True,
+        tools: bool = True, fail_open: bool = False,
+    ) -> None:
+        super().__init__()
+        for name, flag in (("enable_memory", enable_memory), ("require_user", require_user),
+                           ("tools", tools), ("fail_open", fail_open)):
+            if not isinstance(flag, bool):
+                raise ConfigurationError(f"{name} must be True or False, got {flag!r}")
+        self.backend = MemoryBackend.of(memory, config=config, embeddings=embeddings)
+        self.builder = ContextBuilder(self.backend, k=k, budget_chars=budget_chars, min_relevance=min_relevance)
+        self.enable_memory = enable_memory
+        self.require_user = require_user
+        self.fail_open = fail_open
+        self.tools = memory_tools(self.backend) if (enable_memory and tools) else []
+
+    # --- lookup (before_model) ----------------------------------------------------------------
+
+    def _identity(self, runtime: Runtime[Any]) -> Identity | None:
+        if not self.enable_memory:
+            return None
+        try:
+            config = get_config()
+        except RuntimeError:  # outside a runnable context (called directly in a test)
+            config = {}
+        return identity_from(config, runtime.context, required=self.require_user)
+
+    @staticmethod
+    def _known_key(state: dict[str, Any]) -> str | None:
+        cached = state.get("memory_context")
+        return cached.get("key") if cached else None
+
+    def _failed(self, exc: Exception) -> dict[str, Any]:
+        if not self.fail_open or isinstance(exc, (ConfigurationError, InvalidInputError)):
+            raise exc
+        logger.warning("memory lookup failed, answering without memory: %s", exc)
+        return {"memory_context": None}
+
+    @staticmethod
+    def _update(context: MemoryContext | None) -> dict[str, Any] | None:
+        return None if context is None else {"memory_context": context.as_state()}
+
+    def before_model(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        identity = self._identity(runtime)
+        if identity is None:
+            return {"memory_context": None} if state.get("memory_context") else None
+        try:
+            return self._update(self.builder.build(identity, state["messages"], known_key=self._known_key(state)))
+        except AgentMemoryError as exc:
+            return self._failed(exc)
+
+    async def abefore_model(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        identity = self._identity(runtime)
+        if identity is None:
+            return {"memory_context": None} if state.get("memory_context") else None
+        try:
+            context = await self.builder.abuild(identity, state["messages"], known_key=self._known_key(state))
+        except AgentMemoryError as exc:
+            return self._failed(exc)
+        return self._update(context)
+
+    # --- injection (wrap_model_call) ----------------------------------------------------------
+
+    @staticmethod
+    def _inject(request: ModelRequest[Any]) -> ModelRequest[Any]:
+        cached = request.state.get("memory_context")
+        text = cached.get("text", "") if cached else ""
+        if not text:
+            return request
+        return request.override(system_message=with_context(request.system_message, text))
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelResponse[Any]:
+        return handler(self._inject(request))
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelResponse[Any]:
+        return await handler(self._inject(request))

@@ -1,0 +1,254 @@
+"""The four tools an agent manages its long-term memory with.
+
+``memory_save``, ``memory_search``, ``memory_delete`` and ``memory_stats``
+act for the user the *run* names (``RunnableConfig``/context via
+``ToolRuntime``); nothing in their arguments can choose another user,
+project or session. Every failure the model can do something about (the
+gate refused the text, no such memory, not allowed, bad argument, no user in
+the run) comes back as a short tool message with ``status="error"`` instead
+of an exception, so the graph keeps going and the model can correct itself.
+The formatting of results is pure and lives in the ``_describe_*`` functions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
+
+from agent_memory.errors import (
+    AgentMemoryError,
+    InvalidInputError,
+    MemoryNotFoundError,
+    MissingIdentityError,
+    PermissionDeniedError,
+)
+from agent_memory.models import (
+    Identity,
+    MemoryItem,
+    MemoryStats,
+    Rejection,
+    SearchResult,
+)
+
+from .backend import MemoryBackend
+from .identity import identity_from
+
+__all__ = ["TOOL_NAMES", "memory_tools"]
+
+logger = logging.getLogger(__name__)
+
+TOOL_NAMES = ("memory_save", "memory_search", "memory_delete", "memory_stats")
+
+MemoryTypeArg = Literal["preference", "fact", "skill", "habit", "event", "context", "constraint", "decision"]
+ScopeArg = Literal["user", "project", "session"]
+
+_SAVE = """Save one lasting memory about the user or the project, so it is available in future conversations.
+Use it when the user asks you to remember something ("remember that...", "note that..."), says who they are or \
+what they do ("I am...", "I work on..."), or states a lasting preference, habit, skill, constraint or decision \
+("I prefer...", "always/never...", "we decided to... because..."). Do not save one-off requests, things only \
+true for this conversation, general knowledge, or secrets (passwords, keys, card numbers): those are refused.
+Write `content` as one self-contained sentence in the third person ("Prefers concise answers with code"), \
+in the user's language. memory_type: preference, fact, skill, habit, event, context, constraint or decision. \
+scope: "user" (about the person, follows them everywhere; the default), "project" (shared with the project: its \
+stack, conventions, decisions), or "session" (only this conversation). Saving something already known is \
+harmless: the existing memory is kept and reported."""
+
+_SEARCH = """Search the long-term memories of this user and project. The most relevant memories are already \
+given to you in <long_term_memory> before each answer; use this tool when you need more, something specific \
+("what did I say about...?"), the id of a memory to delete, or memories of one type or scope. Returns up to k \
+memories, best first, each with its id, type, scope and relevance."""
+
+_DELETE = """Delete (archive) one long-term memory by its id, when the user asks you to forget something or a \
+memory is wrong or outdated. Find the id with memory_search first. Users can only delete memories they created; \
+an archived memory no longer appears anywhere but can be restored by the user."""
+
+_STATS = """Counts of this user's long-term memories by type, scope and status, when the last one was written, \
+and how many automatic extraction runs this session has left. Use it when the user asks what you remember \
+about them in general or how much is stored."""
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _describe_item(item: MemoryItem) -> str:
+    return f"{item.id} ({item.memory_type.value}, {item.scope.value}): {_one_line(item.content)}"
+
+
+def describe_save(result: MemoryItem | Rejection) -> tuple[str, bool]:
+    """The tool message for a save and whether it is an error."""
+    if isinstance(result, Rejection):
+        return f"Not saved: {result.message}", True
+    if result.deduplicated:
+        return f"Already remembered, nothing new saved: {_describe_item(result)}", False
+    return f"Saved memory {_describe_item(result)}", False
+
+
+def describe_search(query: str, results: list[SearchResult]) -> str:
+    if not results:
+        return f"No memories match {_one_line(query, 100)!r}."
+    lines = [f"{len(results)} memor{'y' if len(results) == 1 else 'ies'}, best first:"]
+    lines += [f"{i}. [relevance {r.similarity:.2f}] {_describe_item(r.item)}" for i, r in enumerate(results, 1)]
+    return "\n".join(lines)
+
+
+def describe_delete(item: MemoryItem) -> str:
+    return f"Deleted (archived) memory {_describe_item(item)}"
+
+
+def describe_stats(stats: MemoryStats) -> str:
+    def counts(d: dict[str, int]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in sorted(d.items()) if v) or "none"
+
+    active = stats.by_status.get("active", 0)
+    parts = [
+        f"{active} active memories ({stats.total} in all).",
+        f"By type: {counts(stats.by_type)}.",
+        f"By scope: {counts(stats.by_scope)}.",
+        f"By status: {counts(stats.by_status)}.",
+        f"Last written: {stats.last_write.isoformat(timespec='seconds') if stats.last_write else 'never'}.",
+    ]
+    if stats.extractions_remaining is not None:
+        parts.append(f"Automatic extraction runs left in this session: {stats.extractions_remaining}.")
+    return " ".join(parts)
+
+
+def describe_error(exc: Exception) -> str:
+    """What the model is told when a call fails, with what to do next."""
+    if isinstance(exc, MissingIdentityError):
+        return ("Memory is not available in this conversation: the application did not say who the user is. "
+                "Answer without long-term memory.")
+    if isinstance(exc, InvalidInputError):
+        return f"Invalid argument {exc}. Fix the argument and try again."
+    if isinstance(exc, MemoryNotFoundError):
+        return "No memory with that id is visible to you. Use memory_search to find the right id."
+    if isinstance(exc, PermissionDeniedError):
+        return f"Not allowed: {exc}. Tell the user you cannot change this memory."
+    return f"Memory is temporarily unavailable ({type(exc).__name__}). Continue without it."
+
+
+class _Toolkit:
+    """The tools' bodies, written once; each is a generator of (service method, kwargs) calls
+    run by :meth:`run` (sync) or :meth:`arun` (async)."""
+
+    def __init__(self, backend: MemoryBackend, *, max_k: int) -> None:
+        self.backend = backend
+        self.max_k = max_k
+
+    def _identity(self, runtime: ToolRuntime) -> Identity:
+        identity = identity_from(runtime.config, runtime.context, required=False)
+        if identity is None:
+            raise MissingIdentityError("no user_id in the run")
+        return identity
+
+    @staticmethod
+    def _who(identity: Identity) -> dict[str, Any]:
+        return {"user_id": identity.user_id, "project_id": identity.project_id, "session_id": identity.session_id}
+
+    def save(self, runtime: ToolRuntime, content: str, memory_type: str, scope: str):  # type: ignore[no-untyped-def]
+        result = yield "add_explicit_memory", {
+            "content": content, "memory_type": memory_type, "scope": scope, "source": "ai",
+            **self._who(self._identity(runtime)),
+        }
+        return describe_save(result)
+
+    def search(self, runtime: ToolRuntime, query: str, k: int, memory_type: str | None, scope: str | None):  # type: ignore[no-untyped-def]
+        if isinstance(k, int) and not isinstance(k, bool) and k > self.max_k:
+            k = self.max_k  # the model asked for a lot; give the most we allow rather than an error
+        results = yield "search_memories", {
+            "query": query, "k": k, "memory_type": memory_type, "scope": scope, **self._who(self._identity(runtime)),
+        }
+        return describe_search(query, results), False
+
+    def delete(self, runtime: ToolRuntime, memory_id: str):  # type: ignore[no-untyped-def]
+        item = yield "delete_memory", {"memory_id": memory_id, **self._who(self._identity(runtime))}
+        return describe_delete(item), False
+
+    def stats(self, runtime: ToolRuntime):  # type: ignore[no-untyped-def]
+        result = yield "stats", self._who(self._identity(runtime))
+        return describe_stats(result), False
+
+    @staticmethod
+    def _message(runtime: ToolRuntime, name: str, text: str, error: bool) -> ToolMessage | str:
+        if runtime.tool_call_id is None:
+            return text
+        return ToolMessage(content=text, tool_call_id=runtime.tool_call_id, name=name,
+                           status="error" if error else "success")
+
+    def _failed(self, runtime: ToolRuntime, name: str, exc: Exception) -> ToolMessage | str:
+        if not isinstance(exc, AgentMemoryError):
+            logger.exception("%s failed unexpectedly", name)
+        return self._message(runtime, name, describe_error(exc), True)
+
+    def run(self, name: str, body: Any, runtime: ToolRuntime) -> ToolMessage | str:
+        try:
+            method, kwargs = next(body)
+            body.send(getattr(self.backend.sync_service(), method)(**kwargs))
+        except StopIteration as done:
+            return self._message(runtime, name, *done.value)
+        except Exception as exc:  # noqa: BLE001 - a tool must answer the model, not break the graph
+            return self._failed(runtime, name, exc)
+        raise AssertionError("a tool body makes exactly one call")  # pragma: no cover
+
+    async def arun(self, name: str, body: Any, runtime: ToolRuntime) -> ToolMessage | str:
+        try:
+            method, kwargs = next(body)
+            body.send(await self.backend.acall(method, **kwargs))
+        except StopIteration as done:
+            return self._message(runtime, name, *done.value)
+        except Exception as exc:  # noqa: BLE001 - a tool must answer the model, not break the graph
+            return self._failed(runtime, name, exc)
+        raise AssertionError("a tool body makes exactly one call")  # pragma: no cover
+
+
+def _tool(name: str, description: str, sync: Callable[..., Any], coro: Callable[..., Awaitable[Any]]) -> BaseTool:
+    return StructuredTool.from_function(func=sync, coroutine=coro, name=name, description=description)
+
+
+def memory_tools(memory: Any = None, *, max_k: int = 20) -> list[BaseTool]:
+    """The four memory tools bound to ``memory`` (a MemoryService, AsyncMemoryService, database URL,
+    :class:`MemoryBackend` or ``None`` for the default database). Use them in ``create_agent`` (the
+    :class:`MemoryMiddleware` adds them for you) or in a LangGraph ``ToolNode``; either way the user,
+    project and session come from the run's config or context."""
+    kit = _Toolkit(MemoryBackend.of(memory), max_k=max_k)
+
+    def memory_save(content: str, runtime: ToolRuntime, memory_type: MemoryTypeArg = "fact",
+                    scope: ScopeArg = "user") -> ToolMessage | str:
+        return kit.run("memory_save", kit.save(runtime, content, memory_type, scope), runtime)
+
+    async def amemory_save(content: str, runtime: ToolRuntime, memory_type: MemoryTypeArg = "fact",
+                           scope: ScopeArg = "user") -> ToolMessage | str:
+        return await kit.arun("memory_save", kit.save(runtime, content, memory_type, scope), runtime)
+
+    def memory_search(query: str, runtime: ToolRuntime, k: int = 5, memory_type: MemoryTypeArg | None = None,
+                      scope: ScopeArg | None = None) -> ToolMessage | str:
+        return kit.run("memory_search", kit.search(runtime, query, k, memory_type, scope), runtime)
+
+    async def amemory_search(query: str, runtime: ToolRuntime, k: int = 5, memory_type: MemoryTypeArg | None = None,
+                             scope: ScopeArg | None = None) -> ToolMessage | str:
+        return await kit.arun("memory_search", kit.search(runtime, query, k, memory_type, scope), runtime)
+
+    def memory_delete(memory_id: str, runtime: ToolRuntime) -> ToolMessage | str:
+        return kit.run("memory_delete", kit.delete(runtime, memory_id), runtime)
+
+    async def amemory_delete(memory_id: str, runtime: ToolRuntime) -> ToolMessage | str:
+        return await kit.arun("memory_delete", kit.delete(runtime, memory_id), runtime)
+
+    def memory_stats(runtime: ToolRuntime) -> ToolMessage | str:
+        return kit.run("memory_stats", kit.stats(runtime), runtime)
+
+    async def amemory_stats(runtime: ToolRuntime) -> ToolMessage | str:
+        return await kit.arun("memory_stats", kit.stats(runtime), runtime)
+
+    return [
+        _tool("memory_save", _SAVE, memory_save, amemory_save),
+        _tool("memory_search", _SEARCH, memory_search, amemory_search),
+        _tool("memory_delete", _DELETE, memory_delete, amemory_delete),
+        _tool("memory_stats", _STATS, memory_stats, amemory_stats),
+    ]

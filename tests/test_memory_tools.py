@@ -1,0 +1,152 @@
+"""The four memory tools as a model uses them: through create_agent's ToolNode, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from agent_memory.middleware import MemoryMiddleware, memory_tools
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, ToolMessage
+
+from agent_memory import MemoryService
+from agent_memory.testing import ScriptedChatModel, tool_call
+
+
+def run_tools(memory: Any, calls: list[dict[str, Any]], config: dict[str, Any], *, use_async: bool = False,
+              **middleware_options: Any) -> list[ToolMessage]:
+    """One agent turn in which the model makes ``calls`` (in parallel); returns the tool messages."""
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=calls), "done"])
+    agent = create_agent(model, [], middleware=[MemoryMiddleware(memory, **middleware_options)])
+    inputs = {"messages": [("user", "please do the memory things")]}
+    result = asyncio.run(agent.ainvoke(inputs, config)) if use_async else agent.invoke(inputs, config)
+    by_id = {m.tool_call_id: m for m in result["messages"] if isinstance(m, ToolMessage)}
+    return [by_id[c["id"]] for c in calls]
+
+
+def cfg(user: str, project: str | None = None, thread: str = "t1") -> dict[str, Any]:
+    return {"configurable": {"user_id": user, "project_id": project, "thread_id": thread}}
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_save_search_stats_delete(memory: MemoryService, tenant, use_async: bool) -> None:
+    config = cfg(tenant.user, tenant.project)
+    [saved, project] = run_tools(memory, [
+        tool_call("memory_save", content="Prefers dark mode in every editor", memory_type="preference"),
+        tool_call("memory_save", content="The API uses FastAPI and Pydantic v2", memory_type="context",
+                  scope="project"),
+    ], config, use_async=use_async)
+    assert saved.status == "success" and saved.text.startswith("Saved memory ")
+    assert "(preference, user): Prefers dark mode" in saved.text
+    assert "(context, project)" in project.text
+    item_id = saved.text.split()[2]
+    stored = memory.get_memory(item_id, user_id=tenant.user)
+    assert stored.source.value == "ai" and stored.memory_type.value == "preference"
+
+    [found, stats] = run_tools(memory, [tool_call("memory_search", query="editor theme", k=3),
+                                        tool_call("memory_stats")], config, use_async=use_async)
+    assert found.status == "success" and item_id in found.text and "Prefers dark mode" in found.text
+    assert "2 active memories" in stats.text and "preference 1" in stats.text and "project 1" in stats.text
+
+    [deleted] = run_tools(memory, [tool_call("memory_delete", memory_id=item_id)], config, use_async=use_async)
+    assert deleted.status == "success" and deleted.text.startswith("Deleted (archived) memory " + item_id)
+    assert memory.get_memory(item_id, user_id=tenant.user).status.value == "archived"
+
+
+def test_duplicate_is_reported_not_repeated(memory, tenant) -> None:
+    first = memory.add_explicit_memory("Runs five kilometres every morning", user_id=tenant.user, memory_type="habit")
+    [again] = run_tools(memory, [tool_call("memory_save", content="Runs five kilometres every morning",
+                                           memory_type="habit")], cfg(tenant.user))
+    assert again.status == "success" and again.text.startswith("Already remembered") and str(first.id) in again.text
+    assert len(memory.list_memories(user_id=tenant.user)) == 1
+
+
+def test_gate_rejection_comes_back_as_an_error_message(memory, tenant) -> None:
+    [rejected] = run_tools(memory, [tool_call(
+        "memory_save", content="My AWS key is AKIAIOSFODNN7EXAMPLE and the secret wJalrXUtnFEMI/K7MDENG/bPxRfiCY",
+    )], cfg(tenant.user))
+    assert rejected.status == "error" and rejected.text.startswith("Not saved:")
+    assert "AKIA" not in rejected.text
+    assert memory.list_memories(user_id=tenant.user) == []
+
+
+@pytest.mark.parametrize(("call", "expected"), [
+    (tool_call("memory_save", content="Likes tea", memory_type="opinion"), "memory_type"),
+    (tool_call("memory_save", memory_type="fact"), "content"),
+    (tool_call("memory_save", content="x"), "memories must be 5 to"),
+    (tool_call("memory_save", content="Works on the apollo project", scope="project"), "needs a project_id"),
+    (tool_call("memory_search", query="", k=3), "query"),
+    (tool_call("memory_search", query="tea", k=0), "k"),
+    (tool_call("memory_search", query="tea", scope="galaxy"), "scope"),
+    (tool_call("memory_delete", memory_id="not-a-uuid"), "memory_id"),
+    (tool_call("memory_delete", memory_id=str(uuid.uuid4())), "No memory with that id"),
+])
+def test_bad_arguments_come_back_as_messages(memory, tenant, call, expected) -> None:
+    [answer] = run_tools(memory, [call], cfg(tenant.user))
+    assert answer.status == "error"
+    assert expected in answer.text
+    assert memory.list_memories(user_id=tenant.user) == []
+
+
+def test_k_above_the_limit_is_clamped(memory, tenant) -> None:
+    memory.add_explicit_memory("Enjoys hiking in the Alps", user_id=tenant.user)
+    [found] = run_tools(memory, [tool_call("memory_search", query="hiking", k=500)], cfg(tenant.user))
+    assert found.status == "success" and "Enjoys hiking" in found.text
+
+
+def test_identity_comes_from_the_run_not_the_arguments(memory, tenant) -> None:
+    memory.add_explicit_memory("Victim's private note about their salary", user_id=tenant.other_user)
+    [saved, found] = run_tools(memory, [
+        tool_call("memory_save", content="Attacker wrote this memory", user_id=tenant.other_user),
+        tool_call("memory_search", query="private note about salary", user_id=tenant.other_user),
+    ], cfg(tenant.user))
+    assert "Victim" not in found.text and found.text.startswith("No memories match")
+    assert [i.content for i in memory.list_memories(user_id=tenant.other_user)] == [
+        "Victim's private note about their salary"]
+    if saved.status == "success":  # the stray argument was ignored: it is the caller's memory
+        assert [i.content for i in memory.list_memories(user_id=tenant.user)] == ["Attacker wrote this memory"]
+
+
+def test_users_only_delete_what_they_may(memory, tenant) -> None:
+    theirs = memory.add_explicit_memory("Other user's own preference for vim", user_id=tenant.other_user)
+    shared = memory.add_explicit_memory("The project deploys on Fridays only", user_id=tenant.other_user,
+                                        project_id=tenant.project, scope="project", memory_type="constraint")
+    [hidden, refused] = run_tools(memory, [tool_call("memory_delete", memory_id=str(theirs.id)),
+                                           tool_call("memory_delete", memory_id=str(shared.id))],
+                                  cfg(tenant.user, tenant.project))
+    assert hidden.status == "error" and "No memory with that id is visible" in hidden.text
+    assert refused.status == "error" and refused.text.startswith("Not allowed")
+    for item in (theirs, shared):
+        assert memory.get_memory(item.id, user_id=tenant.other_user, project_id=tenant.project).status.value == "active"
+
+
+def test_search_and_stats_only_see_the_callers_memories(memory, tenant) -> None:
+    memory.add_explicit_memory("Mine: prefers green tea in the afternoon", user_id=tenant.user)
+    memory.add_explicit_memory("Theirs: prefers black tea in the afternoon", user_id=tenant.other_user)
+    memory.add_explicit_memory("Other project: tea budget is fixed", user_id=tenant.other_user,
+                               project_id=tenant.other_project, scope="project")
+    [found, stats] = run_tools(memory, [tool_call("memory_search", query="tea", k=10), tool_call("memory_stats")],
+                               cfg(tenant.user, tenant.project))
+    assert "green tea" in found.text and "black tea" not in found.text and "budget" not in found.text
+    assert stats.text.startswith("1 active memories")
+
+
+def test_tools_without_a_user_say_memory_is_unavailable(memory) -> None:
+    [answer] = run_tools(memory, [tool_call("memory_stats")], {"configurable": {"thread_id": "t"}},
+                         require_user=False)
+    assert answer.status == "error" and "not available" in answer.text
+
+
+def test_descriptions_tell_the_model_when_to_use_them(memory) -> None:
+    tools = {t.name: t for t in memory_tools(memory)}
+    assert "remember" in tools["memory_save"].description and "I prefer" in tools["memory_save"].description
+    assert "secrets" in tools["memory_save"].description
+    schema = tools["memory_save"].tool_call_schema.model_json_schema()
+    assert set(schema["properties"]) == {"content", "memory_type", "scope"}  # no identity, no runtime
+    assert "decision" in str(schema["properties"]["memory_type"])
+    assert set(tools["memory_search"].tool_call_schema.model_json_schema()["properties"]) == {
+        "query", "k", "memory_type", "scope"}
+    assert set(tools["memory_delete"].tool_call_schema.model_json_schema()["properties"]) == {"memory_id"}
+    assert tools["memory_stats"].tool_call_schema.model_json_schema().get("properties", {}) == {}
