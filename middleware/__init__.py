@@ -4,6 +4,8 @@
 - :class:`MemoryMiddleware`: long-term memory for any ``create_agent`` agent.
 - :func:`memory_tools`: ``memory_save``/``memory_search``/``memory_delete``/``memory_stats``.
 - :func:`memory_context_node`: the same context for a hand-built ``StateGraph``.
+- :class:`WorkingMemoryMiddleware`: per-invocation todos, notes and tool-call log.
+- :func:`short_term_memory`: summarization of long threads that never orphans a tool result.
 """
 
 from .agent import create_memory_agent, memory_middleware_stack
@@ -12,7 +14,14 @@ from .context import MemoryContext, build_query, render_context
 from .identity import identity_from
 from .memory import MemoryMiddleware, MemoryState
 from .nodes import MemoryContextState, memory_context_node, system_prompt_with_memory
+from .short_term import (
+    ToolPairGuard,
+    extractive_summary,
+    repair_tool_pairs,
+    short_term_memory,
+)
 from .tools import TOOL_NAMES, memory_tools
+from .working import WorkingMemoryMiddleware, WorkingMemoryState
 
 __all__ = [
     "TOOL_NAMES",
@@ -21,12 +30,18 @@ __all__ = [
     "MemoryContextState",
     "MemoryMiddleware",
     "MemoryState",
+    "ToolPairGuard",
+    "WorkingMemoryMiddleware",
+    "WorkingMemoryState",
     "build_query",
     "create_memory_agent",
+    "extractive_summary",
     "identity_from",
     "memory_context_node",
     "memory_middleware_stack",
     "memory_tools",
     "render_context",
+    "repair_tool_pairs",
+    "short_term_memory",
     "system_prompt_with_memory",
 ]

@@ -18,7 +18,6 @@ from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
     HumanMessage,
-    SystemMessage,
     ToolMessage,
 )
 
@@ -36,7 +35,6 @@ __all__ = [
     "build_query",
     "context_key",
     "render_context",
-    "with_context",
 ]
 
 #: tools whose results change what a search would return
@@ -98,21 +96,6 @@ def render_context(
     room = budget_chars - sum(len(s) + 2 for s in sections)
     block = format_memories_for_prompt(results, budget_chars=room) if room > 0 else ""
     return "\n\n".join([*sections, block] if block else sections)
-
-
-def with_context(system_message: SystemMessage | None, text: str) -> SystemMessage | None:
-    """``system_message`` with ``text`` appended after the agent's own instructions.
-    Content-block system messages (e.g. with cache control) get an extra text block."""
-    if not text:
-        return system_message
-    if system_message is None:
-        return SystemMessage(content=text)
-    content: Any = system_message.content
-    if isinstance(content, str):
-        new: Any = f"{content}\n\n{text}" if content else text
-    else:
-        new = [*content, {"type": "text", "text": f"\n\n{text}"}]
-    return system_message.model_copy(update={"content": new})
 
 
 @dataclass(frozen=True, slots=True)

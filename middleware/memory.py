@@ -31,8 +31,9 @@ from agent_memory.errors import AgentMemoryError, ConfigurationError, InvalidInp
 from agent_memory.models import Identity
 
 from .backend import MemoryBackend, MemoryLike
-from .context import ContextBuilder, MemoryContext, with_context
+from .context import ContextBuilder, MemoryContext
 from .identity import identity_from
+from .prompting import with_section
 from .tools import memory_tools
 
 __all__ = ["MemoryMiddleware", "MemoryState"]
@@ -136,7 +137,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         text = cached.get("text", "") if cached else ""
         if not text:
             return request
-        return request.override(system_message=with_context(request.system_message, text))
+        return request.override(system_message=with_section(request.system_message, text))
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]

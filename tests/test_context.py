@@ -6,14 +6,14 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
 from agent_memory.middleware.context import (
     build_query,
     context_key,
     render_context,
-    with_context,
 )
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
+from agent_memory.middleware.prompting import with_section
 from agent_memory.models import (
     Identity,
     MemoryItem,
@@ -97,22 +97,22 @@ class TestContextKey:
         assert context_key(ME, msgs, "hi") != context_key(other, msgs, "hi")
 
 
-class TestWithContext:
+class TestWithSection:
     def test_appended_after_the_agents_own_prompt(self) -> None:
-        out = with_context(SystemMessage("You are terse."), "<long_term_memory>x</long_term_memory>")
+        out = with_section(SystemMessage("You are terse."), "<long_term_memory>x</long_term_memory>")
         assert out.content == "You are terse.\n\n<long_term_memory>x</long_term_memory>"
 
     def test_no_system_prompt(self) -> None:
-        assert with_context(None, "block").content == "block"
+        assert with_section(None, "block").content == "block"
 
     def test_nothing_to_add_keeps_the_message(self) -> None:
         msg = SystemMessage("You are terse.")
-        assert with_context(msg, "") is msg
-        assert with_context(None, "") is None
+        assert with_section(msg, "") is msg
+        assert with_section(None, "") is None
 
     def test_content_blocks_get_a_text_block(self) -> None:
         msg = SystemMessage([{"type": "text", "text": "Be kind.", "cache_control": {"type": "ephemeral"}}])
-        out = with_context(msg, "block")
+        out = with_section(msg, "block")
         assert out.content[0] == msg.content[0]
         assert out.content[1] == {"type": "text", "text": "\n\nblock"}
         assert msg.content == [{"type": "text", "text": "Be kind.", "cache_control": {"type": "ephemeral"}}]
