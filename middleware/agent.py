@@ -17,13 +17,37 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
+from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.errors import ConfigurationError
+from agent_memory.service import AsyncMemoryService
 
 from .backend import MemoryBackend, MemoryLike
 from .memory import MemoryMiddleware
 
 __all__ = ["create_memory_agent", "memory_middleware_stack"]
+
+
+def _database_of(backend: MemoryBackend) -> Any:
+    """Where the long-term memory lives, in a form the checkpointer accepts, so both share one database."""
+    service = backend.service
+    if isinstance(service, AsyncMemoryService):
+        given = service._given
+        if given is None or isinstance(given, str):
+            return given
+        if isinstance(given, AsyncConnectionPool):
+            return given.conninfo
+        raise ConfigurationError(
+            "with an AsyncMemoryService on a single AsyncConnection, pass checkpointer= explicitly "
+            "(e.g. agent_memory.episodic.open_checkpointer(DSN)) or checkpointer=False"
+        )
+    return service.conn
+
+
+def _is_ours(checkpointer: Any) -> bool:
+    from agent_memory.episodic import PostgresCheckpointer
+
+    return isinstance(checkpointer, PostgresCheckpointer)
 
 
 def memory_middleware_stack(
@@ -74,10 +98,14 @@ def create_memory_agent(
     if checkpointer is None:
         from agent_memory.episodic import open_checkpointer
 
-        checkpointer = open_checkpointer(backend.sync_service().conn)
+        checkpointer = open_checkpointer(_database_of(backend), config=backend.config)
     elif checkpointer is False:
         checkpointer = None
     stack = [*middleware]
+    if _is_ours(checkpointer):
+        from .episodic import SessionSnapshotMiddleware
+
+        stack.append(SessionSnapshotMiddleware(checkpointer))
     if interrupt_on:
         if checkpointer is None:
             raise ConfigurationError("interrupt_on needs a checkpointer to resume from; leave checkpointer=None")

@@ -7,11 +7,11 @@ import uuid
 from typing import Any
 
 import pytest
-from agent_memory.middleware import MemoryMiddleware, memory_tools
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, ToolMessage
 
 from agent_memory import MemoryService
+from agent_memory.middleware import MemoryMiddleware, memory_tools
 from agent_memory.testing import ScriptedChatModel, tool_call
 
 

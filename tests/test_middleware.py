@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from agent_memory.middleware import TOOL_NAMES, MemoryBackend, MemoryMiddleware
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
@@ -20,6 +19,7 @@ from agent_memory import (
     MemoryService,
     MissingIdentityError,
 )
+from agent_memory.middleware import TOOL_NAMES, MemoryBackend, MemoryMiddleware
 from agent_memory.testing import ScriptedChatModel, tool_call
 
 

@@ -6,17 +6,17 @@ import asyncio
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+from agent_memory import InvalidInputError, MissingIdentityError
 from agent_memory.middleware import (
     MemoryContextState,
     memory_context_node,
     memory_tools,
     system_prompt_with_memory,
 )
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
-from langgraph.graph import START, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
-
-from agent_memory import InvalidInputError, MissingIdentityError
 from agent_memory.testing import ScriptedChatModel, tool_call
 
 
