@@ -1,8 +1,11 @@
-"""``agent-memory``: the demo and a small command line over the memory service.
+"""``agent-memory``: the demo, a chat, and a small command line over the memory service.
 
-``agent-memory demo`` is the quickstart's main job: it runs offline on the
-embedded PostgreSQL and the local embedding model. The other commands act on
-the same database (``DATABASE_URL`` or the embedded one) for one user.
+``agent-memory demo`` is the quickstart's main job (:mod:`agent_memory.demo`):
+an agent with memory, two sessions of one user and a second user, offline
+unless ``OPENAI_API_KEY`` is set. ``agent-memory chat`` (:mod:`agent_memory.chat`)
+talks to the same agent. The other commands act on the same database
+(``DATABASE_URL`` or the embedded one) for one user. This module only parses
+arguments and prints results.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,81 +23,12 @@ from .service import MemoryService
 
 __all__ = ["main"]
 
-DEMO_USERS = ("demo-alice", "demo-bob")
-DEMO_PROJECT = "demo-webshop"
-
 
 def _line(item: MemoryItem | SearchResult) -> str:
     if isinstance(item, SearchResult):
         return (f"  {item.score:.3f}  [{item.item.scope}/{item.item.memory_type}] {item.content}"
                 f"   (similarity {item.similarity:.2f}, keyword {item.keyword:.2f})")
     return f"  {item.id}  [{item.scope}/{item.memory_type}/{item.status}] {item.content}"
-
-
-def _reset_demo(memory: MemoryService) -> None:
-    """The demo is re-runnable: it removes what its own demo users saved last time."""
-    for user in DEMO_USERS:
-        for item in memory.list_memories(user_id=user, project_id=DEMO_PROJECT, status=None, limit=10_000):
-            if item.user_id == user:
-                memory.delete_memory(item.id, user_id=user, project_id=DEMO_PROJECT, hard=True)
-
-
-def demo(memory: MemoryService, out: Any = sys.stdout) -> None:
-    def say(text: str = "") -> None:
-        print(text, file=out)
-
-    alice, bob = DEMO_USERS
-    _reset_demo(memory)
-    say(f"agent-memory demo: {memory.config.database_url or 'embedded PostgreSQL'}, "
-        f"embeddings {type(memory.embeddings).__name__} (offline, no API key)\n")
-
-    say(f"1. {alice} and {bob} save memories (alice's first save loads the local model)")
-    saves = [
-        (alice, "I prefer concise answers with code examples in Python", "preference", "user"),
-        (alice, "I am allergic to peanuts", "constraint", "user"),
-        (alice, "My daughter Mia starts school in September", "event", "user"),
-        (alice, "We decided to use PostgreSQL 16 with pgvector for the webshop", "decision", "project"),
-        (bob, "I prefer answers in German", "preference", "user"),
-        (bob, "I am training for the Berlin marathon", "habit", "user"),
-        (bob, "The webshop front end is built with Vue 3", "context", "project"),
-    ]
-    for user, content, memory_type, scope in saves:
-        started = time.perf_counter()
-        result = memory.add_explicit_memory(content, user_id=user, project_id=DEMO_PROJECT,
-                                            memory_type=memory_type, scope=scope)
-        took = (time.perf_counter() - started) * 1000
-        verdict = "saved" if isinstance(result, MemoryItem) else f"refused ({result.reason})"
-        say(f"  {user:<10} {verdict} [{scope}/{memory_type}] {content!r} ({took:.0f} ms)")
-
-    say("\n2. The gate: a repeated fact is not stored twice, a secret is never stored")
-    again = memory.add_explicit_memory("i prefer concise answers, with python code examples", user_id=alice)
-    if isinstance(again, MemoryItem):
-        say(f"  duplicate -> returns the existing memory {again.id} (deduplicated={again.deduplicated})")
-    secret = memory.add_explicit_memory("my github token is ghp_" + "a" * 12 + "B7x9Qz2Lm4Np6Rt8Vw0Y",
-                                        user_id=alice)
-    if isinstance(secret, Rejection):
-        say(f"  secret    -> rejected ({secret.reason}): {secret.message}")
-
-    say("\n3. Search: each user gets their own memories plus the shared project's")
-    for user, query in ((alice, "what should I avoid eating?"), (alice, "which database do we use?"),
-                        (bob, "which database do we use?"), (bob, "how should you answer me?")):
-        say(f"  {user} asks {query!r}")
-        for hit in memory.search_memories(query, user_id=user, project_id=DEMO_PROJECT, k=3, min_relevance=0.1):
-            say(_line(hit))
-
-    say("\n4. Isolation: bob searching for alice's allergy finds nothing of hers")
-    hits = memory.search_memories("peanut allergy", user_id=bob, project_id=DEMO_PROJECT, k=5)
-    leaked = [h for h in hits if h.item.user_id == alice and h.item.scope is Scope.USER]
-    say(f"  {len(hits)} hits for bob, {len(leaked)} of them alice's private memories")
-
-    say("\n5. What the middleware would inject into alice's system prompt")
-    hits = memory.search_memories("suggest a lunch for me and my family", user_id=alice,
-                                  project_id=DEMO_PROJECT, k=3, min_relevance=0.05)
-    say(memory.format_memories_for_prompt(hits, budget_chars=800))
-
-    stats = memory.stats(user_id=alice, project_id=DEMO_PROJECT)
-    say(f"\n6. Stats for {alice}: {stats.total} memories by type {stats.by_type}, by scope {stats.by_scope}")
-    say("\nDone. Run `agent-memory search \"...\" --user demo-alice --project demo-webshop` to explore.")
 
 
 def _identity(args: argparse.Namespace) -> dict[str, Any]:
@@ -107,7 +40,15 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", help="embedded PostgreSQL data directory (default: per-user; "
                                            "ignored when DATABASE_URL is set)")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="save and search memories for two users, offline")
+    p = sub.add_parser("demo", help="an agent remembers a user across two sessions; a second user sees nothing")
+    p.add_argument("--offline", action="store_true",
+                   help="use the offline scripted model even when OPENAI_API_KEY is set")
+    p = sub.add_parser("chat", help="talk to the memory agent as one user (a real model needs OPENAI_API_KEY)")
+    p.add_argument("--user", required=True, help="user id")
+    p.add_argument("--project", help="project id")
+    p.add_argument("--thread", help="thread id to start or resume (default: a new one)")
+    p.add_argument("--offline", action="store_true",
+                   help="use the offline scripted model even when OPENAI_API_KEY is set")
 
     def with_identity(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--user", required=True, help="user id")
@@ -142,10 +83,23 @@ def _item_json(item: MemoryItem) -> dict[str, Any]:
             "deduplicated": item.deduplicated}
 
 
-def _run(args: argparse.Namespace, memory: MemoryService) -> int:
+def _run_agent(args: argparse.Namespace, memory: MemoryService) -> int:
+    """``demo`` and ``chat``, imported only here: they load LangChain, which the other commands don't need."""
+    from .chat import Who, new_thread_id, run_chat
+    from .demo import run_demo
+    from .demo_model import choose_chat_model
+
+    choice = choose_chat_model(offline=args.offline)
     if args.command == "demo":
-        demo(memory)
+        run_demo(memory, sys.stdout, choice=choice)
         return 0
+    who = Who(args.user, args.project, args.thread or new_thread_id())
+    return run_chat(memory, who, choice, inp=sys.stdin, out=sys.stdout)
+
+
+def _run(args: argparse.Namespace, memory: MemoryService) -> int:
+    if args.command in ("demo", "chat"):
+        return _run_agent(args, memory)
     ids = _identity(args)
     if args.command == "add":
         result = memory.add_explicit_memory(args.content, memory_type=args.type, scope=args.scope,

@@ -45,6 +45,7 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_MIN_RELEVANCE": ("min_relevance", float),
         "MEMORY_PROMPT_BUDGET": ("prompt_budget_chars", int),
         "MEMORY_POOL_MAX_SIZE": ("pool_max_size", int),
+        "MEMORY_CHECKPOINT_ARCHIVE_DAYS": ("checkpoint_archive_days", float),
     }
 )
 
@@ -80,6 +81,8 @@ class MemoryConfig:
     min_relevance: search leaves out hits whose relevance (the fused similarity, before
         confidence and scope are added) is below this; 0 returns the top k whatever they are.
     prompt_budget_chars: how many characters of memories ``format_memories_for_prompt`` may emit.
+    checkpoint_archive_days: checkpoints older than this many days are what
+        ``PostgresCheckpointer.archive()`` moves out of LangGraph's hot tables by default.
     """
 
     database_url: str | None = None
@@ -104,6 +107,7 @@ class MemoryConfig:
     prompt_budget_chars: int = 4000
     pool_min_size: int = 1
     pool_max_size: int = 10
+    checkpoint_archive_days: float = 30.0
 
     def __post_init__(self) -> None:
         def unit(name: str) -> None:
@@ -152,6 +156,11 @@ class MemoryConfig:
         if not (isinstance(self.extraction_window_hours, (int, float)) and self.extraction_window_hours > 0):
             raise ConfigurationError(
                 f"extraction_window_hours must be a positive number, got {self.extraction_window_hours!r}"
+            )
+        days = self.checkpoint_archive_days
+        if isinstance(days, bool) or not isinstance(days, (int, float)) or not math.isfinite(days) or days <= 0:
+            raise ConfigurationError(
+                f"checkpoint_archive_days must be a positive number of days, got {days!r}"
             )
         priority = dict(self.scope_priority)
         if set(priority) != {"session", "project", "user"} or not all(

@@ -20,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from . import ops
 from .config import MemoryConfig
-from .db.connection import aopen_pool, open_pool
+from .db.connection import DEFAULT_DATABASE, aopen_pool, open_pool, resolve_dsn  # noqa: F401 - re-exported
 from .db.migrations import migrate
 from .db.requests import Op, arun, run
 from .embeddings import embedding_dimensions, embedding_model_name, resolve_embeddings
@@ -31,17 +31,6 @@ from .models import MemoryItem, MemoryStats, NewMemory, Rejection, SearchResult,
 from .validation import check_identity
 
 __all__ = ["AsyncMemoryService", "MemoryService"]
-
-DEFAULT_DATABASE = "agent_memory"
-
-
-def _embedded_dsn(config: MemoryConfig) -> str:
-    from .db.embedded import ensure_embedded_server
-
-    server = ensure_embedded_server(config.resolved_data_dir())
-    server.ensure_database(DEFAULT_DATABASE)
-    return server.dsn(DEFAULT_DATABASE)
-
 
 def _coerce_new(item: Any, index: int) -> NewMemory:
     if isinstance(item, NewMemory):
@@ -250,7 +239,7 @@ class MemoryService(_MemoryAPI):
         self.config, self.embeddings = _resolve(config, embeddings)
         self._owned_pool: ConnectionPool | None = None
         if conn is None or isinstance(conn, str):
-            dsn = conn or self.config.database_url or _embedded_dsn(self.config)
+            dsn = resolve_dsn(conn, self.config)
             conn = self._owned_pool = open_pool(
                 dsn, min_size=self.config.pool_min_size, max_size=self.config.pool_max_size
             )
@@ -334,7 +323,7 @@ class AsyncMemoryService(_MemoryAPI):
     async def _setup(self) -> None:
         conn = self._given
         if conn is None or isinstance(conn, str):
-            dsn = conn or self.config.database_url or await asyncio.to_thread(_embedded_dsn, self.config)
+            dsn = await asyncio.to_thread(resolve_dsn, conn, self.config)
             conn = self._owned_pool = await aopen_pool(
                 dsn, min_size=self.config.pool_min_size, max_size=self.config.pool_max_size
             )

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import (
-    AIMessage,
     AnyMessage,
     BaseMessage,
     HumanMessage,
@@ -42,7 +41,7 @@ WRITE_TOOLS = frozenset({"memory_save", "memory_delete"})
 
 MAX_K = 50  # memories per model call; more is a prompt, not a memory
 _SHORT_TURN_WORDS = 8  # "and for the backend?", "yes, do that": too little to search on alone
-_CONTEXT_CHARS = 300
+_CONTEXT_CHARS = 200
 
 
 def _is_user_turn(message: BaseMessage) -> bool:
@@ -58,9 +57,13 @@ def _last_user_index(messages: Sequence[BaseMessage]) -> int | None:
 
 
 def build_query(messages: Sequence[BaseMessage], *, max_chars: int = 1000) -> str | None:
-    """The search text for the conversation: the latest user turn, plus the turn before it
-    and the assistant's last answer when the latest turn is too short to stand alone.
-    ``None`` when there is no user turn (nothing to look for)."""
+    """The search text for the conversation: the latest user turn, preceded by the user's
+    previous turn when the latest is too short to stand alone ("and why?", "yes, do that").
+    ``None`` when there is no user turn (nothing to look for).
+
+    Only the user's own words are used: the assistant's answers are long, would dilute the
+    query, and cost embedding time on every short follow-up (BENCHMARKS.md, middleware overhead).
+    """
     last = _last_user_index(messages)
     if last is None:
         return None
@@ -68,9 +71,10 @@ def build_query(messages: Sequence[BaseMessage], *, max_chars: int = 1000) -> st
     if not text:
         return None
     if len(text.split()) < _SHORT_TURN_WORDS:
-        before = [m for m in messages[:last] if _is_user_turn(m) or (isinstance(m, AIMessage) and m.text.strip())]
-        context = [m.text.strip()[:_CONTEXT_CHARS] for m in before[-2:]]
-        text = "\n".join([*context, text])
+        previous = next((m.text.strip() for m in reversed(messages[:last]) if _is_user_turn(m) and m.text.strip()),
+                        "")
+        if previous:
+            text = f"{previous[-_CONTEXT_CHARS:]}\n{text}"
     return text[-max_chars:]
 
 

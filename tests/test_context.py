@@ -49,9 +49,13 @@ class TestBuildQuery:
                 human("which database did we pick for the apollo backend service?")]
         assert build_query(msgs) == "which database did we pick for the apollo backend service?"
 
-    def test_short_follow_up_gets_the_previous_turns(self) -> None:
-        msgs = [human("which database did we pick for apollo?"), AIMessage("PostgreSQL 16."), human("and why?")]
-        assert build_query(msgs) == "which database did we pick for apollo?\nPostgreSQL 16.\nand why?"
+    def test_short_follow_up_gets_the_previous_user_turn(self) -> None:
+        msgs = [human("which database did we pick for apollo?"), AIMessage("PostgreSQL 16, see the notes."),
+                human("and why?")]
+        assert build_query(msgs) == "which database did we pick for apollo?\nand why?"
+        assert build_query([human("and why?")]) == "and why?"
+        long_turn = "x" * 500
+        assert build_query([human(long_turn), human("ok")]) == "x" * 200 + "\nok"
 
     def test_tool_traffic_after_the_turn_is_ignored(self) -> None:
         msgs = [human("remember that I prefer tabs over spaces please"),

@@ -288,3 +288,19 @@ def test_close_to_fp32_sentence_transformers(local: LocalEmbeddings) -> None:
         mean = local.embed_documents_array(queries[name]["queries"]).mean(axis=0)
         assert cosine(mean, fp32["centroids"][name]) > 0.998
         assert cosine(mean, int8["centroids"][name]) > 0.99999
+
+
+def test_a_lone_query_uses_the_idle_threads_and_gets_the_same_vector():
+    from agent_memory.embeddings.local import _in_flight
+
+    fast = LocalEmbeddings(threads=1, idle_threads=2)
+    with _in_flight():  # another embedding is running: the query takes the one-thread session
+        busy = fast.embed_query(TEXTS[0])
+    assert fast._idle_model is None
+    alone = fast.embed_query(TEXTS[0])
+    assert fast._idle_model is not None and fast._idle_model.threads == 2
+    np.testing.assert_allclose(alone, busy, atol=1e-5)
+    assert LocalEmbeddings(threads=1, idle_threads=1).idle_threads == 1
+    assert LocalEmbeddings(threads=4, idle_threads=2).idle_threads == 4  # never fewer than threads
+    with pytest.raises(ConfigurationError, match="idle_threads must be a whole number"):
+        LocalEmbeddings(idle_threads=0)

@@ -102,7 +102,7 @@ def test_identity_comes_from_the_run_not_the_arguments(memory, tenant) -> None:
         tool_call("memory_save", content="Attacker wrote this memory", user_id=tenant.other_user),
         tool_call("memory_search", query="private note about salary", user_id=tenant.other_user),
     ], cfg(tenant.user))
-    assert "Victim" not in found.text and found.text.startswith("No memories match")
+    assert "Victim" not in found.text  # (the parallel save may or may not be found: it is the caller's own)
     assert [i.content for i in memory.list_memories(user_id=tenant.other_user)] == [
         "Victim's private note about their salary"]
     if saved.status == "success":  # the stray argument was ignored: it is the caller's memory

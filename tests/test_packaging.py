@@ -34,6 +34,21 @@ def test_wheel_contains_exactly_the_agent_memory_tree(wheel):
     assert not any(n.startswith(("middleware/", "prompts/", "tests/", "benchmarks/")) for n in names)
 
 
+def test_wheel_holds_every_module_and_template_of_the_tree(wheel):
+    """A subpackage missing from pyproject's package list would work in an editable install
+    and vanish from the wheel; compare the wheel with the source folders file by file."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    sources = {"agent_memory": ROOT / "agent_memory", "agent_memory/middleware": ROOT / "middleware",
+               "agent_memory/prompts": ROOT / "prompts"}
+    expected = {
+        f"{prefix}/{path.relative_to(folder).as_posix()}"
+        for prefix, folder in sources.items()
+        for path in folder.rglob("*")
+        if path.suffix in {".py", ".txt"} and "__pycache__" not in path.parts
+    }
+    assert expected - names == set()
+
+
 def test_the_folders_import_only_under_agent_memory(tmp_path):
     code = (
         "import importlib.util, agent_memory.middleware, agent_memory.prompts;"

@@ -14,14 +14,18 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Union
+from typing import TYPE_CHECKING, Any, Union
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from ..errors import ConfigurationError, DatabaseError
 
+if TYPE_CHECKING:
+    from ..config import MemoryConfig
+
 __all__ = [
+    "DEFAULT_DATABASE",
     "AsyncConn",
     "Conn",
     "aget_connection",
@@ -29,7 +33,12 @@ __all__ = [
     "get_connection",
     "open_pool",
     "redact_dsn",
+    "resolve_dsn",
+    "unreachable",
 ]
+
+#: the database agent-memory creates and uses on the embedded server
+DEFAULT_DATABASE = "agent_memory"
 
 Conn = Union[psycopg.Connection, ConnectionPool]
 AsyncConn = Union[psycopg.AsyncConnection, AsyncConnectionPool]
@@ -60,6 +69,28 @@ def _check_dsn(dsn: str) -> None:
             f"database_url is not a valid PostgreSQL connection string ({exc}); "
             "expected something like postgresql://user:password@host:5432/dbname"
         ) from None
+
+
+def unreachable(dsn: str, exc: Exception) -> DatabaseError:
+    return DatabaseError(
+        f"could not connect to PostgreSQL at {redact_dsn(dsn)}: {exc}; check DATABASE_URL "
+        "(or unset it to use the embedded server)"
+    )
+
+
+def resolve_dsn(conn: str | None, config: MemoryConfig) -> str:
+    """The database a component uses when given ``conn`` (a DSN or nothing): that DSN, else
+    ``config.database_url``, else the embedded server's ``agent_memory`` database. The memory
+    service and the checkpointer both resolve it here, so by default they share one database."""
+    if conn:
+        return conn
+    if config.database_url:
+        return config.database_url
+    from .embedded import ensure_embedded_server
+
+    server = ensure_embedded_server(config.resolved_data_dir())
+    server.ensure_database(DEFAULT_DATABASE)
+    return server.dsn(DEFAULT_DATABASE)
 
 
 def _busy(exc: PoolTimeout) -> DatabaseError:
@@ -109,12 +140,15 @@ async def aget_connection(conn: AsyncConn) -> AsyncIterator[psycopg.AsyncConnect
         )
 
 
-def open_pool(dsn: str, *, min_size: int, max_size: int) -> ConnectionPool:
-    """A pool of autocommit connections, opened and checked now so a bad DSN fails at startup."""
+def open_pool(
+    dsn: str, *, min_size: int, max_size: int, kwargs: dict[str, Any] | None = None, name: str = "agent-memory"
+) -> ConnectionPool:
+    """A pool of autocommit connections (plus ``kwargs``), opened and checked now so a bad DSN
+    fails at startup."""
     _check_dsn(dsn)
     pool = ConnectionPool(
-        dsn, min_size=min_size, max_size=max_size, kwargs={"autocommit": True}, open=False,
-        name="agent-memory",
+        dsn, min_size=min_size, max_size=max_size, kwargs={"autocommit": True, **(kwargs or {})}, open=False,
+        name=name,
     )
     try:
         # one direct connection first: a wrong database or password is reported at once with the
@@ -125,10 +159,7 @@ def open_pool(dsn: str, *, min_size: int, max_size: int) -> ConnectionPool:
             c.execute("SELECT 1")
     except (PoolTimeout, psycopg.OperationalError) as exc:
         pool.close()
-        raise DatabaseError(
-            f"could not connect to PostgreSQL at {redact_dsn(dsn)}: {exc}; check DATABASE_URL "
-            "(or unset it to use the embedded server)"
-        ) from exc
+        raise unreachable(dsn, exc) from exc
     return pool
 
 
@@ -145,8 +176,5 @@ async def aopen_pool(dsn: str, *, min_size: int, max_size: int) -> AsyncConnecti
             await c.execute("SELECT 1")
     except (PoolTimeout, psycopg.OperationalError) as exc:
         await pool.close()
-        raise DatabaseError(
-            f"could not connect to PostgreSQL at {redact_dsn(dsn)}: {exc}; check DATABASE_URL "
-            "(or unset it to use the embedded server)"
-        ) from exc
+        raise unreachable(dsn, exc) from exc
     return pool

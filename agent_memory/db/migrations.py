@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from ..errors import EmbeddingDimensionMismatchError, MigrationError
 from .requests import Commit, Op, Sql
 
-__all__ = ["MIGRATIONS", "Migration", "migrate"]
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "Migration", "migrate"]
 
 # An arbitrary constant: "agent-memory migrations". Only migrations take it.
-_LOCK_KEY = 7_236_105_818_453_790_123
+MIGRATION_LOCK_KEY = 7_236_105_818_453_790_123
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,48 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Every search hit gets last_used_at/access_count updated; room on the page keeps those
     # updates HOT (no new index entries). Applies to pages written from now on.
     Migration("0004_memory_items_fillfactor", "ALTER TABLE memory_items SET (fillfactor = 90)"),
+    # Episodic memory (agent_memory.episodic). Independent of the embedding dimension, so the
+    # checkpointer can apply it on its own before any MemoryService has run.
+    Migration(
+        "0005_episodic",
+        """
+        -- One compact row per (user, thread): what a UI needs to list and reopen sessions
+        -- without loading LangGraph checkpoints. Keyed by user first: thread ids are global
+        -- in LangGraph, and no read ever crosses users.
+        CREATE TABLE session_state_snapshot (
+            user_id        text NOT NULL,
+            thread_id      text NOT NULL,
+            project_id     text,
+            title          text,
+            message_count  integer NOT NULL DEFAULT 0 CHECK (message_count >= 0),
+            checkpoint_id  text,
+            snapshot       jsonb NOT NULL DEFAULT '{}'::jsonb,
+            created_at     timestamptz NOT NULL DEFAULT now(),
+            updated_at     timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (user_id, thread_id)
+        );
+        CREATE INDEX session_state_snapshot_recent_idx ON session_state_snapshot (user_id, updated_at DESC);
+        CREATE INDEX session_state_snapshot_thread_idx ON session_state_snapshot (thread_id);
+
+        -- Checkpoints moved out of LangGraph's checkpoints/checkpoint_blobs/checkpoint_writes,
+        -- one row each, with the writes stored against it and the blobs no hot checkpoint
+        -- still uses (bytea as base64 in jsonb), so a restore puts back exactly what left.
+        CREATE TABLE checkpoint_archive (
+            thread_id             text NOT NULL,
+            checkpoint_ns         text NOT NULL DEFAULT '',
+            checkpoint_id         text NOT NULL,
+            parent_checkpoint_id  text,
+            type                  text,
+            checkpoint            jsonb NOT NULL,
+            metadata              jsonb NOT NULL DEFAULT '{}'::jsonb,
+            checkpoint_ts         timestamptz,
+            blobs                 jsonb NOT NULL DEFAULT '[]'::jsonb,
+            writes                jsonb NOT NULL DEFAULT '[]'::jsonb,
+            archived_at           timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+        );
+        """,
+    ),
 )
 
 
@@ -103,7 +145,7 @@ def migrate(dimensions: int, model_name: str, migrations: tuple[Migration, ...] 
     names = [m.name for m in migrations]
     if len(set(names)) != len(names):
         raise MigrationError(f"migration names must be unique: {names}")
-    lock = Sql("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,), fetch="none")
+    lock = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
 
     yield lock
     yield Sql(

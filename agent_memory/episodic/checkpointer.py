@@ -1,0 +1,349 @@
+"""One LangGraph checkpointer for blocking and asyncio runs, on the memory service's database.
+
+LangGraph's ``PostgresSaver`` refuses async calls and ``AsyncPostgresSaver``
+is tied to the event loop it was made in, yet one compiled agent is called
+with ``invoke`` and ``ainvoke``, ``stream`` and ``astream``. So
+:class:`PostgresCheckpointer` is a thin ``BaseCheckpointSaver`` that hands
+each blocking method to a ``PostgresSaver`` and each async one to an
+``AsyncPostgresSaver`` on the running loop's own connection
+(:mod:`.connections`). The checkpoint SQL is LangGraph's, unchanged.
+
+It also carries episodic memory's own calls, each in a blocking and an
+awaitable form built from one operation: session snapshots
+(:mod:`.snapshots`) and the checkpoint archive (:mod:`.archive`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import (
+    AsyncIterator,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import aclosing
+from typing import Any, Self
+
+import psycopg
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    get_checkpoint_id,
+)
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg_pool import ConnectionPool
+
+from ..config import MemoryConfig
+from ..db.requests import Op, arun, run
+from ..errors import ConfigurationError, InvalidInputError
+from . import archive as archive_ops
+from . import snapshots as snapshot_ops
+from .archive import ArchiveCounts
+from .connections import Database, LoopConnection
+from .schema import setup_database
+from .snapshots import DEFAULT_STATE_KEYS, SessionSnapshot
+
+__all__ = ["PostgresCheckpointer", "open_checkpointer"]
+
+
+class PostgresCheckpointer(BaseCheckpointSaver[str]):
+    """LangGraph checkpointer on PostgreSQL for both sync and async runs, plus episodic memory.
+
+    ``conn`` is a DSN, a ``psycopg.Connection`` (autocommit) or a
+    ``psycopg_pool.ConnectionPool``; by default ``config.database_url``, else
+    the embedded server, which is the database ``MemoryService()`` uses.
+    Construction creates or upgrades LangGraph's checkpoint tables and the
+    ``session_state_snapshot`` / ``checkpoint_archive`` tables. Pass it as
+    ``create_agent(..., checkpointer=...)``; close it (or use ``with``) to
+    release the connections it opened. A single ``Connection`` you pass is
+    shared by every call under one lock; pass a pool for concurrent threads.
+    """
+
+    def __init__(
+        self, conn: str | psycopg.Connection[Any] | ConnectionPool | None = None, *,
+        config: MemoryConfig | None = None, serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        config = MemoryConfig.from_env() if config is None else config
+        if not isinstance(config, MemoryConfig):
+            raise ConfigurationError(f"config must be a MemoryConfig, got {type(config).__name__}")
+        self.config = config
+        self._db = Database(conn, config)
+        try:
+            self.applied_migrations = self.setup()
+        except BaseException:
+            self._db.close()
+            raise
+        self._bind()
+
+    def _bind(self) -> None:
+        """(Re)make the blocking saver for this object's serializer; async ones are made per loop."""
+        self._sync = PostgresSaver(self._db.sync, serde=self.serde)  # type: ignore[arg-type]
+        self._sync.lock = self._db.sync_lock
+
+    def setup(self) -> list[str]:
+        """Create or upgrade the tables (idempotent; already done on construction).
+        Answers the agent-memory migrations applied now."""
+        self._db.check_open()
+        sync = self._db.sync
+        if isinstance(sync, ConnectionPool):
+            with sync.connection() as c:
+                return setup_database(c)
+        with self._db.sync_lock:
+            return setup_database(sync)
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> PostgresCheckpointer:
+        """LangGraph's copy-with-a-stricter-serializer, sharing this object's connections."""
+        clone = super().with_allowlist(extra_allowlist)
+        if clone is not self:
+            clone._bind()  # type: ignore[attr-defined]
+        return clone  # type: ignore[return-value]
+
+    # --- the savers we delegate to -------------------------------------------------------------
+
+    def _saver(self) -> PostgresSaver:
+        self._db.check_open()
+        return self._sync
+
+    def _make_async(self, state: LoopConnection) -> AsyncPostgresSaver:
+        saver = AsyncPostgresSaver(state.conn, serde=self.serde)  # type: ignore[arg-type]
+        saver.lock = state.lock
+        return saver
+
+    async def _asaver(self) -> AsyncPostgresSaver:
+        state = await self._db.loop_connection()
+        return self._db.saver_for(state, self, lambda: self._make_async(state))
+
+    def _run(self, op: Op[Any]) -> Any:
+        try:
+            self._db.check_open()
+        except BaseException:
+            op.close()
+            raise
+        sync = self._db.sync
+        if isinstance(sync, ConnectionPool):
+            return run(op, sync, None)
+        with self._db.sync_lock:
+            return run(op, sync, None)
+
+    async def _arun(self, op: Op[Any]) -> Any:
+        try:
+            state = await self._db.loop_connection()
+        except BaseException:
+            op.close()
+            raise
+        async with state.lock:
+            return await arun(op, state.conn, None)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _archived_thread(config: RunnableConfig) -> str | None:
+        """The thread to restore when a get by checkpoint id misses: maybe it was archived."""
+        if not get_checkpoint_id(config):
+            return None
+        try:
+            return snapshot_ops.check_thread_id(config["configurable"].get("thread_id"))
+        except InvalidInputError:
+            return None
+
+    # --- BaseCheckpointSaver: blocking ---------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """LangGraph's lookup; a checkpoint asked for by id that was archived is restored first."""
+        found = self._saver().get_tuple(config)
+        thread = self._archived_thread(config) if found is None else None
+        if thread is not None and self._run(archive_ops.restore(thread)).checkpoints:
+            found = self._saver().get_tuple(config)
+        return found
+
+    def list(
+        self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None, limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Hot checkpoints only; :meth:`restore` a thread to list its archived history too."""
+        return self._saver().list(config, filter=filter, before=before, limit=limit)
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._saver().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "",
+    ) -> None:
+        self._saver().put_writes(config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread everywhere: hot tables, archive and every user's snapshot of it."""
+        self._saver().delete_thread(thread_id)
+        self._run(archive_ops.forget_threads([str(thread_id)], snapshots=True))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._saver().delete_for_runs(run_ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._saver().copy_thread(source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """LangGraph's prune, which also drops the threads' archived checkpoints (and with
+        ``strategy="delete"`` their snapshots), so a restore cannot bring pruned history back."""
+        self._saver().prune(thread_ids, strategy=strategy)
+        self._run(archive_ops.forget_threads([str(t) for t in thread_ids], snapshots=strategy == "delete"))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self._saver().get_delta_channel_history(config=config, channels=channels)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        return self._sync.get_next_version(current, channel)
+
+    # --- BaseCheckpointSaver: async --------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        saver = await self._asaver()
+        found = await saver.aget_tuple(config)
+        thread = self._archived_thread(config) if found is None else None
+        if thread is not None and (await self._arun(archive_ops.restore(thread))).checkpoints:
+            found = await saver.aget_tuple(config)
+        return found
+
+    async def alist(
+        self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None, limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        saver = await self._asaver()
+        # closed as soon as we are: the inner generator holds the loop connection's lock
+        async with aclosing(saver.alist(config, filter=filter, before=before, limit=limit)) as items:
+            async for item in items:
+                yield item
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await (await self._asaver()).aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "",
+    ) -> None:
+        await (await self._asaver()).aput_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await (await self._asaver()).adelete_thread(thread_id)
+        await self._arun(archive_ops.forget_threads([str(thread_id)], snapshots=True))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await (await self._asaver()).adelete_for_runs(run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await (await self._asaver()).acopy_thread(source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await (await self._asaver()).aprune(thread_ids, strategy=strategy)
+        await self._arun(archive_ops.forget_threads([str(t) for t in thread_ids], snapshots=strategy == "delete"))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await (await self._asaver()).aget_delta_channel_history(config=config, channels=channels)
+
+    # --- session snapshots ---------------------------------------------------------------------
+
+    def save_snapshot(
+        self, state: Mapping[str, Any], *, user_id: str, thread_id: str, project_id: str | None = None,
+        checkpoint_id: str | None = None, state_keys: Iterable[str] = DEFAULT_STATE_KEYS,
+    ) -> SessionSnapshot:
+        """Write the compact snapshot of a session's ``state`` for ``user_id`` (replacing theirs)."""
+        return self._run(snapshot_ops.save_snapshot(
+            state, user_id=user_id, thread_id=thread_id, project_id=project_id, checkpoint_id=checkpoint_id,
+            state_keys=state_keys))
+
+    async def asave_snapshot(
+        self, state: Mapping[str, Any], *, user_id: str, thread_id: str, project_id: str | None = None,
+        checkpoint_id: str | None = None, state_keys: Iterable[str] = DEFAULT_STATE_KEYS,
+    ) -> SessionSnapshot:
+        return await self._arun(snapshot_ops.save_snapshot(
+            state, user_id=user_id, thread_id=thread_id, project_id=project_id, checkpoint_id=checkpoint_id,
+            state_keys=state_keys))
+
+    def load_snapshot(self, thread_id: str, *, user_id: str) -> SessionSnapshot | None:
+        """``user_id``'s snapshot of ``thread_id``, or None (also when only another user has one)."""
+        return self._run(snapshot_ops.load_snapshot(thread_id, user_id=user_id))
+
+    async def aload_snapshot(self, thread_id: str, *, user_id: str) -> SessionSnapshot | None:
+        return await self._arun(snapshot_ops.load_snapshot(thread_id, user_id=user_id))
+
+    def list_sessions(
+        self, *, user_id: str, project_id: str | None = None, limit: int = 20, offset: int = 0,
+    ) -> list[SessionSnapshot]:
+        """``user_id``'s sessions (in ``project_id`` if given), most recently active first."""
+        return self._run(snapshot_ops.list_sessions(user_id=user_id, project_id=project_id, limit=limit, offset=offset))
+
+    async def alist_sessions(
+        self, *, user_id: str, project_id: str | None = None, limit: int = 20, offset: int = 0,
+    ) -> list[SessionSnapshot]:
+        return await self._arun(
+            snapshot_ops.list_sessions(user_id=user_id, project_id=project_id, limit=limit, offset=offset))
+
+    # --- checkpoint archive --------------------------------------------------------------------
+
+    def archive(
+        self, older_than_days: float | None = None, *, thread_id: str | None = None, now: Any = None,
+    ) -> ArchiveCounts:
+        """Move checkpoints older than ``older_than_days`` (default ``config.checkpoint_archive_days``)
+        into ``checkpoint_archive``, for every thread or one; each thread's latest checkpoint
+        stays (see :mod:`agent_memory.episodic.archive`). ``now`` (aware datetime) is for tests."""
+        days = self.config.checkpoint_archive_days if older_than_days is None else older_than_days
+        return self._run(archive_ops.archive(days, thread_id=thread_id, now=now))
+
+    async def aarchive(
+        self, older_than_days: float | None = None, *, thread_id: str | None = None, now: Any = None,
+    ) -> ArchiveCounts:
+        days = self.config.checkpoint_archive_days if older_than_days is None else older_than_days
+        return await self._arun(archive_ops.archive(days, thread_id=thread_id, now=now))
+
+    def restore(self, thread_id: str) -> ArchiveCounts:
+        """Put ``thread_id``'s archived checkpoints back exactly; zero counts when none are archived."""
+        return self._run(archive_ops.restore(thread_id))
+
+    async def arestore(self, thread_id: str) -> ArchiveCounts:
+        return await self._arun(archive_ops.restore(thread_id))
+
+    # --- lifetime --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connections this checkpointer opened (one you passed in stays open)."""
+        self._db.close()
+
+    async def aclose(self) -> None:
+        await self._db.aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def open_checkpointer(
+    conn: str | psycopg.Connection[Any] | ConnectionPool | None = None, *,
+    config: MemoryConfig | None = None, serde: SerializerProtocol | None = None,
+) -> PostgresCheckpointer:
+    """A ready :class:`PostgresCheckpointer` on the same database as ``MemoryService(conn, config=config)``."""
+    return PostgresCheckpointer(conn, config=config, serde=serde)
