@@ -110,9 +110,6 @@ class MemoryContext:
     text: str
     memory_ids: tuple[str, ...] = ()
 
-    def as_state(self) -> dict[str, Any]:
-        return {"key": self.key, "text": self.text, "memory_ids": list(self.memory_ids)}
-
 
 def _check_budget(value: Any) -> int | None:
     if value is None:

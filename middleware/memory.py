@@ -2,16 +2,21 @@
 
 Before each model call it finds the memories relevant to the conversation
 for the run's user, project and session, and appends them to the system
-prompt of that one request; the checkpointed messages never contain them.
-The lookup runs in ``before_model`` so its result (a small key and the
-rendered text) can be kept in private graph state: the next model call of
-the same turn reuses it unless a memory tool wrote something in between.
+prompt of that one request. The lookup runs in ``before_model`` so that its
+key (who asked, which turn, which memory writes since) can be kept in
+private graph state: the next model call of the same turn reuses the result
+unless a memory tool wrote something in between. The rendered text itself
+stays in this process (a small LRU by key), never in the checkpoint, so a
+memory deleted later does not live on in old threads; a process that does
+not have the text (a resumed run) simply looks again.
 It also contributes the four memory tools.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
@@ -41,10 +46,33 @@ __all__ = ["MemoryMiddleware", "MemoryState"]
 logger = logging.getLogger(__name__)
 
 class MemoryState(AgentState[Any]):
-    """The agent state MemoryMiddleware adds: the last lookup, private to the middleware
-    (not part of the agent's input or output schema)."""
+    """The agent state MemoryMiddleware adds: the key and memory ids of the last lookup,
+    private to the middleware (not part of the agent's input or output schema)."""
 
     memory_context: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+
+
+class _Texts:
+    """Rendered memory blocks by lookup key, the most recent ``size`` of them (thread-safe)."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._items: OrderedDict[str, str] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: str | None) -> str | None:
+        with self._lock:
+            if key is None or key not in self._items:
+                return None
+            self._items.move_to_end(key)
+            return self._items[key]
+
+    def put(self, key: str, text: str) -> None:
+        with self._lock:
+            self._items[key] = text
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
 
 
 class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
@@ -83,6 +111,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         self.require_user = require_user
         self.fail_open = fail_open
         self.tools = memory_tools(self.backend) if (enable_memory and tools) else []
+        self._texts = _Texts()
 
     # --- lookup (before_model) ----------------------------------------------------------------
 
@@ -95,10 +124,11 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             config = {}
         return identity_from(config, runtime.context, required=self.require_user)
 
-    @staticmethod
-    def _known_key(state: dict[str, Any]) -> str | None:
+    def _known_key(self, state: dict[str, Any]) -> str | None:
+        """The key of the last lookup, if its text is still at hand (else look again)."""
         cached = state.get("memory_context")
-        return cached.get("key") if cached else None
+        key = cached.get("key") if cached else None
+        return key if self._texts.get(key) is not None else None
 
     def _failed(self, exc: Exception) -> dict[str, Any]:
         if not self.fail_open or isinstance(exc, (ConfigurationError, InvalidInputError)):
@@ -106,9 +136,11 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         logger.warning("memory lookup failed, answering without memory: %s", exc)
         return {"memory_context": None}
 
-    @staticmethod
-    def _update(context: MemoryContext | None) -> dict[str, Any] | None:
-        return None if context is None else {"memory_context": context.as_state()}
+    def _update(self, context: MemoryContext | None) -> dict[str, Any] | None:
+        if context is None:
+            return None
+        self._texts.put(context.key, context.text)
+        return {"memory_context": {"key": context.key, "memory_ids": list(context.memory_ids)}}
 
     def before_model(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         identity = self._identity(runtime)
@@ -131,10 +163,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
 
     # --- injection (wrap_model_call) ----------------------------------------------------------
 
-    @staticmethod
-    def _inject(request: ModelRequest[Any]) -> ModelRequest[Any]:
+    def _inject(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         cached = request.state.get("memory_context")
-        text = cached.get("text", "") if cached else ""
+        text = self._texts.get(cached.get("key")) if cached else None
         if not text:
             return request
         return request.override(system_message=with_section(request.system_message, text))

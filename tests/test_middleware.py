@@ -85,9 +85,35 @@ def test_injected_text_never_reaches_the_checkpoint(memory, seeded) -> None:
     agent.invoke(ask("what language do I like for code examples?"), config)
     agent.invoke(ask("and what else do you know about my preferences?"), config)
     assert "Prefers Python" in model.system_prompts[1]
-    messages = agent.get_state(config).values["messages"]
-    assert [type(m).__name__ for m in messages] == ["HumanMessage", "AIMessage"] * 2
-    assert not any(isinstance(m, SystemMessage) or "Prefers Python" in m.text for m in messages)
+    values = agent.get_state(config).values
+    assert [type(m).__name__ for m in values["messages"]] == ["HumanMessage", "AIMessage"] * 2
+    assert not any(isinstance(m, SystemMessage) for m in values["messages"])
+    # neither the messages nor any other state entry holds the memory text: only its key and ids
+    assert "Prefers Python" not in repr(values)
+    assert set(values["memory_context"]) == {"key", "memory_ids"}
+
+
+def test_a_new_process_looks_again_instead_of_reading_the_checkpoint(memory, seeded) -> None:
+    saver = InMemorySaver()
+    config = cfg(seeded.user, thread=f"{seeded.session}-resume")
+    backend = CountingBackend(memory)
+
+    def script(msgs):  # a tool round, so the turn has two model calls
+        if isinstance(msgs[-1], ToolMessage):
+            return "done"
+        return AIMessage("", tool_calls=[tool_call("weather", city="Oslo")])
+
+    first = ScriptedChatModel(script=script)
+    agent = create_agent(first, [weather], middleware=[MemoryMiddleware(backend)], checkpointer=saver,
+                         interrupt_before=["tools"])
+    agent.invoke(ask("which language do I like for code examples?"), config)  # stops before the tool runs
+    assert backend.searches == 1
+    # "another process": a new middleware (empty text cache) resumes the same thread
+    second = ScriptedChatModel(script=script)
+    resumed = create_agent(second, [weather], middleware=[MemoryMiddleware(backend)], checkpointer=saver,
+                           interrupt_before=["tools"])
+    resumed.invoke(None, config)
+    assert backend.searches == 2 and "Prefers Python" in second.system_prompts[0]
 
 
 def test_one_lookup_per_turn_unless_memory_was_written(memory, tenant) -> None:
