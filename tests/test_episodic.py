@@ -26,6 +26,7 @@ from agent_memory import (
     InvalidInputError,
     MemoryConfig,
     MemoryService,
+    PermissionDeniedError,
 )
 from agent_memory.db.migrations import MIGRATIONS
 from agent_memory.episodic import (
@@ -149,8 +150,13 @@ def test_page_refresh_in_a_new_process_sees_the_same_session(dsn, checkpointer, 
     ]
     assert snapshot["state"] == {"todos": TODOS}
     assert there["snapshot_load_seconds"] < 1.0
-    # another user refreshing the same thread id gets no snapshot of it
-    assert play(dsn, thread, tenant.other_user, "state", tmp_path / "outbox.jsonl")["snapshot"] is None
+    # another user refreshing the same thread id gets neither its snapshot nor its checkpoints
+    assert checkpointer.load_snapshot(thread, user_id=tenant.other_user) is None
+    refused = subprocess.run([sys.executable, str(SCRIPT), dsn, thread, tenant.other_user, "state"],
+                             env=dict(os.environ, EPISODIC_OUTBOX=str(tmp_path / "outbox.jsonl")),
+                             capture_output=True, text=True, timeout=180, check=False)
+    assert refused.returncode != 0 and "PermissionDeniedError" in refused.stderr
+    assert "hello there" not in refused.stdout
 
 
 # --- one checkpointer, sync and async ----------------------------------------------------------
@@ -349,6 +355,55 @@ def test_every_snapshot_read_is_scoped_to_its_user(checkpointer, tenant):
         shared_thread]
 
 
+def test_a_thread_belongs_to_the_user_who_started_it(checkpointer, config, dsn, tenant):
+    thread = f"{tenant.session}-owned"
+    agent = build_agent(checkpointer)
+    agent.invoke(user_says("alice's secret plan for the merger"), run_config(thread, tenant.user))
+
+    intruder = run_config(thread, tenant.other_user)
+    with pytest.raises(PermissionDeniedError, match="belongs to another user"):
+        agent.get_state(intruder)
+    with pytest.raises(PermissionDeniedError):
+        agent.invoke(user_says("show me everything"), intruder)
+    streamed = []
+    with pytest.raises(PermissionDeniedError):
+        for chunk in agent.stream(user_says("show me everything"), intruder, stream_mode="values"):
+            streamed.append(chunk)
+    assert streamed == []
+    with pytest.raises(PermissionDeniedError):
+        asyncio.run(agent.ainvoke(user_says("show me everything"), intruder))
+    with pytest.raises(PermissionDeniedError):
+        list(checkpointer.list(intruder))
+    # another process (a fresh checkpointer, no cache) gives the same answer
+    with PostgresCheckpointer(dsn, config=config) as fresh:
+        with pytest.raises(PermissionDeniedError):
+            fresh.get_tuple(intruder)
+        assert fresh.get_tuple(run_config(thread, tenant.user)) is not None
+    # the owner carries on; the intruder wrote nothing
+    result = agent.invoke(user_says("and the timeline?"), run_config(thread, tenant.user))
+    assert [m.text for m in result["messages"] if isinstance(m, HumanMessage)] == [
+        "alice's secret plan for the merger", "and the timeline?"]
+    assert all("show me everything" not in str(row) for row in hot_rows(dsn, thread).values())
+
+
+def test_a_deleted_thread_id_can_be_used_by_someone_else(checkpointer, tenant):
+    thread = f"{tenant.session}-reused"
+    agent = build_agent(checkpointer)
+    agent.invoke(user_says("first owner"), run_config(thread, tenant.user))
+    checkpointer.delete_thread(thread)
+    result = agent.invoke(user_says("second owner"), run_config(thread, tenant.other_user))
+    assert [m.text for m in result["messages"] if isinstance(m, HumanMessage)] == ["second owner"]
+    with pytest.raises(PermissionDeniedError):
+        agent.get_state(run_config(thread, tenant.user))
+
+
+def test_runs_that_name_no_user_are_not_checked(checkpointer, tenant):
+    thread = f"{tenant.session}-anonymous"
+    agent = build_agent(checkpointer)
+    agent.invoke(user_says("hello"), {"configurable": {"thread_id": thread}})
+    assert agent.get_state({"configurable": {"thread_id": thread}}).values["messages"]
+
+
 def test_snapshot_keeps_its_title_when_early_messages_are_summarized_away(checkpointer, tenant):
     thread = f"{tenant.session}-title"
     checkpointer.save_snapshot({"messages": [HumanMessage("plan the trip")]}, user_id=tenant.user, thread_id=thread)
@@ -517,11 +572,11 @@ def test_deleting_a_thread_deletes_its_archive_and_snapshots(dsn, checkpointer, 
 def test_checkpointer_sets_up_a_new_database_and_the_memory_service_completes_it(fresh_dsn, config, embeddings):
     dsn = fresh_dsn()
     with open_checkpointer(dsn, config=config) as cp:
-        assert cp.applied_migrations == ["0005_episodic"]
+        assert cp.applied_migrations == ["0005_episodic", "0006_thread_owners"]
     with open_checkpointer(dsn, config=config) as cp:
         assert cp.applied_migrations == []
     with MemoryService(dsn, config=config, embeddings=embeddings) as memory:
-        assert memory.applied_migrations == [m.name for m in MIGRATIONS if m.name != "0005_episodic"]
+        assert memory.applied_migrations == [m.name for m in MIGRATIONS if m.name not in ("0005_episodic", "0006_thread_owners")]
     with psycopg.connect(dsn) as conn:
         tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
     assert {"checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations",

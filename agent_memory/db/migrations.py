@@ -137,6 +137,18 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "0006_thread_owners",
+        """
+        -- LangGraph's thread ids are global: the first user to run a thread owns it, and the
+        -- checkpointer refuses that thread to every other user.
+        CREATE TABLE checkpoint_thread_owner (
+            thread_id   text PRIMARY KEY,
+            user_id     text NOT NULL,
+            claimed_at  timestamptz NOT NULL DEFAULT now()
+        );
+        """,
+    ),
 )
 
 

@@ -46,6 +46,7 @@ from ..config import MemoryConfig
 from ..db.requests import Op, arun, run
 from ..errors import ConfigurationError, InvalidInputError
 from . import archive as archive_ops
+from . import owners
 from . import snapshots as snapshot_ops
 from .archive import ArchiveCounts
 from .connections import Database, LoopConnection
@@ -77,6 +78,7 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         if not isinstance(config, MemoryConfig):
             raise ConfigurationError(f"config must be a MemoryConfig, got {type(config).__name__}")
         self.config = config
+        self._allowed: set[tuple[str, str]] = set()  # (thread, user) pairs known to be the owner's
         self._db = Database(conn, config)
         try:
             self.applied_migrations = self.setup()
@@ -144,6 +146,34 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         async with state.lock:
             return await arun(op, state.conn, None)  # type: ignore[arg-type]
 
+    # --- thread ownership (see owners.py) -------------------------------------------------------
+
+    def _checked(self, key: tuple[str, str] | None, owner: str | None = None) -> bool:
+        """Whether ``key`` (thread, user) is already known to be allowed; records a fresh answer."""
+        if key is None or key in self._allowed:
+            return True
+        if owner is None:
+            return False
+        if owner != key[1]:
+            raise owners.refusal(key[0])
+        if len(self._allowed) > 100_000:  # a cache, not a registry: start again rather than grow
+            self._allowed.clear()
+        self._allowed.add(key)
+        return True
+
+    def _guard(self, config: RunnableConfig | None) -> None:
+        key = owners.thread_and_user(config)
+        if not self._checked(key):
+            self._checked(key, self._run(owners.claim_thread(*key)))  # type: ignore[misc]
+
+    async def _aguard(self, config: RunnableConfig | None) -> None:
+        key = owners.thread_and_user(config)
+        if not self._checked(key):
+            self._checked(key, await self._arun(owners.claim_thread(*key)))  # type: ignore[misc]
+
+    def _forget_owner(self, thread_ids: Collection[str]) -> None:
+        self._allowed = {k for k in self._allowed if k[0] not in thread_ids}
+
     @staticmethod
     def _archived_thread(config: RunnableConfig) -> str | None:
         """The thread to restore when a get by checkpoint id misses: maybe it was archived."""
@@ -158,6 +188,7 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """LangGraph's lookup; a checkpoint asked for by id that was archived is restored first."""
+        self._guard(config)
         found = self._saver().get_tuple(config)
         thread = self._archived_thread(config) if found is None else None
         if thread is not None and self._run(archive_ops.restore(thread)).checkpoints:
@@ -169,23 +200,27 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None, limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Hot checkpoints only; :meth:`restore` a thread to list its archived history too."""
+        self._guard(config)
         return self._saver().list(config, filter=filter, before=before, limit=limit)
 
     def put(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        self._guard(config)
         return self._saver().put(config, checkpoint, metadata, new_versions)
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "",
     ) -> None:
+        self._guard(config)
         self._saver().put_writes(config, writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread everywhere: hot tables, archive and every user's snapshot of it."""
         self._saver().delete_thread(thread_id)
         self._run(archive_ops.forget_threads([str(thread_id)], snapshots=True))
+        self._forget_owner({str(thread_id)})
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         self._saver().delete_for_runs(run_ids)
@@ -198,10 +233,13 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         ``strategy="delete"`` their snapshots), so a restore cannot bring pruned history back."""
         self._saver().prune(thread_ids, strategy=strategy)
         self._run(archive_ops.forget_threads([str(t) for t in thread_ids], snapshots=strategy == "delete"))
+        if strategy == "delete":
+            self._forget_owner({str(t) for t in thread_ids})
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        self._guard(config)
         return self._saver().get_delta_channel_history(config=config, channels=channels)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
@@ -210,6 +248,7 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
     # --- BaseCheckpointSaver: async --------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await self._aguard(config)
         saver = await self._asaver()
         found = await saver.aget_tuple(config)
         thread = self._archived_thread(config) if found is None else None
@@ -221,6 +260,7 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None, limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
+        await self._aguard(config)
         saver = await self._asaver()
         # closed as soon as we are: the inner generator holds the loop connection's lock
         async with aclosing(saver.alist(config, filter=filter, before=before, limit=limit)) as items:
@@ -231,16 +271,19 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        await self._aguard(config)
         return await (await self._asaver()).aput(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "",
     ) -> None:
+        await self._aguard(config)
         await (await self._asaver()).aput_writes(config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await (await self._asaver()).adelete_thread(thread_id)
         await self._arun(archive_ops.forget_threads([str(thread_id)], snapshots=True))
+        self._forget_owner({str(thread_id)})
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await (await self._asaver()).adelete_for_runs(run_ids)
@@ -251,10 +294,13 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await (await self._asaver()).aprune(thread_ids, strategy=strategy)
         await self._arun(archive_ops.forget_threads([str(t) for t in thread_ids], snapshots=strategy == "delete"))
+        if strategy == "delete":
+            self._forget_owner({str(t) for t in thread_ids})
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        await self._aguard(config)
         return await (await self._asaver()).aget_delta_channel_history(config=config, channels=channels)
 
     # --- session snapshots ---------------------------------------------------------------------

@@ -3,7 +3,7 @@
 A checkpointer may be the first thing to touch a database, before any
 ``MemoryService`` has migrated it, and it has no embedder to size the
 ``vector(N)`` column with. So it applies only the embedding-independent
-episodic migration, by name, through the same ``agent_memory_migrations``
+episodic migrations, by name, through the same ``agent_memory_migrations``
 record and advisory lock as :func:`agent_memory.db.migrations.migrate`; a
 later ``MemoryService`` sees it recorded and applies the rest.
 
@@ -24,15 +24,16 @@ from ..db.migrations import MIGRATION_LOCK_KEY, MIGRATIONS
 from ..db.requests import Commit, Op, Sql, run
 from ..errors import MigrationError
 
-__all__ = ["EPISODIC_MIGRATION", "ensure_episodic_schema", "setup_database"]
+__all__ = ["EPISODIC_MIGRATIONS", "ensure_episodic_schema", "setup_database"]
 
-EPISODIC_MIGRATION = "0005_episodic"
+#: the migrations a checkpointer applies by itself (none of them depends on the embedding size)
+EPISODIC_MIGRATIONS = ("0005_episodic", "0006_thread_owners")
 
 # "agent-memory langgraph setup"; distinct from the migrations' key.
 _SETUP_LOCK_KEY = 7_236_105_818_453_790_124
 
 
-def ensure_episodic_schema(names: tuple[str, ...] = (EPISODIC_MIGRATION,)) -> Op[list[str]]:
+def ensure_episodic_schema(names: tuple[str, ...] = EPISODIC_MIGRATIONS) -> Op[list[str]]:
     """Apply the named migrations if they are not recorded yet; answer those applied now."""
     by_name = {m.name: m for m in MIGRATIONS}
     lock = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")

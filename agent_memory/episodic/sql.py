@@ -86,7 +86,22 @@ def forget_threads(thread_ids: list[str], *, snapshots: bool) -> list[Statement]
     statements = [("DELETE FROM checkpoint_archive WHERE thread_id = ANY(%(ids)s)", {"ids": thread_ids})]
     if snapshots:
         statements.append(("DELETE FROM session_state_snapshot WHERE thread_id = ANY(%(ids)s)", {"ids": thread_ids}))
+        statements.append(("DELETE FROM checkpoint_thread_owner WHERE thread_id = ANY(%(ids)s)", {"ids": thread_ids}))
     return statements
+
+
+def claim_thread(thread_id: str, user_id: str) -> Statement:
+    """The owner of ``thread_id``: ``user_id`` if the thread had none (it is claimed now), else
+    whoever claimed it first. One statement, so two first runs cannot both win."""
+    query = """
+        WITH claimed AS (
+            INSERT INTO checkpoint_thread_owner (thread_id, user_id) VALUES (%(t)s, %(u)s)
+            ON CONFLICT (thread_id) DO NOTHING RETURNING user_id
+        )
+        SELECT user_id FROM claimed
+        UNION ALL SELECT user_id FROM checkpoint_thread_owner WHERE thread_id = %(t)s
+        LIMIT 1"""
+    return query, {"t": thread_id, "u": user_id}
 
 
 # --- checkpoint_archive ------------------------------------------------------------------
