@@ -642,3 +642,19 @@ def test_archive_age_comes_from_the_environment():
         MemoryConfig.from_env({"MEMORY_CHECKPOINT_ARCHIVE_DAYS": "a week"})
     with pytest.raises(ConfigurationError, match="checkpoint_archive_days"):
         MemoryConfig.from_env({"MEMORY_CHECKPOINT_ARCHIVE_DAYS": "0"})
+
+
+def test_thread_owner_read_from_the_agent_context(checkpointer, tenant):
+    from dataclasses import dataclass
+
+    @dataclass
+    class Ctx:
+        user_id: str
+
+    model = ScriptedChatModel(script=lambda msgs: "ok")
+    agent = create_agent(model, [], checkpointer=checkpointer, context_schema=Ctx)
+    config = {"configurable": {"thread_id": f"{tenant.session}-ctx"}}
+    agent.invoke(user_says("private words"), config, context=Ctx(tenant.user))
+    with pytest.raises(PermissionDeniedError):
+        agent.invoke(user_says("let me in"), config, context=Ctx(tenant.other_user))
+    agent.invoke(user_says("still mine"), config, context=Ctx(tenant.user))
