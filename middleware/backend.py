@@ -38,6 +38,11 @@ class MemoryBackend:
                 "memory must be a MemoryService, an AsyncMemoryService, a database URL or None "
                 f"(the default database), got {type(memory).__name__}"
             )
+        if isinstance(memory, (MemoryService, AsyncMemoryService)) and (config is not None or embeddings is not None):
+            raise ConfigurationError(
+                "config and embeddings are for a service the middleware opens itself (memory=None or a "
+                "database URL); a MemoryService you pass already has its own: set them there"
+            )
         self._sync: MemoryService | None = memory if isinstance(memory, MemoryService) else None
         self._async: AsyncMemoryService | None = memory if isinstance(memory, AsyncMemoryService) else None
         self._dsn = memory if isinstance(memory, str) else None

@@ -290,9 +290,11 @@ def test_bad_settings_are_refused(memory, kwargs, match) -> None:
         MemoryMiddleware(memory, **kwargs)
 
 
-def test_bad_memory_argument(memory) -> None:
+def test_bad_memory_argument(memory, config) -> None:
     with pytest.raises(ConfigurationError, match="memory must be a MemoryService"):
         MemoryMiddleware(42)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="already has its own"):
+        MemoryMiddleware(memory, config=config)
 
 
 def test_bad_identity_in_config_names_the_field(memory) -> None:

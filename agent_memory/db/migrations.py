@@ -15,12 +15,13 @@ failing on the first insert.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import EmbeddingDimensionMismatchError, MigrationError
 from .requests import Commit, Op, Sql
 
-__all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "Migration", "migrate"]
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "Migration", "apply_migrations", "migrate"]
 
 # An arbitrary constant: "agent-memory migrations". Only migrations take it.
 MIGRATION_LOCK_KEY = 7_236_105_818_453_790_123
@@ -152,8 +153,9 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-def migrate(dimensions: int, model_name: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> Op[list[str]]:
-    """Apply pending migrations; answer the names applied now (empty when up to date)."""
+def apply_migrations(migrations: Sequence[Migration], dimensions: int) -> Op[list[str]]:
+    """Apply those of ``migrations`` not recorded yet, in order, each in its own transaction
+    with its record and under the migrations' advisory lock; answer the names applied now."""
     names = [m.name for m in migrations]
     if len(set(names)) != len(names):
         raise MigrationError(f"migration names must be unique: {names}")
@@ -181,6 +183,14 @@ def migrate(dimensions: int, model_name: str, migrations: tuple[Migration, ...] 
             yield Sql("INSERT INTO agent_memory_migrations (name) VALUES (%s)", (migration.name,), fetch="none")
             applied_now.append(migration.name)
         yield Commit()
+    return applied_now
+
+
+def migrate(dimensions: int, model_name: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> Op[list[str]]:
+    """Apply pending migrations, then check the embedding size against the database's;
+    answer the names applied now (empty when up to date)."""
+    applied_now = yield from apply_migrations(migrations, dimensions)
+    lock = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
 
     yield lock
     rows = yield Sql("SELECT key, value FROM agent_memory_meta")

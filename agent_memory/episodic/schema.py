@@ -20,9 +20,8 @@ from typing import Any
 import psycopg
 from langgraph.checkpoint.postgres import PostgresSaver
 
-from ..db.migrations import MIGRATION_LOCK_KEY, MIGRATIONS
-from ..db.requests import Commit, Op, Sql, run
-from ..errors import MigrationError
+from ..db.migrations import MIGRATIONS, apply_migrations
+from ..db.requests import Op, run
 
 __all__ = ["EPISODIC_MIGRATIONS", "ensure_episodic_schema", "setup_database"]
 
@@ -36,28 +35,7 @@ _SETUP_LOCK_KEY = 7_236_105_818_453_790_124
 def ensure_episodic_schema(names: tuple[str, ...] = EPISODIC_MIGRATIONS) -> Op[list[str]]:
     """Apply the named migrations if they are not recorded yet; answer those applied now."""
     by_name = {m.name: m for m in MIGRATIONS}
-    lock = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
-    yield lock
-    yield Sql(
-        "CREATE TABLE IF NOT EXISTS agent_memory_migrations ("
-        " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-        fetch="none",
-    )
-    yield Commit()
-    applied: list[str] = []
-    for name in names:
-        migration = by_name[name]
-        yield lock
-        done = yield Sql("SELECT 1 FROM agent_memory_migrations WHERE name = %s", (name,), fetch="one")
-        if done is None:
-            try:
-                yield Sql(migration.statement(0), fetch="none")  # no {dimensions} in it
-            except Exception as exc:
-                raise MigrationError(f"migration {name} failed and was rolled back: {exc}") from exc
-            yield Sql("INSERT INTO agent_memory_migrations (name) VALUES (%s)", (name,), fetch="none")
-            applied.append(name)
-        yield Commit()
-    return applied
+    return (yield from apply_migrations([by_name[name] for name in names], 0))  # no {dimensions} in them
 
 
 def setup_database(conn: psycopg.Connection[Any]) -> list[str]:
