@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
@@ -174,3 +175,26 @@ def test_bad_arguments(memory) -> None:
     with pytest.raises(ConfigurationError, match="interrupt_on needs a checkpointer"):
         create_memory_agent(ScriptedChatModel(script=["x"]), [], memory=memory, checkpointer=False,
                             interrupt_on={"weather": True})
+
+
+async def test_with_an_async_memory_service(amemory, tenant) -> None:
+    await amemory.add_explicit_memory("Keeps bees on the balcony", user_id=tenant.user, memory_type="habit")
+    model = ScriptedChatModel(script=["ok"])
+    agent = create_memory_agent(model, [], memory=amemory)
+    assert isinstance(agent.checkpointer, PostgresCheckpointer)
+    config = cfg(tenant.user, f"{tenant.session}-async-service")
+    await agent.ainvoke(ask("what hobby with insects do I have?"), config)
+    assert "Keeps bees" in model.system_prompts[0]
+    assert (await agent.aget_state(config)).values["messages"][-1].text == "ok"
+
+
+def test_default_database_comes_from_the_environment(dsn, tenant, monkeypatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    model = ScriptedChatModel(script=["ok"])
+    agent = create_memory_agent(model, [])  # memory=None: DATABASE_URL, as MemoryService() would
+    config = cfg(tenant.user, f"{tenant.session}-env")
+    agent.invoke(ask("remember nothing, just say ok"), config)
+    with psycopg.connect(dsn) as conn:
+        owner = conn.execute("SELECT user_id FROM checkpoint_thread_owner WHERE thread_id = %s",
+                             (f"{tenant.session}-env",)).fetchone()
+    assert owner == (tenant.user,)  # the checkpoint went to the same database
