@@ -55,7 +55,7 @@ class MemoryState(AgentState[Any]):
 class _Texts:
     """Rendered memory blocks by lookup key, the most recent ``size`` of them (thread-safe)."""
 
-    def __init__(self, size: int = 1024) -> None:
+    def __init__(self, size: int = 4096) -> None:
         self._items: OrderedDict[str, str] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
@@ -163,9 +163,23 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
 
     # --- injection (wrap_model_call) ----------------------------------------------------------
 
-    def _inject(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+    def _text(self, request: ModelRequest[Any]) -> tuple[str | None, bool]:
+        """The block to inject, and whether it has to be looked up again: the lookup's key is in
+        the state but its text left this process's cache (evicted under heavy load)."""
         cached = request.state.get("memory_context")
-        text = self._texts.get(cached.get("key")) if cached else None
+        if not cached:
+            return None, False
+        text = self._texts.get(cached.get("key"))
+        return text, text is None
+
+    def _relooked(self, context: MemoryContext | None) -> str | None:
+        if context is None:
+            return None
+        self._texts.put(context.key, context.text)
+        return context.text
+
+    @staticmethod
+    def _inject(request: ModelRequest[Any], text: str | None) -> ModelRequest[Any]:
         if not text:
             return request
         return request.override(system_message=with_section(request.system_message, text))
@@ -173,9 +187,23 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
-        return handler(self._inject(request))
+        text, again = self._text(request)
+        identity = self._identity(request.runtime) if again else None
+        if identity is not None:
+            try:
+                text = self._relooked(self.builder.build(identity, request.state["messages"]))
+            except AgentMemoryError as exc:
+                self._failed(exc)
+        return handler(self._inject(request, text))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelResponse[Any]:
-        return await handler(self._inject(request))
+        text, again = self._text(request)
+        identity = self._identity(request.runtime) if again else None
+        if identity is not None:
+            try:
+                text = self._relooked(await self.builder.abuild(identity, request.state["messages"]))
+            except AgentMemoryError as exc:
+                self._failed(exc)
+        return await handler(self._inject(request, text))

@@ -301,3 +301,21 @@ def test_bad_identity_in_config_names_the_field(memory) -> None:
     agent = create_agent(ScriptedChatModel(script=["ok"]), [], middleware=[MemoryMiddleware(memory)])
     with pytest.raises(InvalidInputError, match="user_id: .*read from the run's config or context"):
         agent.invoke(ask("hello"), cfg("x" * 300))
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_an_evicted_block_is_looked_up_again_not_dropped(memory, seeded, use_async) -> None:
+    from agent_memory.middleware.memory import _Texts
+
+    backend = CountingBackend(memory)
+    middleware = MemoryMiddleware(backend)
+    middleware._texts = _Texts(size=0)  # every block is evicted as soon as it is stored
+    model = ScriptedChatModel(script=["ok"])
+    agent = create_agent(model, [], middleware=[middleware])
+    inputs, config = ask("which language for my code examples?"), cfg(seeded.user)
+    if use_async:
+        asyncio.run(agent.ainvoke(inputs, config))
+    else:
+        agent.invoke(inputs, config)
+    assert "Prefers Python" in model.system_prompts[0]
+    assert backend.searches == 2  # before_model's lookup, then the one that replaced the evicted text
