@@ -21,30 +21,43 @@ from .errors import (
     MemoryNotFoundError,
     MigrationError,
     MissingIdentityError,
+    ModelOutputError,
     PermissionDeniedError,
 )
 from .formatting import format_memories_for_prompt
 from .models import (
+    Decision,
+    DecisionMethod,
     Identity,
     MemoryItem,
     MemoryStats,
     MemoryType,
+    MemoryVersion,
     NewMemory,
+    Proposal,
     Rejection,
     RejectionReason,
+    Resource,
+    ResourceKind,
     Scope,
     SearchResult,
     Source,
     Status,
     Visibility,
 )
+from .extraction.pipeline import ExtractionReport, Outcome
 from .ops import ImportResult
+from .profiles.store import AgentProfiles, Profile
 from .service import AsyncMemoryService, MemoryService
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AgentMemoryError",
+    "AgentProfiles",
+    "Decision",
+    "DecisionMethod",
+    "ExtractionReport",
     "AsyncMemoryService",
     "ConfigurationError",
     "DatabaseError",
@@ -60,12 +73,19 @@ __all__ = [
     "MemoryService",
     "MemoryStats",
     "MemoryType",
+    "MemoryVersion",
     "MigrationError",
     "MissingIdentityError",
+    "ModelOutputError",
     "NewMemory",
+    "Outcome",
     "PermissionDeniedError",
+    "Profile",
+    "Proposal",
     "Rejection",
     "RejectionReason",
+    "Resource",
+    "ResourceKind",
     "Scope",
     "SearchResult",
     "Source",

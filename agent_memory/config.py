@@ -21,6 +21,7 @@ from .errors import ConfigurationError
 __all__ = ["ENV_VARS", "MemoryConfig", "default_data_dir"]
 
 EMBEDDING_PROVIDERS = ("local", "openai")
+EXTRACTION_MODES = ("inline", "background", "off")
 
 _DEFAULT_SCOPE_PRIORITY = MappingProxyType({"session": 1.0, "project": 0.8, "user": 0.6})
 
@@ -46,6 +47,9 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_PROMPT_BUDGET": ("prompt_budget_chars", int),
         "MEMORY_POOL_MAX_SIZE": ("pool_max_size", int),
         "MEMORY_CHECKPOINT_ARCHIVE_DAYS": ("checkpoint_archive_days", float),
+        "MEMORY_LLM": ("llm", str),
+        "MEMORY_EXTRACTION": ("extraction", str),
+        "MEMORY_EXTRACT_EVERY": ("extract_every", int),
     }
 )
 
@@ -83,6 +87,14 @@ class MemoryConfig:
     prompt_budget_chars: how many characters of memories ``format_memories_for_prompt`` may emit.
     checkpoint_archive_days: checkpoints older than this many days are what
         ``PostgresCheckpointer.archive()`` moves out of LangGraph's hot tables by default.
+    llm: the chat model for extraction, consolidation and profiles, as ``"provider:model"``
+        for LangChain's ``init_chat_model`` (``"openai:gpt-4o-mini"``); ``None`` uses the
+        deterministic rules and similarity thresholds (offline). A model object passed to
+        ``MemoryService(llm=...)`` wins over this.
+    extraction: when the agent middleware extracts memories after a run: ``"inline"`` (before
+        the run returns), ``"background"`` (in a worker thread; the answer is not delayed) or ``"off"``.
+    extract_every: extract after every N-th run of a session (its user turns since the last run
+        are all read then).
     """
 
     database_url: str | None = None
@@ -108,6 +120,9 @@ class MemoryConfig:
     pool_min_size: int = 1
     pool_max_size: int = 10
     checkpoint_archive_days: float = 30.0
+    llm: str | None = None
+    extraction: str = "inline"
+    extract_every: int = 1
 
     def __post_init__(self) -> None:
         def unit(name: str) -> None:
@@ -137,6 +152,16 @@ class MemoryConfig:
                      "weight_scope", "keyword_weight", "min_relevance"):
             unit(name)
         positive_int("embedding_threads")
+        positive_int("extract_every")
+        if self.extraction not in EXTRACTION_MODES:
+            raise ConfigurationError(
+                f"extraction must be one of {', '.join(EXTRACTION_MODES)}, got {self.extraction!r}"
+            )
+        if self.llm is not None and (not isinstance(self.llm, str) or ":" not in self.llm):
+            raise ConfigurationError(
+                f"llm must be 'provider:model' (e.g. 'openai:gpt-4o-mini') or None, got {self.llm!r}; "
+                "to use a model object pass it as MemoryService(llm=...)"
+            )
         positive_int("max_extractions", minimum=0)
         positive_int("min_length")
         positive_int("max_length")

@@ -7,7 +7,10 @@ model: it saves what the user states explicitly ("I prefer...", "we
 decided... because...") with ``memory_save`` tool calls, and otherwise answers
 only from the ``<long_term_memory>`` block it finds in its own system prompt.
 Its answers therefore depend on what the memory layer really injected,
-which is the thing the demo is there to show. The rules are pure functions.
+which is the thing the demo is there to show. The rules are pure functions;
+what counts as a statement lives in :mod:`agent_memory.extraction.rules`, shared
+with automatic extraction. With ``save_with_tool=False`` the model leaves saving
+to automatic extraction and only acknowledges statements.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -26,6 +30,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from .extraction.rules import Statement, statements_in
 from .testing import ScriptedChatModel, tool_call
 
 __all__ = [
@@ -42,6 +47,7 @@ __all__ = [
 
 DEFAULT_CHAT_MODEL = "gpt-4o-mini"
 OFFLINE_NAME = "offline scripted model (rule-based, no network)"
+ACKNOWLEDGEMENT = "Got it, thanks."
 
 
 # --- choosing the model ----------------------------------------------------------------------
@@ -73,98 +79,6 @@ def choose_chat_model(env: Mapping[str, str] | None = None, *, offline: bool = F
     model = ChatOpenAI(model=name, base_url=base_url, api_key=key or "not-needed")
     where = f" at {base_url}" if base_url else ""
     return ChatModelChoice(model, f"{name} (OpenAI-compatible chat model{where})", False)
-
-
-# --- what the user states ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One thing worth remembering, as ``memory_save`` arguments."""
-
-    content: str
-    memory_type: str
-    scope: str
-
-
-def _rx(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
-
-
-_LEAD_IN = _rx(r"^(?:(?:hi|hello|hey|ok|okay|also|and|so|btw|by the way|please)\b[,!.]?\s*)+")
-_REMEMBER = _rx(r"^(?:remember|note|don't forget|do not forget)(?: that)?\s+(?P<rest>.+)$")
-_DECIDED = _rx(r"^we(?: have|'ve)? (?P<verb>decided|agreed|chose|picked|settled on)\b\s*(?P<rest>.*)$")
-_PREFER = _rx(r"^i (?P<verb>prefer|like|love|want|enjoy|hate|dislike)\b\s*(?P<rest>.*)$")
-_RULE = _rx(r"^(?P<verb>always|never)\b\s*(?P<rest>.+)$")
-_HABIT = _rx(r"^i (?P<adverb>usually|often|always|never|normally) (?P<verb>\w+)\b\s*(?P<rest>.*)$")
-_AM = _rx(r"^(?:i am|i'm)\s+(?P<rest>.+)$")
-_DO = _rx(r"^i (?P<verb>work|live|use|have|speak|study|run|own|need|can't|cannot)\b\s*(?P<rest>.*)$")
-_MY = _rx(r"^my (?P<rest>.+)$")
-_CONSTRAINT = _rx(r"\b(allergic|intolerant|can't|cannot|unable)\b")
-
-_PRONOUNS = (
-    (re.compile(r"\bI'm\b"), "they are"), (re.compile(r"\bI am\b"), "they are"), (re.compile(r"\bI\b"), "they"),
-    (_rx(r"\bmy\b"), "their"), (_rx(r"\bme\b"), "them"), (_rx(r"\bmine\b"), "theirs"),
-    (_rx(r"\bmyself\b"), "themselves"),
-)
-_IRREGULAR = {"have": "has", "can't": "can't", "cannot": "cannot", "do": "does", "go": "goes"}
-
-
-def _third_person(text: str) -> str:
-    for pattern, replacement in _PRONOUNS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-def _verb_s(verb: str) -> str:
-    """``prefer`` -> ``prefers``, ``study`` -> ``studies``: the verb after "I", said of someone else."""
-    verb = verb.lower()
-    if verb in _IRREGULAR:
-        return _IRREGULAR[verb]
-    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
-        return verb[:-1] + "ies"
-    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
-        return verb + "es"
-    return verb + "s"
-
-
-def _sentence(*parts: str) -> str:
-    text = " ".join(p for p in parts if p).strip().rstrip(".!")
-    return text[:1].upper() + text[1:] + "."
-
-
-def _statement(sentence: str) -> Statement | None:
-    """The memory in one sentence, or ``None`` when it states nothing lasting."""
-    text = _LEAD_IN.sub("", sentence.strip()).strip()
-    if not text or text.endswith("?"):
-        return None
-    if m := _REMEMBER.match(text):
-        inner = _statement(m["rest"])
-        return inner or Statement(_sentence(_third_person(m["rest"])), "fact", "user")
-    if m := _DECIDED.match(text):
-        return Statement(_sentence("The team", m["verb"].lower(), _third_person(m["rest"])), "decision", "project")
-    if m := _PREFER.match(text):
-        return Statement(_sentence(_verb_s(m["verb"]), _third_person(m["rest"])), "preference", "user")
-    if m := _RULE.match(text):
-        return Statement(_sentence("Wants the assistant to", m["verb"].lower(), _third_person(m["rest"])),
-                         "preference", "user")
-    if m := _HABIT.match(text):
-        return Statement(_sentence(m["adverb"].capitalize(), _verb_s(m["verb"]), _third_person(m["rest"])),
-                         "habit", "user")
-    if m := _AM.match(text):
-        kind = "constraint" if _CONSTRAINT.search(text) else "fact"
-        return Statement(_sentence("Is", _third_person(m["rest"])), kind, "user")
-    if m := _DO.match(text):
-        return Statement(_sentence(_verb_s(m["verb"]), _third_person(m["rest"])), "fact", "user")
-    if m := _MY.match(text):
-        return Statement(_sentence("Their", _third_person(m["rest"])), "fact", "user")
-    return None
-
-
-def statements_in(text: str) -> list[Statement]:
-    """Every explicit, lasting statement in a user turn, in order (questions are skipped)."""
-    sentences = re.split(r"(?<=[.!?])\s+|\n+", text)
-    return [s for s in (_statement(x) for x in sentences) if s is not None]
 
 
 # --- what the memory layer injected -----------------------------------------------------------
@@ -218,11 +132,13 @@ def _answer(memories: Sequence[Statement]) -> str:
                       "I'll answer with that in mind."])
 
 
-def offline_reply(messages: Sequence[BaseMessage]) -> AIMessage:
+def offline_reply(messages: Sequence[BaseMessage], *, save_with_tool: bool = True) -> AIMessage:
     """The rule-based model's reply to a conversation.
 
     After tool results it confirms them; for a user turn with explicit statements it calls
-    ``memory_save`` once per statement; otherwise it answers from the injected memories.
+    ``memory_save`` once per statement (or, with ``save_with_tool=False``, only acknowledges
+    them: automatic extraction learns them after the turn); otherwise it answers from the
+    injected memories.
     """
     tail: list[ToolMessage] = []
     for message in reversed(messages):
@@ -233,6 +149,8 @@ def offline_reply(messages: Sequence[BaseMessage]) -> AIMessage:
         return AIMessage(_confirm(tail))
     user = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
     statements = statements_in(user.text) if user is not None else []
+    if statements and not save_with_tool:
+        return AIMessage(ACKNOWLEDGEMENT)
     if statements:
         calls = [tool_call("memory_save", content=s.content, memory_type=s.memory_type, scope=s.scope)
                  for s in statements]
@@ -240,6 +158,10 @@ def offline_reply(messages: Sequence[BaseMessage]) -> AIMessage:
     return AIMessage(_answer(injected_memories(_system_prompt(messages))))
 
 
-def offline_chat_model() -> ScriptedChatModel:
-    """The offline model: a :class:`~agent_memory.testing.ScriptedChatModel` running :func:`offline_reply`."""
-    return ScriptedChatModel(script=offline_reply)
+def offline_chat_model(*, save_with_tool: bool = True) -> ScriptedChatModel:
+    """The offline model: a :class:`~agent_memory.testing.ScriptedChatModel` running :func:`offline_reply`.
+
+    ``save_with_tool=False`` is for agents with automatic extraction: statements are acknowledged,
+    not saved with ``memory_save``."""
+    script = offline_reply if save_with_tool else partial(offline_reply, save_with_tool=False)
+    return ScriptedChatModel(script=script)

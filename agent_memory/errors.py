@@ -20,6 +20,7 @@ __all__ = [
     "MemoryNotFoundError",
     "MigrationError",
     "MissingIdentityError",
+    "ModelOutputError",
     "PermissionDeniedError",
 ]
 
@@ -73,3 +74,8 @@ class EmbeddingDimensionMismatchError(ConfigurationError):
 
 class EmbeddingError(AgentMemoryError, RuntimeError):
     """The embedding model could not be loaded or run."""
+
+
+class ModelOutputError(AgentMemoryError, RuntimeError):
+    """A chat model used by the memory layer (extraction, consolidation, profiles) did not answer
+    with the structured output it was asked for."""

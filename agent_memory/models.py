@@ -13,13 +13,19 @@ from typing import Any
 from uuid import UUID
 
 __all__ = [
+    "Decision",
+    "DecisionMethod",
     "Identity",
     "MemoryItem",
     "MemoryStats",
     "MemoryType",
+    "MemoryVersion",
     "NewMemory",
+    "Proposal",
     "Rejection",
     "RejectionReason",
+    "Resource",
+    "ResourceKind",
     "Scope",
     "SearchResult",
     "Source",
@@ -57,10 +63,47 @@ class Scope(_StrEnum):
 
 
 class Source(_StrEnum):
+    """Who or what a memory came from; ``source_id`` then names the :class:`Resource` when there is one.
+
+    USER: the user said it through the API. AI: the agent saved it (``memory_save``).
+    CONVERSATION: extracted automatically from a session's conversation.
+    KNOWLEDGE_BASE / PROJECT_RESOURCE: taken from a document or a project resource.
+    """
+
     USER = "user"
     AI = "ai"
     KNOWLEDGE_BASE = "knowledge_base"
     PROJECT_RESOURCE = "project_resource"
+    CONVERSATION = "conversation"
+
+
+class ResourceKind(_StrEnum):
+    """The raw material memories come from (layer 1 of long-term memory)."""
+
+    CONVERSATION = "conversation"
+    DOCUMENT = "document"
+    PROJECT_RESOURCE = "project_resource"
+
+
+class Decision(_StrEnum):
+    """What consolidation did with a proposed memory, given the similar ones already stored.
+
+    ADD: new. UPDATE: the same fact with more detail, revised in place (old wording kept in its
+    history). SUPERSEDE: it contradicts an older item, which becomes ``superseded``. NONE: known.
+    """
+
+    ADD = "add"
+    UPDATE = "update"
+    SUPERSEDE = "supersede"
+    NONE = "none"
+
+
+class DecisionMethod(_StrEnum):
+    """Who made a consolidation decision: the configured LLM, or similarity thresholds without one."""
+
+    LLM = "llm"
+    SIMILARITY = "similarity"
+    USER = "user"
 
 
 class Visibility(_StrEnum):
@@ -84,6 +127,7 @@ class RejectionReason(_StrEnum):
     LOW_CONFIDENCE = "low_confidence"
     SENSITIVE = "sensitive"
     RATE_LIMITED = "rate_limited"
+    DUPLICATE = "duplicate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +192,10 @@ class MemoryItem:
     access_count: int
     metadata: dict[str, Any]
     deduplicated: bool = False
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    superseded_by: UUID | None = None
+    version: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,3 +240,65 @@ class MemoryStats:
     last_write: datetime | None
     extractions_remaining: int | None
     storage_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """A memory an extractor proposes from a conversation, before the gate and consolidation.
+
+    ``evidence`` is the text it was read from, kept for the record (never injected).
+    """
+
+    content: str
+    memory_type: MemoryType = MemoryType.FACT
+    scope: Scope = Scope.USER
+    confidence: float = 0.9
+    evidence: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """Raw material memories come from: a session's conversation, a document, a project resource.
+
+    A conversation's ``content`` is the transcript extraction has read so far, and ``cursor``
+    the id of the last message it read.
+    """
+
+    id: UUID
+    kind: ResourceKind
+    user_id: str
+    scope: Scope
+    scope_id: str
+    project_id: str | None
+    session_id: str | None
+    external_id: str | None
+    title: str | None
+    content: str
+    metadata: dict[str, Any]
+    cursor: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryVersion:
+    """One step of a memory's history: a wording it had, or an item of a supersession chain.
+
+    ``current`` is True for the wording an item has now. ``valid_from``/``valid_to`` bound when
+    the fact held (``valid_to`` None: still holds); ``recorded_until`` is when this wording was
+    replaced by an UPDATE (None for the current wording).
+    """
+
+    memory_id: UUID
+    version: int
+    content: str
+    memory_type: MemoryType
+    status: Status
+    valid_from: datetime | None
+    valid_to: datetime | None
+    recorded_until: datetime | None
+    current: bool
+    change: str | None = None
+    decided_by: str | None = None
+    reason: str | None = None
+    superseded_by: UUID | None = None

@@ -9,25 +9,29 @@ cannot drift apart.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import numpy as np
 from psycopg.types.json import Jsonb
 
-from . import queries, ranking
+from . import history, queries, ranking, resources
 from .config import MemoryConfig
-from .db.requests import Copy, Embed, Op, Sql
+from .db.requests import Commit, Copy, Embed, Op, Sql
 from .errors import InvalidInputError, MemoryNotFoundError, PermissionDeniedError
 from .gate import check_content, normalize_content
 from .models import (
+    DecisionMethod,
     Identity,
     MemoryItem,
     MemoryStats,
     MemoryType,
+    MemoryVersion,
     NewMemory,
     Rejection,
     RejectionReason,
@@ -39,6 +43,7 @@ from .models import (
 )
 from .validation import (
     MAX_QUERY_LENGTH,
+    check_as_of,
     check_confidence,
     check_enum,
     check_enum_set,
@@ -54,17 +59,23 @@ __all__ = [
     "add_memory",
     "check_duplicate",
     "delete_memory",
+    "edit_memory",
     "extraction_budget",
     "get_memory",
     "import_memories",
     "list_memories",
     "make_new_memory",
+    "memory_history",
     "purge_archived",
     "record_extraction_run",
     "restore_memory",
     "search_memories",
     "stats",
 ]
+
+
+#: the status filter a caller did not choose (active now, or what held at ``as_of``)
+DEFAULT_STATUS: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +108,10 @@ def row_to_item(row: Mapping[str, Any], *, deduplicated: bool = False) -> Memory
         access_count=int(row["access_count"]),
         metadata=dict(row["metadata"] or {}),
         deduplicated=deduplicated,
+        valid_from=row.get("valid_from"),
+        valid_to=row.get("valid_to"),
+        superseded_by=row.get("superseded_by"),
+        version=int(row.get("version") or 1),
     )
 
 
@@ -175,6 +190,10 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
             q, p = queries.refresh_duplicate(existing["id"])
             row = yield Sql(q, p, fetch="one")
             return row_to_item(row, deduplicated=True)
+    if new.source_id is None and new.source in (Source.AI, Source.USER) and identity.session_id is not None:
+        # said in a session: the session's conversation is where it came from
+        conversation = yield from resources.conversation(identity)
+        new = dataclasses.replace(new, source_id=str(conversation.id))
     row = yield Sql(queries.insert_item(), _row_params(identity, new, content, vector), fetch="one")
     return row_to_item(row)
 
@@ -198,22 +217,24 @@ def search_memories(
     k: Any = 5,
     memory_type: Any = None,
     scope: Any = None,
-    status: Any = Status.ACTIVE,
+    status: Any = DEFAULT_STATUS,
     min_relevance: Any = None,
+    as_of: Any = None,
     touch: bool = True,
 ) -> Op[list[SearchResult]]:
-    """Top ``k`` of the caller's memories for ``query``, best first."""
+    """Top ``k`` of the caller's memories for ``query``, best first; ``as_of`` reads the past."""
     query = check_text("query", query, max_length=MAX_QUERY_LENGTH).strip()
     k = check_k(k, config.max_k)
     floor = config.min_relevance if min_relevance is None else check_confidence(min_relevance, "min_relevance")
     types = check_enum_set("memory_type", memory_type, MemoryType)
     scopes = check_enum_set("scope", scope, Scope)
-    statuses = check_enum_set("status", status, Status)
+    as_of = check_as_of(as_of)
+    statuses = _statuses(status, as_of)
     weights = ranking.Weights(
         similarity=config.weight_similarity, confidence=config.weight_confidence,
         scope=config.weight_scope, keyword=config.keyword_weight,
     )
-    where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses)
+    where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of)
 
     [vector] = yield Embed((query,), query=True)
     q, p = queries.search_candidates(
@@ -230,13 +251,33 @@ def search_memories(
     if not ranked:
         return []
     ids = [r[0]["id"] for r in ranked]
-    q, p = queries.touch_items(ids) if touch else queries.select_items_by_ids(ids)
+    q, p = queries.touch_items(ids) if touch and as_of is None else queries.select_items_by_ids(ids)
     full = {row["id"]: row for row in (yield Sql(q, p))}
+    if as_of is not None:
+        full = yield from _as_it_was(full, as_of)
     return [
         SearchResult(item=row_to_item(full[row["id"]]), score=final, similarity=sim, keyword=kw)
         for row, final, sim, kw in ranked
         if row["id"] in full  # a hit deleted between the two statements is left out, not an error
     ]
+
+
+def _statuses(status: Any, as_of: datetime | None) -> tuple[Status, ...] | None:
+    """The status filter; by default active items, or with ``as_of`` the items of that time
+    (active or superseded since; archived ones were deleted by their owner and stay gone)."""
+    if status is DEFAULT_STATUS:
+        return (Status.ACTIVE,) if as_of is None else (Status.ACTIVE, Status.SUPERSEDED)
+    return check_enum_set("status", status, Status)
+
+
+def _as_it_was(rows: dict[UUID, dict[str, Any]], as_of: datetime) -> Op[dict[UUID, dict[str, Any]]]:
+    """Rows in the wording they had at ``as_of`` (items revised since are read from their history)."""
+    revised = [i for i, r in rows.items() if int(r.get("version") or 1) > 1]
+    if not revised:
+        return rows
+    then = {r["memory_id"]: r for r in (yield history.wording_at(revised, as_of))}
+    return {i: ({**r, "content": then[i]["content"], "memory_type": then[i]["memory_type"]} if i in then else r)
+            for i, r in rows.items()}
 
 
 def get_memory(identity: Identity, memory_id: Any) -> Op[MemoryItem]:
@@ -251,19 +292,23 @@ def get_memory(identity: Identity, memory_id: Any) -> Op[MemoryItem]:
 
 def list_memories(
     config: MemoryConfig, identity: Identity, *, memory_type: Any = None, scope: Any = None,
-    status: Any = Status.ACTIVE, limit: Any = 50, offset: Any = 0,
+    status: Any = DEFAULT_STATUS, limit: Any = 50, offset: Any = 0, as_of: Any = None,
 ) -> Op[list[MemoryItem]]:
     types = check_enum_set("memory_type", memory_type, MemoryType)
     scopes = check_enum_set("scope", scope, Scope)
-    statuses = check_enum_set("status", status, Status)
+    as_of = check_as_of(as_of)
+    statuses = _statuses(status, as_of)
     limit = check_k(limit, 10_000, field="limit")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidInputError("offset", f"must be a whole number >= 0, got {offset!r}")
     q, p = queries.select_items(
-        queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses), limit=limit, offset=offset
+        queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of),
+        limit=limit, offset=offset,
     )
-    rows = yield Sql(q, p)
-    return [row_to_item(r) for r in rows]
+    rows = {r["id"]: r for r in (yield Sql(q, p))}
+    if as_of is not None:
+        rows = yield from _as_it_was(rows, as_of)
+    return [row_to_item(r) for r in rows.values()]
 
 
 def _owned(identity: Identity, memory_id: Any, action: str) -> Op[MemoryItem]:
@@ -295,6 +340,46 @@ def restore_memory(identity: Identity, memory_id: Any) -> Op[MemoryItem]:
                                              "can be restored")
     q, p = queries.update_status(item.id, Status.ACTIVE)
     return row_to_item((yield Sql(q, p, fetch="one")))
+
+
+def edit_memory(
+    config: MemoryConfig, identity: Identity, memory_id: Any, *, content: Any = None, memory_type: Any = None,
+    confidence: Any = None, reason: Any = None,
+) -> Op[MemoryItem | Rejection]:
+    """Revise one of the caller's active memories in place; the wording it had is kept in its history."""
+    if content is None and memory_type is None and confidence is None:
+        raise InvalidInputError("content", "nothing to change: pass content=, memory_type= and/or confidence=")
+    new_type = None if memory_type is None else check_enum("memory_type", memory_type, MemoryType)
+    new_confidence = None if confidence is None else check_confidence(confidence)
+    reason = None if reason is None else check_text("reason", reason, max_length=500)
+    text = None
+    if content is not None:
+        text, rejection = _gate(config, NewMemory(check_text("content", content, allow_empty=True),
+                                                  confidence=1.0 if new_confidence is None else new_confidence))
+        if rejection is not None:
+            return rejection
+    item = yield from _owned(identity, memory_id, "edit")
+    if item.status is not Status.ACTIVE:
+        raise InvalidInputError("memory_id", f"memory {item.id} is {item.status.value}; only active memories "
+                                             "can be edited (restore it first, or edit the one that replaced it)")
+    vector = None
+    if text is not None and text != item.content:
+        yield Commit()
+        [vector] = yield Embed((text,))
+    yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+              (queries.scope_lock_key(identity, item.scope),), fetch="none")
+    row = yield from history.revise(
+        item, content=item.content if text is None else text, vector=vector, memory_type=new_type,
+        confidence=new_confidence, change="edit", decided_by=DecisionMethod.USER, reason=reason,
+        changed_by=identity.user_id,
+    )
+    return row_to_item(row)
+
+
+def memory_history(identity: Identity, memory_id: Any) -> Op[list[MemoryVersion]]:
+    """The memory's wordings and its supersession chain, oldest first (what the caller may see)."""
+    item = yield from get_memory(identity, memory_id)
+    return (yield from history.chain(queries.item_filter(identity, statuses=None), item.id))
 
 
 def purge_archived(identity: Identity) -> Op[int]:

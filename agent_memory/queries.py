@@ -8,6 +8,7 @@ can forget tenancy. Values always travel as parameters.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from psycopg import sql
@@ -24,7 +25,7 @@ __all__ = [
 ITEM_COLUMNS = (
     "id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
     "source", "source_id", "confidence", "visibility", "status", "created_at", "updated_at",
-    "last_used_at", "access_count", "metadata",
+    "last_used_at", "access_count", "metadata", "valid_from", "valid_to", "superseded_by", "version",
 )
 _COLS = sql.SQL(", ").join(sql.SQL("m.") + sql.Identifier(c) for c in ITEM_COLUMNS)
 _RETURNING = sql.SQL(", ").join(sql.Identifier(c) for c in ITEM_COLUMNS)
@@ -65,9 +66,15 @@ def item_filter(
     scopes: Sequence[Scope] | None = None,
     types: Sequence[MemoryType] | None = None,
     statuses: Sequence[Status] | None = (Status.ACTIVE,),
+    as_of: datetime | None = None,
 ) -> Query:
+    """:func:`visible_filter` narrowed by type and status; with ``as_of``, only items whose fact
+    held at that time (``valid_from <= as_of < valid_to``)."""
     where, params = visible_filter(identity, scopes)
     clauses = [where]
+    if as_of is not None:
+        clauses.append(sql.SQL("m.valid_from <= %(f_as_of)s AND (m.valid_to IS NULL OR m.valid_to > %(f_as_of)s)"))
+        params["f_as_of"] = as_of
     if types is not None:
         clauses.append(sql.SQL("m.memory_type = ANY(%(f_types)s)"))
         params["f_types"] = [t.value for t in types]
@@ -210,17 +217,23 @@ def select_item_by_id(where: Query, memory_id: Any) -> Query:
     )
 
 
-def find_duplicate(where: Query, vector: Sequence[float], threshold: float) -> Query:
-    """The closest active row in ``where`` at cosine similarity >= threshold."""
+def similar_items(where: Query, vector: Sequence[float], threshold: float, limit: int) -> Query:
+    """The ``limit`` rows in ``where`` closest to ``vector`` at cosine similarity >= threshold,
+    closest first, each with its ``similarity``."""
     filt, params = where
     return (
         sql.SQL(
             "SELECT {cols}, 1 - (m.embedding <=> %(d_vec)s::vector) AS similarity FROM memory_items m"
             " WHERE {filt} AND (m.embedding <=> %(d_vec)s::vector) <= 1 - %(d_thr)s::float8"
-            " ORDER BY m.embedding <=> %(d_vec)s::vector, m.created_at LIMIT 1"
+            " ORDER BY m.embedding <=> %(d_vec)s::vector, m.created_at LIMIT %(d_limit)s"
         ).format(cols=_COLS, filt=filt),
-        dict(params, d_vec=vector_literal(vector), d_thr=threshold),
+        dict(params, d_vec=vector_literal(vector), d_thr=threshold, d_limit=limit),
     )
+
+
+def find_duplicate(where: Query, vector: Sequence[float], threshold: float) -> Query:
+    """The closest active row in ``where`` at cosine similarity >= threshold."""
+    return similar_items(where, vector, threshold, 1)
 
 
 def find_duplicates_bulk(where: Query, vectors: Sequence[Sequence[float]], threshold: float) -> Query:

@@ -18,16 +18,27 @@ import psycopg
 from langchain_core.embeddings import Embeddings
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from . import ops
+from . import ops, resources
 from .config import MemoryConfig
 from .db.connection import DEFAULT_DATABASE, aopen_pool, open_pool, resolve_dsn  # noqa: F401 - re-exported
 from .db.migrations import migrate
 from .db.requests import Op, arun, run
 from .embeddings import embedding_dimensions, embedding_model_name, resolve_embeddings
 from .errors import ConfigurationError, InvalidInputError
+from .extraction.pipeline import ExtractionReport, extract_memories
 from .formatting import format_memories_for_prompt
 from .gate import check_content, normalize_content
-from .models import MemoryItem, MemoryStats, NewMemory, Rejection, SearchResult, Status
+from .llm import LlmSlot
+from .models import (
+    MemoryItem,
+    MemoryStats,
+    MemoryVersion,
+    NewMemory,
+    Rejection,
+    Resource,
+    SearchResult,
+)
+from .profiles import store as profiles
 from .validation import check_identity
 
 __all__ = ["AsyncMemoryService", "MemoryService"]
@@ -52,12 +63,27 @@ def _coerce_new(item: Any, index: int) -> NewMemory:
     raise InvalidInputError(f"items[{index}]", f"must be a NewMemory, a dict or a string, got {type(item).__name__}")
 
 
+#: "the service's own chat model" where a method also accepts a model, or None for none
+SERVICE_LLM: Any = object()
+
+
 class _MemoryAPI:
     """The public methods, written once. ``_execute`` runs an operation (sync) or returns
     a coroutine that runs it (async), so in ``AsyncMemoryService`` every method is awaited."""
 
     config: MemoryConfig
     embeddings: Embeddings
+    _llm: LlmSlot
+
+    @property
+    def llm(self) -> Any:
+        """The chat model used for extraction, consolidation and profiles (None: rules, offline)."""
+        return self._llm.get()
+
+    def _model(self, llm: Any) -> Any:
+        if llm is SERVICE_LLM:
+            return self.llm
+        return LlmSlot(llm, self.config.replace(llm=None)).get()
 
     def _execute(self, op: Op[Any]) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -138,24 +164,138 @@ class _MemoryAPI:
         (``MEMORY_MAX_EXTRACTIONS`` per ``MEMORY_EXTRACTION_WINDOW_HOURS``): runs left, or RATE_LIMITED."""
         return self._as((user_id, project_id, session_id), lambda ident: ops.record_extraction_run(self.config, ident))
 
+    def edit_memory(
+        self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        content: str | None = None, memory_type: str | None = None, confidence: float | None = None,
+        reason: str | None = None,
+    ) -> MemoryItem | Rejection:
+        """Revise one of your active memories in place; its earlier wording stays in
+        :meth:`memory_history`. New content passes the gate (a :class:`Rejection` otherwise)."""
+        return self._as((user_id, project_id, session_id), lambda ident: ops.edit_memory(
+            self.config, ident, memory_id, content=content, memory_type=memory_type, confidence=confidence,
+            reason=reason))
+
+    # --- learning: resources -> memories -> profiles ----------------------------------------
+
+    def extract_memories(
+        self, messages: Any, *, user_id: str, session_id: str, project_id: str | None = None,
+        llm: Any = SERVICE_LLM, min_new_turns: int = 1,
+    ) -> ExtractionReport:
+        """Learn from a session's conversation: propose memory items from its new messages, pass
+        them through the gate, consolidate each against what is stored (ADD / UPDATE / SUPERSEDE /
+        NONE), then rebuild the profiles that changed.
+
+        ``messages`` are LangChain messages, ``{"role", "content"}`` dicts or strings (user turns);
+        pass the whole conversation: the session remembers what it read. At most
+        ``MEMORY_MAX_EXTRACTIONS`` runs per session per window. ``llm``: the service's model by
+        default, another chat model, or ``None`` for the offline rules. A model failure never
+        raises: the report says ``failed`` and the messages wait for the next run.
+        """
+        model = self._model(llm)
+        return self._as((user_id, project_id, session_id), lambda ident: extract_memories(
+            self.config, ident, messages, model=model, profile_model=model))
+
+    def add_resource(
+        self, content: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        kind: str = "document", scope: str = "user", title: str | None = None, external_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Resource:
+        """Record a document (``kind="document"``) or project resource: the raw material memories
+        can cite as their source (``source_id=str(resource.id)``). With ``external_id`` a second
+        call replaces the content of the same resource."""
+        return self._as((user_id, project_id, session_id), lambda ident: resources.add_resource(
+            ident, content, kind=kind, scope=scope, title=title, external_id=external_id, metadata=metadata))
+
+    def get_resource(
+        self, resource_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+    ) -> Resource:
+        """One resource you may read (yours, or your project's)."""
+        return self._as((user_id, project_id, session_id), resources.get_resource, resource_id)
+
+    def list_resources(
+        self, *, user_id: str, project_id: str | None = None, session_id: str | None = None, kind: str | None = None,
+        limit: int = 50, offset: int = 0,
+    ) -> list[Resource]:
+        """Your resources (conversations of all your sessions, documents) and your project's."""
+        return self._as((user_id, project_id, session_id), lambda ident: resources.list_resources(
+            ident, kind=kind, limit=limit, offset=offset))
+
+    def get_memory_source(
+        self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+    ) -> Resource | None:
+        """Where a memory came from: the conversation, document or project resource it was made
+        from, or None when it was stated directly without a session."""
+        return self._as((user_id, project_id, session_id), resources.source_of, memory_id)
+
+    def get_profile_for_agent(
+        self, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+    ) -> profiles.AgentProfiles:
+        """The user profile and (with ``project_id``) the project profile, as the agent should see
+        them now; ``.user_text`` / ``.project_text`` are the prompt sections. A profile whose
+        memories changed is rebuilt first (by rules; an LLM-built one is refreshed after the run)."""
+        configured = self._llm.configured
+        return self._as((user_id, project_id, session_id), lambda ident: profiles.get_profiles(
+            ident, llm_configured=configured))
+
+    def get_profile(
+        self, kind: str = "user", *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+    ) -> profiles.Profile:
+        """One profile as stored (``kind`` ``"user"`` or ``"project"``), without rebuilding it."""
+        return self._as((user_id, project_id, session_id), profiles.get_profile, kind)
+
+    def update_profile(
+        self, fields: Mapping[str, Any], *, kind: str = "user", user_id: str, project_id: str | None = None,
+        session_id: str | None = None,
+    ) -> profiles.Profile:
+        """Set profile fields by hand. A field set here wins over what extraction builds, until
+        :meth:`reset_profile_fields`; ``None`` or ``[]`` clears it."""
+        return self._as((user_id, project_id, session_id), profiles.update_profile, kind, fields)
+
+    def reset_profile_fields(
+        self, names: Iterable[str] | None = None, *, kind: str = "user", user_id: str, project_id: str | None = None,
+        session_id: str | None = None,
+    ) -> profiles.Profile:
+        """Forget hand-set profile values (all, or the fields named) so built values show again."""
+        names = None if names is None else (names if isinstance(names, str) else list(names))
+        return self._as((user_id, project_id, session_id), profiles.reset_profile_fields, kind, names)
+
+    def refresh_profiles(
+        self, *, user_id: str, project_id: str | None = None, session_id: str | None = None, force: bool = False,
+        llm: Any = SERVICE_LLM,
+    ) -> list[str]:
+        """Rebuild the stale profiles (all with ``force``) with the model, or by rules without one;
+        returns the kinds rebuilt."""
+        model = self._model(llm)
+        return self._as((user_id, project_id, session_id), lambda ident: profiles.refresh_profiles(
+            ident, model=model, force=force))
+
     # --- reading ---------------------------------------------------------------------------
 
     def search_memories(
         self, query: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
-        k: int = 5, memory_type: Any = None, scope: Any = None, status: Any = Status.ACTIVE,
-        min_relevance: float | None = None,
+        k: int = 5, memory_type: Any = None, scope: Any = None, status: Any = ops.DEFAULT_STATUS,
+        min_relevance: float | None = None, as_of: Any = None,
     ) -> list[SearchResult]:
         """The ``k`` best of the caller's memories for ``query`` across their session, project
         and user scopes (or those in ``scope``), best first with their scores.
 
         Filters take one value or a list: ``memory_type``, ``scope``, ``status``
-        (active only by default). ``min_relevance`` (default ``config.min_relevance``)
-        drops weak matches, so fewer than ``k`` may come back. Hits get
-        ``last_used_at``/``access_count`` updated.
+        (active only by default; add ``"superseded"`` to see what was replaced).
+        ``min_relevance`` (default ``config.min_relevance``) drops weak matches, so
+        fewer than ``k`` may come back. ``as_of`` (a datetime or ISO-8601 string)
+        searches what held at that time, each memory in the wording it had then.
+        Hits get ``last_used_at``/``access_count`` updated (not for ``as_of``).
         """
         return self._as((user_id, project_id, session_id), lambda ident: ops.search_memories(
             self.config, ident, query, k=k, memory_type=memory_type, scope=scope, status=status,
-            min_relevance=min_relevance))
+            min_relevance=min_relevance, as_of=as_of))
+
+    def memory_history(
+        self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+    ) -> list[MemoryVersion]:
+        """A memory's story, oldest first: its earlier wordings (UPDATEs, edits) and the items it
+        replaced or that replaced it (SUPERSEDE), e.g. "Uses Vim." then "Switched to VS Code."."""
+        return self._as((user_id, project_id, session_id), ops.memory_history, memory_id)
 
     def check_duplicate(
         self, content: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
@@ -173,11 +313,13 @@ class _MemoryAPI:
 
     def list_memories(
         self, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
-        memory_type: Any = None, scope: Any = None, status: Any = Status.ACTIVE, limit: int = 50, offset: int = 0,
+        memory_type: Any = None, scope: Any = None, status: Any = ops.DEFAULT_STATUS, limit: int = 50,
+        offset: int = 0, as_of: Any = None,
     ) -> list[MemoryItem]:
-        """The caller's memories, most recently updated first."""
+        """The caller's memories, most recently updated first (``as_of``: those that held then)."""
         return self._as((user_id, project_id, session_id), lambda ident: ops.list_memories(
-            self.config, ident, memory_type=memory_type, scope=scope, status=status, limit=limit, offset=offset))
+            self.config, ident, memory_type=memory_type, scope=scope, status=status, limit=limit, offset=offset,
+            as_of=as_of))
 
     def stats(self, *, user_id: str, project_id: str | None = None, session_id: str | None = None) -> MemoryStats:
         """Counts by type, scope and status, last write, extraction budget left and storage
@@ -227,16 +369,19 @@ class MemoryService(_MemoryAPI):
     ``MemoryService()`` uses ``DATABASE_URL`` when set and the embedded
     PostgreSQL otherwise, with the local embedding model. Pass ``conn`` (a DSN,
     a ``psycopg.Connection`` or a ``psycopg_pool.ConnectionPool``), ``config``
-    and/or ``embeddings`` (any LangChain ``Embeddings``) to choose. The schema
+    and/or ``embeddings`` (any LangChain ``Embeddings``) to choose, and ``llm`` (any
+    LangChain chat model) to extract, consolidate and build profiles with a model
+    instead of the offline rules (``MEMORY_LLM`` names one too). The schema
     is migrated on construction. Thread-safe; use as a context manager or call
     :meth:`close` to release a pool it opened.
     """
 
     def __init__(
         self, conn: str | psycopg.Connection | ConnectionPool | None = None, *,
-        config: MemoryConfig | None = None, embeddings: Embeddings | None = None,
+        config: MemoryConfig | None = None, embeddings: Embeddings | None = None, llm: Any = None,
     ) -> None:
         self.config, self.embeddings = _resolve(config, embeddings)
+        self._llm = LlmSlot(llm, self.config)
         self._owned_pool: ConnectionPool | None = None
         if conn is None or isinstance(conn, str):
             dsn = resolve_dsn(conn, self.config)
@@ -288,9 +433,10 @@ class AsyncMemoryService(_MemoryAPI):
 
     def __init__(
         self, conn: str | psycopg.AsyncConnection | AsyncConnectionPool | None = None, *,
-        config: MemoryConfig | None = None, embeddings: Embeddings | None = None,
+        config: MemoryConfig | None = None, embeddings: Embeddings | None = None, llm: Any = None,
     ) -> None:
         self.config, self.embeddings = _resolve(config, embeddings)
+        self._llm = LlmSlot(llm, self.config)
         if conn is not None and not isinstance(conn, (str, psycopg.AsyncConnection, AsyncConnectionPool)):
             raise ConfigurationError(
                 "conn must be a DSN string, a psycopg AsyncConnection or an AsyncConnectionPool, "

@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolC
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
-__all__ = ["ScriptedChatModel", "tool_call"]
+__all__ = ["ScriptedChatModel", "structured_reply", "tool_call"]
 
 Reply = AIMessage | str
 Script = Callable[[list[BaseMessage]], Reply]
@@ -34,6 +34,13 @@ def tool_call(name: str, call_id: str | None = None, /, **args: Any) -> ToolCall
     return ToolCall(name=name, args=args, id=call_id or f"call_{uuid.uuid4().hex[:12]}", type="tool_call")
 
 
+def structured_reply(schema: Any, /, **fields: Any) -> AIMessage:
+    """The reply of a model asked for ``schema`` via ``with_structured_output`` (a tool call
+    named after it), for scripts: ``structured_reply(ExtractedMemories, memories=[...])``."""
+    name = schema if isinstance(schema, str) else schema.__name__
+    return AIMessage("", tool_calls=[tool_call(name, **fields)])
+
+
 class ScriptedChatModel(BaseChatModel):
     """A chat model whose replies come from ``script``.
 
@@ -42,22 +49,44 @@ class ScriptedChatModel(BaseChatModel):
     messages of every call, ``system_prompts`` the text of each call's system
     message (``""`` when there was none). ``fail_times`` makes the first calls
     raise, to test recovery.
+
+    ``structured`` scripts structured output: when the model is asked for a schema
+    (``with_structured_output(Schema)``), the reply comes from ``structured["Schema"]``,
+    a function ``messages -> dict | AIMessage`` or a list of dicts used in order
+    (the last repeats), turned into the tool call LangChain's parser expects. A
+    schema with no entry raises, so a test notices an unexpected model call.
+    ``structured_requests`` records ``(schema name, messages)`` of those calls.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    script: Any
+    script: Any = None
+    structured: dict[str, Any] | None = None
     fail_times: int = 0
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _replies: Any = PrivateAttr(default=None)
     _requests: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _structured: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _structured_requests: list[tuple[str, list[BaseMessage]]] = PrivateAttr(default_factory=list)
+    _bound: str | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:
-        if not callable(self.script):
+        if self.script is None and not self.structured:
+            raise ValueError("give a script, structured replies, or both")
+        if self.script is not None and not callable(self.script):
             replies = list(self.script)
             if not replies:
                 raise ValueError("script needs at least one reply")
             self._replies = itertools.chain(replies, itertools.repeat(replies[-1]))
+        for name, replies in (self.structured or {}).items():
+            if callable(replies):
+                self._structured[name] = replies
+            else:
+                replies = list(replies)
+                if not replies:
+                    raise ValueError(f"structured[{name!r}] needs at least one reply")
+                chain = itertools.chain(replies, itertools.repeat(replies[-1]))
+                self._structured[name] = lambda messages, _chain=chain: next(_chain)
 
     @property
     def _llm_type(self) -> str:
@@ -68,13 +97,31 @@ class ScriptedChatModel(BaseChatModel):
         return list(self._requests)
 
     @property
+    def structured_requests(self) -> list[tuple[str, list[BaseMessage]]]:
+        return list(self._structured_requests)
+
+    @property
     def system_prompts(self) -> list[str]:
         return [
             next((m.text for m in request if isinstance(m, SystemMessage)), "") for request in self._requests
         ]
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
-        return self
+        if kwargs.get("tool_choice") in (None, "auto", "none") or len(tools) != 1:
+            return self
+        # structured output: the same model (same records) answering for one schema
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        bound = self.model_copy()
+        bound._bound = convert_to_openai_tool(tools[0])["function"]["name"]
+        return bound
+
+    def _structured_reply(self, name: str, messages: list[BaseMessage]) -> AIMessage:
+        if name not in self._structured:
+            raise RuntimeError(f"the model was asked for {name} structured output, which the test did not script")
+        self._structured_requests.append((name, list(messages)))
+        reply = self._structured[name](list(messages))
+        return reply if isinstance(reply, AIMessage) else structured_reply(name, **dict(reply))
 
     def _reply(self, messages: list[BaseMessage]) -> AIMessage:
         with self._lock:
@@ -82,7 +129,12 @@ class ScriptedChatModel(BaseChatModel):
             if self.fail_times > 0:
                 self.fail_times -= 1
                 raise RuntimeError("scripted model failure (fail_times)")
-            reply = self.script(list(messages)) if self._replies is None else next(self._replies)
+            if self._bound is not None:
+                reply: Any = self._structured_reply(self._bound, list(messages))
+            elif self.script is None:
+                raise RuntimeError("the model was called for a plain reply, which the test did not script")
+            else:
+                reply = self.script(list(messages)) if self._replies is None else next(self._replies)
         if isinstance(reply, str):
             reply = AIMessage(content=reply)
         if not isinstance(reply, AIMessage):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
+from datetime import UTC, date, datetime
 from enum import Enum
 from typing import Any, TypeVar
 from uuid import UUID
@@ -22,6 +23,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_METADATA_BYTES",
     "MAX_QUERY_LENGTH",
+    "check_as_of",
     "check_confidence",
     "check_enum",
     "check_enum_set",
@@ -155,3 +157,21 @@ def check_metadata(value: Any) -> dict[str, Any]:
     if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
         raise InvalidInputError("metadata", f"is larger than {MAX_METADATA_BYTES} bytes as JSON; keep it small")
     return json.loads(encoded)
+
+
+def check_as_of(value: Any, field: str = "as_of") -> datetime | None:
+    """A point in time: an aware ``datetime``, or an ISO-8601 string. A naive one is taken as UTC
+    (say so with a timezone to mean local time)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidInputError(field, f"must be a datetime or an ISO-8601 time such as "
+                                           f"'2026-01-31T12:00:00+00:00', got {value!r}") from None
+    elif isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if not isinstance(value, datetime):
+        raise InvalidInputError(field, f"must be a datetime or an ISO-8601 string, got {type(value).__name__}")
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

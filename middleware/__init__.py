@@ -1,7 +1,8 @@
 """LangChain middleware, LangGraph nodes and tools for agent-memory (``agent_memory.middleware``).
 
 - :func:`create_memory_agent`: an agent with all four memory layers in one call.
-- :class:`MemoryMiddleware`: long-term memory for any ``create_agent`` agent.
+- :class:`MemoryMiddleware`: long-term memory (profiles and memories) for any ``create_agent`` agent.
+- :class:`ExtractionMiddleware`: learns memories from each run (inline or in the background).
 - :func:`memory_tools`: ``memory_save``/``memory_search``/``memory_delete``/``memory_stats``.
 - :func:`memory_context_node`: the same context for a hand-built ``StateGraph``.
 - :class:`WorkingMemoryMiddleware`: per-invocation todos, notes and tool-call log.
@@ -11,6 +12,7 @@
 from .agent import create_memory_agent, memory_middleware_stack
 from .backend import MemoryBackend
 from .context import MemoryContext, build_query, render_context
+from .extraction import ExtractionMiddleware
 from .identity import identity_from
 from .memory import MemoryMiddleware, MemoryState
 from .nodes import MemoryContextState, memory_context_node, system_prompt_with_memory
@@ -25,6 +27,7 @@ from .working import WorkingMemoryMiddleware, WorkingMemoryState
 
 __all__ = [
     "TOOL_NAMES",
+    "ExtractionMiddleware",
     "MemoryBackend",
     "MemoryContext",
     "MemoryContextState",

@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.errors import ConfigurationError
-from agent_memory.service import AsyncMemoryService
+from agent_memory.service import SERVICE_LLM, AsyncMemoryService
 
 from .backend import MemoryBackend, MemoryLike
 from .memory import MemoryMiddleware
@@ -52,12 +52,15 @@ def _is_ours(checkpointer: Any) -> bool:
 
 def memory_middleware_stack(
     model: BaseChatModel | None = None, memory: MemoryLike | MemoryBackend = None, *,
-    working_memory: bool = True, summarization: bool | dict[str, Any] = True, **memory_options: Any,
+    working_memory: bool = True, summarization: bool | dict[str, Any] = True, extraction: bool | str = True,
+    extraction_llm: Any = SERVICE_LLM, extract_every: int | None = None, **memory_options: Any,
 ) -> list[AgentMiddleware]:
     """The middleware of :func:`create_memory_agent`, for ``create_agent(..., middleware=[...])``.
 
     ``summarization`` is ``True`` (the memory-friendly defaults), ``False``, or a dict of options for
     :func:`~agent_memory.middleware.short_term.short_term_memory`; it summarizes with ``model``.
+    ``extraction``: ``True`` (``MEMORY_EXTRACTION``, inline by default), ``"inline"``, ``"background"``
+    or ``False``; it uses ``extraction_llm`` (the service's model by default, ``None`` for the rules).
     ``memory_options`` go to :class:`MemoryMiddleware` (``k``, ``budget_chars``, ``require_user``...).
     """
     stack: list[AgentMiddleware] = []
@@ -70,14 +73,21 @@ def memory_middleware_stack(
 
         options = summarization if isinstance(summarization, dict) else {}
         stack.extend(short_term_memory(model, **options))
-    stack.append(MemoryMiddleware(memory, **memory_options))
+    backend = MemoryBackend.of(memory)
+    stack.append(MemoryMiddleware(backend, **memory_options))
+    if extraction:
+        from .extraction import ExtractionMiddleware
+
+        mode = None if extraction is True else ("off" if extraction is False else extraction)
+        stack.append(ExtractionMiddleware(backend, llm=extraction_llm, mode=mode, every=extract_every))
     return stack
 
 
 def create_memory_agent(
     model: BaseChatModel, tools: Sequence[BaseTool | Any] = (), *, system_prompt: str | None = None,
     memory: MemoryLike | MemoryBackend = None, checkpointer: Any = None, interrupt_on: dict[str, Any] | None = None,
-    working_memory: bool = True, summarization: bool | dict[str, Any] = True,
+    working_memory: bool = True, summarization: bool | dict[str, Any] = True, extraction: bool | str = True,
+    extraction_llm: Any = SERVICE_LLM, extract_every: int | None = None,
     middleware: Sequence[AgentMiddleware] = (), k: int = 6, require_user: bool = True, **agent_options: Any,
 ) -> Any:
     """A ready agent with working, short-term, long-term and episodic memory.
@@ -89,6 +99,11 @@ def create_memory_agent(
         none (no resume), or any LangGraph checkpointer.
     interrupt_on: tools that need a human's approval, as for LangChain's
         ``HumanInTheLoopMiddleware`` (e.g. ``{"send_email": True}``); needs a checkpointer.
+    extraction: learn from each run automatically (see :class:`ExtractionMiddleware`): ``True`` (the
+        configured mode, ``MEMORY_EXTRACTION``: inline by default), ``"inline"``, ``"background"`` or
+        ``False``. extraction_llm: the model that extracts and decides: the memory service's
+        (``MemoryService(llm=...)``/``MEMORY_LLM``) by default, e.g. ``model`` to use the agent's own,
+        ``None`` for the offline rules. extract_every: extract once this many user turns are new.
     middleware: your own middleware, run outside (before) the memory stack.
     Run it with ``config={"configurable": {"user_id": ..., "project_id": ..., "thread_id": ...}}``.
     """
@@ -111,7 +126,8 @@ def create_memory_agent(
             raise ConfigurationError("interrupt_on needs a checkpointer to resume from; leave checkpointer=None")
         stack.append(HumanInTheLoopMiddleware(interrupt_on=interrupt_on))
     stack += memory_middleware_stack(
-        model, backend, working_memory=working_memory, summarization=summarization, k=k, require_user=require_user,
+        model, backend, working_memory=working_memory, summarization=summarization, extraction=extraction,
+        extraction_llm=extraction_llm, extract_every=extract_every, k=k, require_user=require_user,
     )
     return create_agent(
         model, list(tools), system_prompt=system_prompt, middleware=stack, checkpointer=checkpointer, **agent_options,

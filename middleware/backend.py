@@ -61,6 +61,11 @@ class MemoryBackend:
         return self._async if self._async is not None and self._sync is None else self.sync_service()
 
     @property
+    def has_sync(self) -> bool:
+        """Whether :meth:`call` works (anything but an AsyncMemoryService alone)."""
+        return self._async is None or self._sync is not None
+
+    @property
     def config(self) -> MemoryConfig:
         return self.service.config
 

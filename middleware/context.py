@@ -23,6 +23,7 @@ from langchain_core.messages import (
 from agent_memory.errors import InvalidInputError
 from agent_memory.formatting import format_memories_for_prompt
 from agent_memory.models import Identity, SearchResult
+from agent_memory.profiles.store import AgentProfiles
 from agent_memory.validation import check_confidence, check_k
 
 from .backend import MemoryBackend
@@ -124,9 +125,10 @@ class ContextBuilder:
 
     def __init__(
         self, backend: MemoryBackend, *, k: int = 6, budget_chars: int | None = None,
-        min_relevance: float | None = None,
+        min_relevance: float | None = None, profiles: bool = True,
     ) -> None:
         self.backend = backend
+        self.profiles = profiles
         self.k = check_k(k, MAX_K)
         self.budget_chars = _check_budget(budget_chars)
         if min_relevance is not None:
@@ -143,9 +145,16 @@ class ContextBuilder:
             "session_id": identity.session_id, "k": self.k, "min_relevance": self.min_relevance,
         }
 
-    def _finish(self, key: str, results: Sequence[SearchResult]) -> MemoryContext:
+    @staticmethod
+    def _who(identity: Identity) -> dict[str, Any]:
+        return {"user_id": identity.user_id, "project_id": identity.project_id, "session_id": identity.session_id}
+
+    def _finish(self, key: str, results: Sequence[SearchResult], profiles: AgentProfiles | None) -> MemoryContext:
         budget = self.budget_chars if self.budget_chars is not None else self.backend.config.prompt_budget_chars
-        text = render_context(results, budget_chars=budget)
+        # each profile gets at most a third of the budget, so the memories of this turn always fit too
+        user = profiles.user.render(budget_chars=budget // 3) if profiles is not None else ""
+        project = profiles.project.render(budget_chars=budget // 3) if profiles and profiles.project else ""
+        text = render_context(results, budget_chars=budget, user_profile=user, project_profile=project)
         return MemoryContext(key=key, text=text, memory_ids=tuple(str(r.id) for r in results))
 
     def build(self, identity: Identity, messages: Sequence[AnyMessage], *, known_key: str | None = None
@@ -155,7 +164,8 @@ class ContextBuilder:
         if key == known_key:
             return None
         results = self.backend.call("search_memories", **self._search_args(identity, query)) if query else []
-        return self._finish(key, results)
+        profiles = self.backend.call("get_profile_for_agent", **self._who(identity)) if self.profiles else None
+        return self._finish(key, results, profiles)
 
     async def abuild(self, identity: Identity, messages: Sequence[AnyMessage], *, known_key: str | None = None
                      ) -> MemoryContext | None:
@@ -163,4 +173,6 @@ class ContextBuilder:
         if key == known_key:
             return None
         results = await self.backend.acall("search_memories", **self._search_args(identity, query)) if query else []
-        return self._finish(key, results)
+        profiles = (await self.backend.acall("get_profile_for_agent", **self._who(identity))
+                    if self.profiles else None)
+        return self._finish(key, results, profiles)

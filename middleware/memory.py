@@ -1,8 +1,8 @@
 """``MemoryMiddleware``: long-term memory for any ``create_agent`` agent.
 
 Before each model call it finds the memories relevant to the conversation
-for the run's user, project and session, and appends them to the system
-prompt of that one request. The lookup runs in ``before_model`` so that its
+for the run's user, project and session, and appends them, after the user's
+and the project's profile, to the system prompt of that one request. The lookup runs in ``before_model`` so that its
 key (who asked, which turn, which memory writes since) can be kept in
 private graph state: the next model call of the same turn reuses the result
 unless a memory tool wrote something in between. The rendered text itself
@@ -90,6 +90,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     tools: add the four memory tools (default); ``False`` for injection only.
     fail_open: if the database or embedder fails, log a warning and answer without memory
         instead of failing the run (default ``False``: failures surface).
+    profiles: inject the user profile and (with a ``project_id``) the project profile before the
+        memories (default); ``False`` injects the memories only.
     """
 
     state_schema = MemoryState
@@ -98,15 +100,16 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         self, memory: MemoryLike | MemoryBackend = None, *, config: MemoryConfig | None = None,
         embeddings: Embeddings | None = None, k: int = 6, budget_chars: int | None = None,
         min_relevance: float | None = None, enable_memory: bool = True, require_user: bool = True,
-        tools: bool = True, fail_open: bool = False,
+        tools: bool = True, fail_open: bool = False, profiles: bool = True,
     ) -> None:
         super().__init__()
         for name, flag in (("enable_memory", enable_memory), ("require_user", require_user),
-                           ("tools", tools), ("fail_open", fail_open)):
+                           ("tools", tools), ("fail_open", fail_open), ("profiles", profiles)):
             if not isinstance(flag, bool):
                 raise ConfigurationError(f"{name} must be True or False, got {flag!r}")
         self.backend = MemoryBackend.of(memory, config=config, embeddings=embeddings)
-        self.builder = ContextBuilder(self.backend, k=k, budget_chars=budget_chars, min_relevance=min_relevance)
+        self.builder = ContextBuilder(self.backend, k=k, budget_chars=budget_chars, min_relevance=min_relevance,
+                                      profiles=profiles)
         self.enable_memory = enable_memory
         self.require_user = require_user
         self.fail_open = fail_open

@@ -33,6 +33,7 @@ from agent_memory.models import (
     MemoryStats,
     Rejection,
     SearchResult,
+    Status,
 )
 
 from .backend import MemoryBackend
@@ -60,8 +61,10 @@ harmless: the existing memory is kept and reported."""
 
 _SEARCH = """Search the long-term memories of this user and project. The most relevant memories are already \
 given to you in <long_term_memory> before each answer; use this tool when you need more, something specific \
-("what did I say about...?"), the id of a memory to delete, or memories of one type or scope. Returns up to k \
-memories, best first, each with its id, type, scope and relevance."""
+("what did I say about...?"), the id of a memory to delete, or memories of one type or scope. Set \
+include_history=true for what was true before ("what did I use before?"): memories that were replaced are then \
+included, marked with when and by what. Returns up to k memories, best first, each with its id, type, scope \
+and relevance."""
 
 _DELETE = """Delete (archive) one long-term memory by its id, when the user asks you to forget something or a \
 memory is wrong or outdated. Find the id with memory_search first. Users can only delete memories they created; \
@@ -78,7 +81,11 @@ def _one_line(text: str, limit: int = 500) -> str:
 
 
 def _describe_item(item: MemoryItem) -> str:
-    return f"{item.id} ({item.memory_type.value}, {item.scope.value}): {_one_line(item.content)}"
+    text = f"{item.id} ({item.memory_type.value}, {item.scope.value}): {_one_line(item.content)}"
+    if item.status is Status.SUPERSEDED:
+        until = f" on {item.valid_to:%Y-%m-%d}" if item.valid_to else ""
+        text += f" [no longer true: replaced{until} by {item.superseded_by}]"
+    return text
 
 
 def describe_save(result: MemoryItem | Rejection) -> tuple[str, bool]:
@@ -158,11 +165,14 @@ class _Toolkit:
         }
         return describe_save(result)
 
-    def search(self, runtime: ToolRuntime, query: str, k: int, memory_type: str | None, scope: str | None):  # type: ignore[no-untyped-def]
+    def search(self, runtime: ToolRuntime, query: str, k: int, memory_type: str | None, scope: str | None,  # type: ignore[no-untyped-def]
+               include_history: bool = False):
         if isinstance(k, int) and not isinstance(k, bool) and k > self.max_k:
             k = self.max_k  # the model asked for a lot; give the most we allow rather than an error
+        status = ["active", "superseded"] if include_history is True else "active"
         results = yield "search_memories", {
-            "query": query, "k": k, "memory_type": memory_type, "scope": scope, **self._who(self._identity(runtime)),
+            "query": query, "k": k, "memory_type": memory_type, "scope": scope, "status": status,
+            **self._who(self._identity(runtime)),
         }
         return describe_search(query, results), False
 
@@ -227,12 +237,13 @@ def memory_tools(memory: Any = None, *, max_k: int = 20) -> list[BaseTool]:
         return await kit.arun("memory_save", kit.save(runtime, content, memory_type, scope), runtime)
 
     def memory_search(query: str, runtime: ToolRuntime, k: int = 5, memory_type: MemoryTypeArg | None = None,
-                      scope: ScopeArg | None = None) -> ToolMessage | str:
-        return kit.run("memory_search", kit.search(runtime, query, k, memory_type, scope), runtime)
+                      scope: ScopeArg | None = None, include_history: bool = False) -> ToolMessage | str:
+        return kit.run("memory_search", kit.search(runtime, query, k, memory_type, scope, include_history), runtime)
 
     async def amemory_search(query: str, runtime: ToolRuntime, k: int = 5, memory_type: MemoryTypeArg | None = None,
-                             scope: ScopeArg | None = None) -> ToolMessage | str:
-        return await kit.arun("memory_search", kit.search(runtime, query, k, memory_type, scope), runtime)
+                             scope: ScopeArg | None = None, include_history: bool = False) -> ToolMessage | str:
+        return await kit.arun("memory_search", kit.search(runtime, query, k, memory_type, scope, include_history),
+                              runtime)
 
     def memory_delete(memory_id: str, runtime: ToolRuntime) -> ToolMessage | str:
         return kit.run("memory_delete", kit.delete(runtime, memory_id), runtime)

@@ -150,6 +150,131 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "0007_resources_history_profiles",
+        """
+        -- Layer 1: the raw material memories come from. A conversation is one row per
+        -- (user, session), its content the transcript extraction has read, its cursor the id of
+        -- the last message read; documents and project resources are rows of their own.
+        CREATE TABLE memory_resources (
+            id           uuid PRIMARY KEY,
+            kind         text NOT NULL CHECK (kind IN ('conversation', 'document', 'project_resource')),
+            user_id      text NOT NULL,
+            scope        text NOT NULL CHECK (scope IN ('user', 'project', 'session')),
+            scope_id     text NOT NULL,
+            project_id   text,
+            session_id   text,
+            external_id  text,
+            title        text,
+            content      text NOT NULL DEFAULT '',
+            metadata     jsonb NOT NULL DEFAULT '{}'::jsonb,
+            cursor       text,
+            created_at   timestamptz NOT NULL DEFAULT now(),
+            updated_at   timestamptz NOT NULL DEFAULT now(),
+            CHECK (scope <> 'user' OR scope_id = user_id),
+            CHECK (scope <> 'project' OR scope_id = project_id),
+            CHECK (scope <> 'session' OR scope_id = session_id)
+        );
+        CREATE UNIQUE INDEX memory_resources_external_idx
+            ON memory_resources (user_id, kind, scope, scope_id, external_id) WHERE external_id IS NOT NULL;
+        CREATE INDEX memory_resources_scope_idx ON memory_resources (scope, scope_id);
+
+        ALTER TABLE memory_items DROP CONSTRAINT memory_items_source_check;
+        ALTER TABLE memory_items ADD CONSTRAINT memory_items_source_check CHECK (source IN
+            ('user', 'ai', 'knowledge_base', 'project_resource', 'conversation'));
+
+        -- Layer 2 history: when a fact held (valid_from/valid_to), what replaced it, and every
+        -- earlier wording of an item revised in place.
+        ALTER TABLE memory_items
+            ADD COLUMN valid_from    timestamptz NOT NULL DEFAULT now(),
+            ADD COLUMN valid_to      timestamptz,
+            ADD COLUMN superseded_by uuid REFERENCES memory_items (id) ON DELETE SET NULL,
+            ADD COLUMN version       integer NOT NULL DEFAULT 1;
+        UPDATE memory_items SET valid_from = created_at;
+        CREATE INDEX memory_items_superseded_by_idx ON memory_items (superseded_by) WHERE superseded_by IS NOT NULL;
+
+        CREATE TABLE memory_item_history (
+            memory_id    uuid NOT NULL REFERENCES memory_items (id) ON DELETE CASCADE,
+            version      integer NOT NULL,
+            content      text NOT NULL,
+            memory_type  text NOT NULL,
+            confidence   double precision NOT NULL,
+            metadata     jsonb NOT NULL DEFAULT '{}'::jsonb,
+            recorded_at  timestamptz NOT NULL,
+            replaced_at  timestamptz NOT NULL DEFAULT now(),
+            change       text NOT NULL CHECK (change IN ('update', 'edit')),
+            decided_by   text CHECK (decided_by IN ('llm', 'similarity', 'user')),
+            reason       text,
+            changed_by   text NOT NULL,
+            PRIMARY KEY (memory_id, version)
+        );
+
+        -- One row per automatic extraction run (the rate limit counts them), now with its outcome.
+        ALTER TABLE memory_extraction_runs
+            ADD COLUMN project_id   text,
+            ADD COLUMN resource_id  uuid REFERENCES memory_resources (id) ON DELETE SET NULL,
+            ADD COLUMN extractor    text,
+            ADD COLUMN status       text NOT NULL DEFAULT 'done'
+                                    CHECK (status IN ('running', 'done', 'failed')),
+            ADD COLUMN counts       jsonb NOT NULL DEFAULT '{}'::jsonb,
+            ADD COLUMN error        text,
+            ADD COLUMN finished_at  timestamptz;
+
+        -- Every consolidation decision, with who made it (the LLM or the similarity thresholds).
+        CREATE TABLE memory_decisions (
+            id           bigserial PRIMARY KEY,
+            run_id       bigint REFERENCES memory_extraction_runs (id) ON DELETE CASCADE,
+            user_id      text NOT NULL,
+            scope        text NOT NULL,
+            scope_id     text NOT NULL,
+            proposal     text NOT NULL,
+            memory_type  text NOT NULL,
+            decision     text NOT NULL CHECK (decision IN ('add', 'update', 'supersede', 'none', 'rejected')),
+            decided_by   text NOT NULL CHECK (decided_by IN ('llm', 'similarity', 'user', 'gate')),
+            target_id    uuid,
+            result_id    uuid,
+            similarity   double precision,
+            reason       text,
+            created_at   timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX memory_decisions_user_idx ON memory_decisions (user_id, created_at);
+        CREATE INDEX memory_decisions_run_idx ON memory_decisions (run_id);
+
+        -- Layer 3: profiles. `fields` is what the builder made from active items, `manual` what
+        -- a person set by hand (it wins, and no rebuild touches it). `dirty` is set by a trigger
+        -- whenever an item the profile reads changes, so a profile is rebuilt only then.
+        CREATE TABLE memory_profiles (
+            kind        text NOT NULL CHECK (kind IN ('user', 'project')),
+            subject_id  text NOT NULL,
+            fields      jsonb NOT NULL DEFAULT '{}'::jsonb,
+            manual      jsonb NOT NULL DEFAULT '{}'::jsonb,
+            dirty       boolean NOT NULL DEFAULT true,
+            built_by    text CHECK (built_by IN ('llm', 'rules')),
+            built_at    timestamptz,
+            edited_by   text,
+            edited_at   timestamptz,
+            updated_at  timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (kind, subject_id)
+        );
+        CREATE FUNCTION agent_memory_profile_inputs_changed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF TG_OP <> 'INSERT' AND OLD.scope IN ('user', 'project') THEN
+                UPDATE memory_profiles SET dirty = true
+                WHERE kind = OLD.scope AND subject_id = OLD.scope_id AND NOT dirty;
+            END IF;
+            IF TG_OP <> 'DELETE' AND NEW.scope IN ('user', 'project') THEN
+                UPDATE memory_profiles SET dirty = true
+                WHERE kind = NEW.scope AND subject_id = NEW.scope_id AND NOT dirty;
+            END IF;
+            RETURN NULL;
+        END
+        $fn$;
+        -- Not on last_used_at/access_count: a search is not a change of what the user is.
+        CREATE TRIGGER memory_items_profile_inputs
+            AFTER INSERT OR DELETE OR UPDATE OF content, memory_type, status, scope, scope_id, visibility, version
+            ON memory_items FOR EACH ROW EXECUTE FUNCTION agent_memory_profile_inputs_changed();
+        """,
+    ),
 )
 
 

@@ -8,7 +8,9 @@ the logic of each operation exists once and runs the same in both worlds.
 Transactions: the first :class:`Sql` opens a connection and a transaction;
 :class:`Commit` ends it (the next ``Sql`` opens another); the end of the
 operation commits, an exception rolls back. Embedding before the first query
-therefore never holds a connection.
+therefore never holds a connection. An :class:`Llm` request (seconds, not
+milliseconds) must come outside a transaction, and the connection goes back
+to the pool while the model thinks.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from typing import Any, Literal, TypeVar
 
 from psycopg.rows import dict_row
 
-from .connection import Conn, AsyncConn, aget_connection, get_connection
+from ..errors import ModelOutputError
+from .connection import AsyncConn, Conn, aget_connection, get_connection
 
-__all__ = ["Commit", "Copy", "Embed", "Op", "Sql", "arun", "run"]
+__all__ = ["Commit", "Copy", "Embed", "Llm", "Op", "Sql", "arun", "run"]
 
 T = TypeVar("T")
 
@@ -58,7 +61,31 @@ class Commit:
     """End the current transaction here (no-op when none is open)."""
 
 
-Request = Sql | Copy | Embed | Commit
+@dataclass(frozen=True, slots=True)
+class Llm:
+    """Ask a LangChain chat model for structured output: answers an instance of ``schema``
+    (a pydantic model), via ``model.with_structured_output(schema)``. Failures, including a
+    reply that does not fit the schema, are thrown into the operation as exceptions."""
+
+    model: Any
+    schema: Any
+    messages: tuple[Any, ...]
+
+
+def _structured(request: Llm) -> Any:
+    return request.model.with_structured_output(request.schema)
+
+
+def _check_output(request: Llm, output: Any) -> Any:
+    if not isinstance(output, request.schema):
+        raise ModelOutputError(
+            f"the model returned no {request.schema.__name__} (got {type(output).__name__}); "
+            "use a chat model that supports tool calling / structured output"
+        )
+    return output
+
+
+Request = Sql | Copy | Embed | Commit | Llm
 Op = Generator[Request, Any, T]
 
 
@@ -90,6 +117,7 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
     the operation rolls the open transaction back.
     """
     with ExitStack() as stack:
+        held = stack.enter_context(ExitStack())  # the connection; given back before an LLM call
         connection = None
         tx: ExitStack | None = None
         answer: Any = None
@@ -104,7 +132,14 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
                     return stop.value
                 answer, error = None, None
                 try:
-                    if isinstance(request, Embed):
+                    if isinstance(request, Llm):
+                        if tx is not None:
+                            raise RuntimeError("an Llm request must not run inside a transaction; yield Commit() first")
+                        if connection is not None:
+                            connection = None
+                            held.close()
+                        answer = _check_output(request, _structured(request).invoke(list(request.messages)))
+                    elif isinstance(request, Embed):
                         texts = list(request.texts)
                         if request.query and len(texts) == 1:
                             answer = [embeddings.embed_query(texts[0])]
@@ -116,7 +151,7 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
                             closing.close()
                     else:
                         if connection is None:
-                            connection = stack.enter_context(get_connection(conn))
+                            connection = held.enter_context(get_connection(conn))
                         if tx is None:
                             tx = ExitStack()
                             tx.enter_context(connection.transaction())
@@ -141,6 +176,7 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
 async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
     """Drive ``op`` to completion with asyncio I/O (same protocol as :func:`run`)."""
     async with AsyncExitStack() as stack:
+        held = await stack.enter_async_context(AsyncExitStack())
         connection = None
         tx: AsyncExitStack | None = None
         answer: Any = None
@@ -155,7 +191,14 @@ async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
                     return stop.value
                 answer, error = None, None
                 try:
-                    if isinstance(request, Embed):
+                    if isinstance(request, Llm):
+                        if tx is not None:
+                            raise RuntimeError("an Llm request must not run inside a transaction; yield Commit() first")
+                        if connection is not None:
+                            connection = None
+                            await held.aclose()
+                        answer = _check_output(request, await _structured(request).ainvoke(list(request.messages)))
+                    elif isinstance(request, Embed):
                         texts = list(request.texts)
                         if request.query and len(texts) == 1:
                             answer = [await embeddings.aembed_query(texts[0])]
@@ -167,7 +210,7 @@ async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
                             await closing.aclose()
                     else:
                         if connection is None:
-                            connection = await stack.enter_async_context(aget_connection(conn))
+                            connection = await held.enter_async_context(aget_connection(conn))
                         if tx is None:
                             tx = AsyncExitStack()
                             await tx.enter_async_context(connection.transaction())

@@ -1,0 +1,1 @@
+"""Automatic extraction: conversations (layer 1) become memory items (layer 2)."""

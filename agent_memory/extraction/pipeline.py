@@ -1,0 +1,432 @@
+"""One extraction run, written once as an operation (sync and async share it).
+
+conversation (layer 1) -> proposals -> gate -> consolidation -> memory items
+(layer 2) -> profiles (layer 3):
+
+1. The session's conversation resource says which messages were read
+   already (its cursor); a run with no new user turn stops here, for free.
+2. The rate limit: at most ``max_extractions`` runs per session in the
+   window, counted under the session's advisory lock. The run is recorded.
+3. Proposals: from the configured chat model (structured output), or from
+   the deterministic rules for explicit statements without one.
+4. The gate: empty, too short/long, low confidence, secrets. Rejections are
+   recorded, never stored.
+5. Consolidation: the stored items most like each proposal, in its scope,
+   and a decision (ADD/UPDATE/SUPERSEDE/NONE) by the model when there is one
+   and by :mod:`.consolidate` otherwise (or when the model fails, or gives no
+   usable decision for a proposal). Every decision is recorded with who made it.
+6. In one transaction, under each scope's lock, the decisions are applied
+   (re-checked against the rows as they are now), the conversation's cursor
+   moves past what was read, and the run is closed.
+7. Profiles whose inputs changed are rebuilt.
+
+The model is never called inside a transaction. A failed extraction call
+leaves the cursor where it was, so the next run reads those messages again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+from uuid import UUID
+
+import numpy as np
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from .. import history, queries, resources
+from ..config import MemoryConfig
+from ..db.requests import Commit, Embed, Llm, Op, Sql
+from ..errors import InvalidInputError
+from ..gate import check_content, normalize_content
+from ..models import (
+    Decision,
+    DecisionMethod,
+    Identity,
+    MemoryItem,
+    NewMemory,
+    Proposal,
+    Rejection,
+    RejectionReason,
+    Scope,
+    Source,
+    Status,
+)
+from ..profiles.store import refresh_profiles
+from ..sensitive import find_sensitive
+from . import rules, schemas
+from .consolidate import Verdict, decide_by_similarity
+from .transcript import Turn, new_turns, transcript, turns_from_messages
+
+__all__ = ["ExtractionReport", "Outcome", "extract_memories", "model_name"]
+
+logger = logging.getLogger(__name__)
+
+MAX_PROPOSALS = 20  # per run; a conversation that yields more is better read again in parts
+CANDIDATES = 5  # stored items shown per proposal when deciding
+CANDIDATE_FLOOR = 0.3  # below this cosine a stored item is not even a candidate
+MAX_TRANSCRIPT_CHARS = 12_000
+
+
+def model_name(model: Any) -> str:
+    for attr in ("model_name", "model", "model_id"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of one proposal. ``memory`` is the item stored, revised or (NONE) already
+    there; ``replaced`` the item as it was before an UPDATE or the one a SUPERSEDE retired."""
+
+    proposal: Proposal
+    decision: Decision | None = None
+    decided_by: DecisionMethod | None = None
+    memory: MemoryItem | None = None
+    replaced: MemoryItem | None = None
+    rejection: Rejection | None = None
+    reason: str = ""
+    similarity: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionReport:
+    """What one extraction run did.
+
+    status: ``done``; ``nothing_new`` (no new user turn since the last run: no budget used);
+    ``waiting`` (fewer new user turns than ``min_new_turns``: no budget used, they wait);
+    ``rate_limited`` (the session's runs for the window are used up; the messages wait for a
+    later run); ``failed`` (the model failed; ``error`` says how, and the messages wait too).
+    """
+
+    status: Literal["done", "nothing_new", "waiting", "rate_limited", "failed"]
+    extractor: str
+    outcomes: tuple[Outcome, ...] = ()
+    run_id: int | None = None
+    resource_id: UUID | None = None
+    runs_left: int | None = None
+    error: str | None = None
+    profiles_rebuilt: tuple[str, ...] = ()
+
+    def _with(self, decision: Decision) -> list[Outcome]:
+        return [o for o in self.outcomes if o.decision is decision]
+
+    @property
+    def added(self) -> list[Outcome]:
+        return self._with(Decision.ADD)
+
+    @property
+    def updated(self) -> list[Outcome]:
+        return self._with(Decision.UPDATE)
+
+    @property
+    def superseded(self) -> list[Outcome]:
+        return self._with(Decision.SUPERSEDE)
+
+    @property
+    def unchanged(self) -> list[Outcome]:
+        return self._with(Decision.NONE)
+
+    @property
+    def rejected(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.rejection is not None]
+
+    @property
+    def changed(self) -> bool:
+        return any(o.decision in (Decision.ADD, Decision.UPDATE, Decision.SUPERSEDE) for o in self.outcomes)
+
+    def summary(self) -> str:
+        """One line per outcome, for logs and demos."""
+        if self.status != "done":
+            return f"extraction {self.status}" + (f": {self.error}" if self.error else "")
+        lines = []
+        for o in self.outcomes:
+            if o.rejection is not None:
+                lines.append(f"REJECTED {o.proposal.content!r}: {o.rejection.message}")
+            else:
+                lines.append(f"{o.decision.value.upper():9} {o.proposal.content!r} ({o.decided_by}: {o.reason})")
+        return "\n".join(lines) or "nothing worth remembering"
+
+
+# --- steps ------------------------------------------------------------------------------------
+
+
+def _propose(model: Any, fresh: Sequence[Turn]) -> Op[list[Proposal]]:
+    if model is None:
+        return [p for t in fresh if t.role == "user" for p in rules.extract_proposals(t.text)][:MAX_PROPOSALS]
+    output = yield Llm(model, schemas.ExtractedMemories,
+                       tuple(schemas.extraction_messages(transcript(fresh, max_chars=MAX_TRANSCRIPT_CHARS))))
+    return schemas.proposals_from_output(output)[:MAX_PROPOSALS]
+
+
+def _evidence(proposal: Proposal) -> str | None:
+    if not proposal.evidence or find_sensitive(proposal.evidence):
+        return None
+    return proposal.evidence[:300]
+
+
+def _gate(config: MemoryConfig, identity: Identity, proposal: Proposal) -> tuple[Proposal, str, Rejection | None]:
+    note = ""
+    if proposal.scope is not Scope.USER and identity.scope_id(proposal.scope) is None:
+        proposal = dataclasses.replace(proposal, scope=Scope.USER)
+        note = "no project in this run, kept as a user memory; "
+    content = normalize_content(proposal.content)
+    return dataclasses.replace(proposal, content=content), note, check_content(
+        content, confidence=proposal.confidence, config=config)
+
+
+def _decide(
+    config: MemoryConfig, model: Any, gated: Sequence[Proposal], candidates: Sequence[list[tuple[MemoryItem, float]]],
+) -> Op[list[tuple[Verdict, DecisionMethod]]]:
+    by_model: list[Any] = [None] * len(gated)
+    fallback = ""
+    if model is not None and any(candidates):
+        items = list(zip(gated, candidates))
+        try:
+            output = yield Llm(model, schemas.ConsolidationDecisions, tuple(schemas.consolidation_messages(items)))
+            by_model = schemas.decisions_from_output(output, items)
+        except Exception as exc:  # noqa: BLE001 - the thresholds decide instead; the run still learns
+            logger.warning("consolidation by the model failed, using similarity thresholds: %s", exc)
+            fallback = f"the model failed ({type(exc).__name__}), so "
+    verdicts: list[tuple[Verdict, DecisionMethod]] = []
+    for proposal, cands, decided in zip(gated, candidates, by_model):
+        if decided is not None:
+            decision, target, content, reason = decided
+            sim = cands[target][1] if target is not None else None
+            verdicts.append((Verdict(decision, target, content or proposal.content, reason or "decided by the model",
+                                     sim), DecisionMethod.LLM))
+        else:
+            v = decide_by_similarity(proposal, cands, duplicate_threshold=config.duplicate_threshold)
+            if model is not None and cands and not fallback:
+                v = dataclasses.replace(v, reason="the model gave no usable decision, so " + v.reason)
+            elif fallback:
+                v = dataclasses.replace(v, reason=fallback + v.reason)
+            verdicts.append((v, DecisionMethod.SIMILARITY))
+    return verdicts
+
+
+def _new_row(config: MemoryConfig, identity: Identity, proposal: Proposal, vector: Sequence[float], *,
+             source_id: str, consolidation: dict[str, Any]) -> Op[dict[str, Any]]:
+    from ..ops import _row_params
+
+    metadata: dict[str, Any] = {"consolidation": consolidation}
+    if (evidence := _evidence(proposal)) is not None:
+        metadata["evidence"] = evidence
+    new = NewMemory(content=proposal.content, memory_type=proposal.memory_type, scope=proposal.scope,
+                    confidence=proposal.confidence, source=Source.CONVERSATION, source_id=source_id,
+                    metadata=metadata)
+    return (yield Sql(queries.insert_item(), _row_params(identity, new, proposal.content, vector), fetch="one"))
+
+
+def _current(identity: Identity, item: MemoryItem) -> Op[MemoryItem | None]:
+    """``item`` as it is now, locked for this transaction; None unless still active."""
+    from ..ops import row_to_item
+
+    filt, params = queries.item_filter(identity, statuses=(Status.ACTIVE,))
+    q, p = queries.select_item_by_id((filt, params), item.id)
+    row = yield Sql(q + sql.SQL(" FOR UPDATE OF m"), p, fetch="one")
+    return None if row is None else row_to_item(row)
+
+
+def _apply(
+    config: MemoryConfig, identity: Identity, proposal: Proposal, vector: Sequence[float], verdict: Verdict,
+    method: DecisionMethod, target: MemoryItem | None, *, run_id: int, source_id: str,
+    update_vector: Sequence[float] | None, note: str,
+) -> Op[Outcome]:
+    """Apply one decision under the scope's lock, re-checking it against the rows as they are now."""
+    from ..ops import row_to_item
+
+    yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+              (queries.scope_lock_key(identity, proposal.scope),), fetch="none")
+    decision, reason = verdict.decision, note + verdict.reason
+    if target is not None:
+        now = yield from _current(identity, target)
+        if now is None:
+            decision, target, reason = Decision.ADD, None, note + "the memory it was about changed meanwhile; added"
+        elif decision in (Decision.UPDATE, Decision.SUPERSEDE) and now.user_id != identity.user_id:
+            decision, target = Decision.ADD, None
+            reason = note + f"{verdict.reason}; the stored memory is another member's, so this one is added beside it"
+        else:
+            target = now
+    if decision is Decision.ADD:
+        q, p = queries.find_duplicate(queries.item_filter(identity, scopes=(proposal.scope,)), vector,
+                                      config.duplicate_threshold)
+        dup = yield Sql(q, p, fetch="one")
+        if dup is not None:
+            decision, target = Decision.NONE, row_to_item(dup)
+            reason = note + f"a stored memory says this already (cosine {dup['similarity']:.2f})"
+    record = {"decision": decision.value, "decided_by": method.value, "reason": reason, "run_id": run_id}
+    memory: MemoryItem | None = None
+    replaced: MemoryItem | None = None
+    if decision is Decision.ADD:
+        memory = row_to_item((yield from _new_row(config, identity, proposal, vector, source_id=source_id,
+                                                  consolidation=record)))
+    elif decision is Decision.UPDATE and target is not None:
+        content = verdict.content or proposal.content
+        replaced = target
+        row = yield from history.revise(
+            target, content=content, vector=update_vector if update_vector is not None else vector,
+            confidence=max(target.confidence, proposal.confidence),
+            metadata={**target.metadata, "consolidation": record}, change="update", decided_by=method,
+            reason=reason, changed_by=identity.user_id,
+        )
+        memory = row_to_item(row)
+    elif decision is Decision.SUPERSEDE and target is not None:
+        new_row = yield from _new_row(config, identity, proposal, vector, source_id=source_id,
+                                      consolidation={**record, "supersedes": str(target.id)})
+        replaced = row_to_item((yield from history.supersede(target, new_row)))
+        memory = row_to_item(new_row)
+    elif target is not None:  # NONE: known already; it was just confirmed
+        q, p = queries.refresh_duplicate(target.id)
+        memory = row_to_item((yield Sql(q, p, fetch="one")))
+    yield Sql(
+        "INSERT INTO memory_decisions (run_id, user_id, scope, scope_id, proposal, memory_type, decision, decided_by,"
+        " target_id, result_id, similarity, reason) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (run_id, identity.user_id, proposal.scope.value, identity.scope_id(proposal.scope), proposal.content,
+         proposal.memory_type.value, decision.value, method.value, target.id if target is not None else None,
+         memory.id if memory is not None else None, verdict.similarity, reason), fetch="none",
+    )
+    return Outcome(proposal, decision, method, memory, replaced, None, reason, verdict.similarity)
+
+
+def _record_rejection(identity: Identity, run_id: int, proposal: Proposal, rejection: Rejection) -> Sql:
+    # the proposal's text is not kept when it holds a secret: the record would keep the secret
+    text = "[withheld]" if rejection.reason is RejectionReason.SENSITIVE else proposal.content[:2000]
+    return Sql(
+        "INSERT INTO memory_decisions (run_id, user_id, scope, scope_id, proposal, memory_type, decision, decided_by,"
+        " reason) VALUES (%s, %s, %s, %s, %s, %s, 'rejected', 'gate', %s)",
+        (run_id, identity.user_id, proposal.scope.value, identity.scope_id(proposal.scope) or identity.user_id,
+         text, proposal.memory_type.value, rejection.message), fetch="none",
+    )
+
+
+def _consolidate(
+    config: MemoryConfig, identity: Identity, proposals: Sequence[Proposal], model: Any, *, run_id: int,
+    source_id: str,
+) -> Op[list[Outcome]]:
+    outcomes: list[Outcome | None] = [None] * len(proposals)
+    gated: list[tuple[int, Proposal, str]] = []
+    for i, raw in enumerate(proposals):
+        proposal, note, rejection = _gate(config, identity, raw)
+        if rejection is not None:
+            outcomes[i] = Outcome(proposal, rejection=rejection, reason=rejection.message)
+            yield _record_rejection(identity, run_id, proposal, rejection)
+        else:
+            gated.append((i, proposal, note))
+    if gated:
+        from ..ops import row_to_item
+
+        vectors = yield Embed(tuple(p.content for _, p, _ in gated))
+        candidates: list[list[tuple[MemoryItem, float]]] = []
+        for (_, proposal, _), vector in zip(gated, vectors):
+            q, p = queries.similar_items(queries.item_filter(identity, scopes=(proposal.scope,)), vector,
+                                         CANDIDATE_FLOOR, CANDIDATES)
+            candidates.append([(row_to_item(r), float(r["similarity"])) for r in (yield Sql(q, p))])
+        yield Commit()
+        verdicts = yield from _decide(config, model, [p for _, p, _ in gated], candidates)
+
+        merged: dict[int, str] = {}
+        for j, ((_, proposal, _), (verdict, _)) in enumerate(zip(gated, verdicts)):
+            if verdict.decision is Decision.UPDATE and verdict.content and verdict.content != proposal.content:
+                content = normalize_content(verdict.content)
+                if check_content(content, confidence=proposal.confidence, config=config) is None:
+                    merged[j] = content
+                else:  # the model's merged wording failed the gate: store the proposal's own
+                    verdicts[j] = (dataclasses.replace(verdict, content=proposal.content), verdicts[j][1])
+        merged_vectors = dict(zip(merged, (yield Embed(tuple(merged.values()))))) if merged else {}
+
+        seen: list[tuple[np.ndarray, Outcome]] = []  # what this run stored so far
+        for j, ((i, proposal, note), vector, (verdict, method)) in enumerate(zip(gated, vectors, verdicts)):
+            v = np.asarray(vector, dtype=np.float32)
+            earlier = next((o for s, o in seen if o.proposal.scope is proposal.scope
+                            and float(s @ v) >= config.duplicate_threshold), None)
+            if earlier is not None:  # said twice in one run: the first one stands for both
+                outcomes[i] = Outcome(proposal, Decision.NONE, DecisionMethod.SIMILARITY, earlier.memory,
+                                      reason="repeats an earlier proposal of this run")
+                continue
+            target = candidates[j][verdict.target][0] if verdict.target is not None else None
+            outcome = yield from _apply(
+                config, identity, proposal, vector, verdict, method, target, run_id=run_id, source_id=source_id,
+                update_vector=merged_vectors.get(j), note=note,
+            )
+            outcomes[i] = outcome
+            seen.append((v, outcome))
+    return [o for o in outcomes if o is not None]
+
+
+def _counts(outcomes: Sequence[Outcome]) -> dict[str, int]:
+    counts = {d.value: 0 for d in Decision} | {"rejected": 0}
+    for o in outcomes:
+        counts["rejected" if o.rejection is not None else o.decision.value] += 1  # type: ignore[union-attr]
+    return counts
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+def extract_memories(
+    config: MemoryConfig, identity: Identity, messages: Any, *, model: Any = None, profile_model: Any = None,
+    min_new_turns: int = 1,
+) -> Op[ExtractionReport]:
+    """Read the session's new messages and turn what is worth keeping into memory items."""
+    if isinstance(min_new_turns, bool) or not isinstance(min_new_turns, int) or min_new_turns < 1:
+        raise InvalidInputError("min_new_turns", f"must be a whole number >= 1, got {min_new_turns!r}")
+    turns = turns_from_messages(messages)
+    if identity.session_id is None:
+        raise InvalidInputError("session_id", "automatic extraction reads a session's conversation and is "
+                                              "rate-limited per session; pass session_id=...")
+    extractor = "rules" if model is None else f"llm:{model_name(model)}"
+    conversation = yield from resources.conversation(identity)
+    fresh = new_turns(turns, conversation.cursor)
+    new_user_turns = sum(1 for t in fresh if t.role == "user" and t.text.strip())
+    if new_user_turns < min_new_turns:
+        rebuilt = yield from refresh_profiles(identity, model=profile_model)
+        return ExtractionReport("waiting" if new_user_turns else "nothing_new", extractor,
+                                resource_id=conversation.id, profiles_rebuilt=tuple(rebuilt))
+
+    from ..ops import extraction_budget
+
+    yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))",
+              (f"extraction:{identity.user_id}:{identity.session_id}",), fetch="none")
+    left = yield from extraction_budget(config, identity)
+    if not left:
+        yield Commit()
+        rebuilt = yield from refresh_profiles(identity, model=profile_model)
+        return ExtractionReport(
+            "rate_limited", extractor, resource_id=conversation.id, runs_left=0, profiles_rebuilt=tuple(rebuilt),
+            error=f"session {identity.session_id!r} already had {config.max_extractions} extraction runs in the "
+                  f"last {config.extraction_window_hours:g} h (MEMORY_MAX_EXTRACTIONS); its new messages wait",
+        )
+    run = yield Sql(
+        "INSERT INTO memory_extraction_runs (user_id, session_id, project_id, resource_id, extractor, status)"
+        " VALUES (%s, %s, %s, %s, %s, 'running') RETURNING id",
+        (identity.user_id, identity.session_id, identity.project_id, conversation.id, extractor), fetch="one",
+    )
+    run_id = int(run["id"])
+    yield Commit()
+
+    try:
+        proposals = yield from _propose(model, fresh)
+    except Exception as exc:  # noqa: BLE001 - the model failed: record it, keep the messages for the next run
+        error = f"{type(exc).__name__}: {exc}"[:1000]
+        logger.warning("memory extraction failed for session %r: %s", identity.session_id, error)
+        yield Sql("UPDATE memory_extraction_runs SET status = 'failed', error = %s, finished_at = now() WHERE id = %s",
+                  (error, run_id), fetch="none")
+        return ExtractionReport("failed", extractor, run_id=run_id, resource_id=conversation.id,
+                                runs_left=left - 1, error=error)
+
+    outcomes = yield from _consolidate(config, identity, proposals, model, run_id=run_id,
+                                       source_id=str(conversation.id))
+    yield from resources.append_to_conversation(
+        conversation.id, transcript(fresh, max_chars=resources.MAX_RESOURCE_CHARS, redact=True), fresh[-1].id)
+    yield Sql("UPDATE memory_extraction_runs SET status = 'done', counts = %s, finished_at = now() WHERE id = %s",
+              (Jsonb(_counts(outcomes)), run_id), fetch="none")
+    yield Commit()
+    rebuilt = yield from refresh_profiles(identity, model=profile_model)
+    return ExtractionReport("done", extractor, tuple(outcomes), run_id, conversation.id, left - 1,
+                            profiles_rebuilt=tuple(rebuilt))

@@ -1,0 +1,144 @@
+"""The structured outputs asked of a chat model, the prompts that ask for them, and the
+tolerant readers of what comes back.
+
+Models are asked through ``model.with_structured_output(Schema)``; whatever
+they answer is then checked here again, because a model's output is input
+like any other: an unknown type, a confidence of 7 or a target that was never
+offered is dropped or falls back, it never raises into the agent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+from agent_memory.prompts import render
+
+from ..formatting import escape
+from ..models import Decision, MemoryItem, MemoryType, Proposal, Scope
+
+__all__ = [
+    "ConsolidationDecision",
+    "ConsolidationDecisions",
+    "ExtractedMemories",
+    "ExtractedMemory",
+    "candidate_label",
+    "consolidation_messages",
+    "decisions_from_output",
+    "extraction_messages",
+    "proposals_from_output",
+]
+
+MemoryTypeName = Literal["preference", "fact", "skill", "habit", "event", "context", "constraint", "decision"]
+
+
+class ExtractedMemory(BaseModel):
+    """One thing worth remembering about the user or their project."""
+
+    content: str = Field(description="One short, self-contained sentence in the third person.")
+    memory_type: MemoryTypeName = Field(description="What kind of memory this is.")
+    scope: Literal["user", "project"] = Field(
+        description="'user' for the person, 'project' for their shared project or team.")
+    confidence: float = Field(description="0.9-1.0 stated explicitly, 0.7-0.8 clearly implied.")
+
+
+class ExtractedMemories(BaseModel):
+    """The memories worth keeping from the conversation; usually none."""
+
+    memories: list[ExtractedMemory] = Field(default_factory=list)
+
+
+class ConsolidationDecision(BaseModel):
+    """What to do with one proposal."""
+
+    proposal: int = Field(description="The proposal's number, as shown.")
+    decision: Literal["ADD", "UPDATE", "SUPERSEDE", "NONE"]
+    target: str | None = Field(default=None, description="For UPDATE/SUPERSEDE/NONE: the stored memory's id "
+                                                          "(M1, M2, ...) as listed under the proposal.")
+    content: str | None = Field(default=None, description="For UPDATE: the merged sentence.")
+    reason: str = Field(default="", description="Why, in a few words.")
+
+
+class ConsolidationDecisions(BaseModel):
+    """One decision per proposal."""
+
+    decisions: list[ConsolidationDecision] = Field(default_factory=list)
+
+
+def extraction_messages(transcript: str) -> list[BaseMessage]:
+    return [SystemMessage(render("extraction")),
+            HumanMessage(render("extraction_input", transcript=escape(transcript)))]
+
+
+def _number(value: object, default: float) -> float:
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+    return default if math.isnan(x) else min(1.0, max(0.0, x))
+
+
+def proposals_from_output(output: ExtractedMemories, *, evidence: str | None = None) -> list[Proposal]:
+    """The model's proposals as :class:`Proposal` objects; malformed entries are dropped."""
+    out: list[Proposal] = []
+    for m in output.memories:
+        content = (m.content or "").strip()
+        if not content:
+            continue
+        try:
+            memory_type, scope = MemoryType(m.memory_type), Scope(m.scope)
+        except ValueError:
+            continue
+        out.append(Proposal(content, memory_type, scope, _number(m.confidence, 0.0), evidence))
+    return out
+
+
+def candidate_label(i: int) -> str:
+    return f"M{i + 1}"
+
+
+def consolidation_messages(items: Sequence[tuple[Proposal, Sequence[tuple[MemoryItem, float]]]]) -> list[BaseMessage]:
+    """The prompt for deciding every proposal at once; candidates are labelled ``M1``, ``M2``...
+    per proposal (see :func:`candidate_label`), never by database id."""
+    blocks = []
+    for n, (proposal, candidates) in enumerate(items, start=1):
+        lines = [f'<proposal number="{n}" type="{proposal.memory_type.value}" scope="{proposal.scope.value}">'
+                 f"{escape(proposal.content)}</proposal>"]
+        if candidates:
+            lines += [f'  <stored id="{candidate_label(i)}" type="{item.memory_type.value}" '
+                      f'date="{(item.valid_from or item.created_at):%Y-%m-%d}">{escape(item.content)}</stored>'
+                      for i, (item, _) in enumerate(candidates)]
+        else:
+            lines.append("  (no similar stored memories)")
+        blocks.append("\n".join(lines))
+    return [SystemMessage(render("consolidation")),
+            HumanMessage(render("consolidation_input", proposals="\n".join(blocks)))]
+
+
+def decisions_from_output(
+    output: ConsolidationDecisions, items: Sequence[tuple[Proposal, Sequence[tuple[MemoryItem, float]]]],
+) -> list[tuple[Decision, int | None, str | None, str] | None]:
+    """Per proposal: (decision, candidate index, merged content, reason), or None when the model
+    gave no usable decision for it (the caller falls back to the similarity thresholds)."""
+    out: list[tuple[Decision, int | None, str | None, str] | None] = [None] * len(items)
+    for d in output.decisions:
+        n = d.proposal - 1
+        if not 0 <= n < len(items) or out[n] is not None:
+            continue
+        decision = Decision(d.decision.lower())
+        candidates = items[n][1]
+        labels = {candidate_label(i): i for i in range(len(candidates))}
+        target = labels.get((d.target or "").strip().upper())
+        if decision is not Decision.ADD and target is None:
+            if decision is Decision.NONE and not candidates:
+                continue  # "already known" with nothing known: not usable
+            if len(candidates) != 1:
+                continue
+            target = 0  # one candidate: the model can only have meant it
+        content = (d.content or "").strip() or None if decision is Decision.UPDATE else None
+        out[n] = (decision, target if decision is not Decision.ADD else None, content, (d.reason or "").strip())
+    return out

@@ -1,0 +1,167 @@
+"""How a memory changes without losing what it was: revisions, supersession and ``as_of``.
+
+Two kinds of change, as consolidation decides them:
+
+- UPDATE (the same fact, said with more detail, or edited by a person): the
+  item is revised in place, its ``version`` goes up, and the wording it had is
+  kept in ``memory_item_history`` with the time it was replaced.
+- SUPERSEDE (a new fact contradicts it): the old item becomes ``superseded``
+  with ``valid_to`` and ``superseded_by`` pointing at the new item, whose
+  ``valid_from`` is the same instant. Superseded items never surface in search
+  or injection by default, but the chain stays readable.
+
+A search ``as_of`` a past time reads the items whose fact held then
+(``valid_from <= as_of < valid_to``), each in the wording it had then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from . import queries
+from .db.requests import Op, Sql
+from .models import (
+    DecisionMethod,
+    MemoryItem,
+    MemoryType,
+    MemoryVersion,
+    NewMemory,
+    Status,
+)
+
+__all__ = [
+    "chain",
+    "revise",
+    "supersede",
+    "wording_at",
+]
+
+
+def _revise_query(memory_id: UUID, *, content: str, vector: Sequence[float] | None, memory_type: MemoryType,
+                  confidence: float, metadata: Mapping[str, Any], change: str, decided_by: DecisionMethod,
+                  reason: str | None, changed_by: str) -> list[tuple[sql.Composable, dict[str, Any]]]:
+    params = {
+        "id": memory_id, "content": content, "memory_type": memory_type.value, "confidence": confidence,
+        "metadata": Jsonb(dict(metadata)), "change": change, "decided_by": decided_by.value, "reason": reason,
+        "changed_by": changed_by, "vec": None if vector is None else queries.vector_literal(vector),
+    }
+    keep = sql.SQL(
+        "INSERT INTO memory_item_history (memory_id, version, content, memory_type, confidence, metadata,"
+        " recorded_at, change, decided_by, reason, changed_by)"
+        " SELECT id, version, content, memory_type, confidence, metadata,"
+        " coalesce((SELECT max(h.replaced_at) FROM memory_item_history h WHERE h.memory_id = m.id), m.created_at),"
+        " %(change)s, %(decided_by)s, %(reason)s, %(changed_by)s FROM memory_items m WHERE m.id = %(id)s"
+    )
+    update = sql.SQL(
+        "UPDATE memory_items SET content = %(content)s, memory_type = %(memory_type)s, confidence = %(confidence)s,"
+        " metadata = %(metadata)s, embedding = coalesce(%(vec)s::vector, embedding), version = version + 1,"
+        " updated_at = now() WHERE id = %(id)s RETURNING {ret}"
+    ).format(ret=sql.SQL(", ").join(sql.Identifier(c) for c in queries.ITEM_COLUMNS))
+    return [(keep, params), (update, params)]
+
+
+def revise(
+    item: MemoryItem, *, content: str, vector: Sequence[float] | None, memory_type: MemoryType | None = None,
+    confidence: float | None = None, metadata: Mapping[str, Any] | None = None, change: str = "update",
+    decided_by: DecisionMethod = DecisionMethod.SIMILARITY, reason: str | None = None, changed_by: str,
+) -> Op[dict[str, Any]]:
+    """Revise ``item`` in place (the caller holds the scope lock and has checked ownership);
+    answers the new row. ``vector`` is the new content's embedding (None keeps the old one)."""
+    (keep, p), (update, _) = _revise_query(
+        item.id, content=content, vector=vector, memory_type=memory_type or item.memory_type,
+        confidence=item.confidence if confidence is None else confidence,
+        metadata=item.metadata if metadata is None else metadata, change=change, decided_by=decided_by,
+        reason=reason, changed_by=changed_by,
+    )
+    yield Sql(keep, p, fetch="none")
+    return (yield Sql(update, p, fetch="one"))
+
+
+def supersede(old: MemoryItem, new_row: Mapping[str, Any]) -> Op[dict[str, Any]]:
+    """Mark ``old`` superseded by the just-inserted ``new_row`` (same transaction, so both share
+    ``now()``: the old fact stops holding exactly when the new one starts); answers the old row."""
+    return (yield Sql(
+        sql.SQL(
+            "UPDATE memory_items SET status = 'superseded', valid_to = %(at)s, superseded_by = %(new)s,"
+            " updated_at = now() WHERE id = %(old)s RETURNING {ret}"
+        ).format(ret=sql.SQL(", ").join(sql.Identifier(c) for c in queries.ITEM_COLUMNS)),
+        {"at": new_row["valid_from"], "new": new_row["id"], "old": old.id}, fetch="one",
+    ))
+
+
+def wording_at(ids: Sequence[UUID], as_of: datetime) -> Sql:
+    """For items revised after ``as_of``, the wording they had at ``as_of``."""
+    return Sql(
+        "SELECT DISTINCT ON (memory_id) memory_id, content, memory_type FROM memory_item_history"
+        " WHERE memory_id = ANY(%(ids)s) AND replaced_at > %(as_of)s AND recorded_at <= %(as_of)s"
+        " ORDER BY memory_id, replaced_at",
+        {"ids": list(ids), "as_of": as_of},
+    )
+
+
+def chain(identity_filter: queries.Query, memory_id: UUID) -> Op[list[MemoryVersion]]:
+    """Every item of ``memory_id``'s supersession chain the caller may see (older items it
+    replaced, newer ones that replaced it), each with its earlier wordings; oldest first."""
+    filt, params = identity_filter
+    rows = yield Sql(
+        sql.SQL(
+            """
+            WITH RECURSIVE back(id, depth) AS (
+                SELECT %(c_id)s::uuid, 0
+                UNION
+                SELECT m.id, b.depth + 1 FROM memory_items m JOIN back b ON m.superseded_by = b.id
+                WHERE b.depth < 100
+            ), fwd(id, next, depth) AS (
+                SELECT m.id, m.superseded_by, 0 FROM memory_items m WHERE m.id = %(c_id)s
+                UNION
+                SELECT m.id, m.superseded_by, f.depth + 1 FROM memory_items m JOIN fwd f ON m.id = f.next
+                WHERE f.depth < 100
+            ), ids AS (SELECT id FROM back UNION SELECT id FROM fwd)
+            SELECT {cols} FROM memory_items m WHERE m.id IN (SELECT id FROM ids) AND {filt}
+            """
+        ).format(cols=sql.SQL(", ").join(sql.SQL("m.") + sql.Identifier(c) for c in queries.ITEM_COLUMNS),
+                 filt=filt),
+        dict(params, c_id=memory_id),
+    )
+    if not rows:
+        return []
+    old = yield Sql(
+        "SELECT memory_id, version, content, memory_type, recorded_at, replaced_at, change, decided_by, reason"
+        " FROM memory_item_history WHERE memory_id = ANY(%s) ORDER BY memory_id, version",
+        ([r["id"] for r in rows],),
+    )
+    versions: list[MemoryVersion] = []
+    for row in rows:
+        status = Status(row["status"])
+        for h in (h for h in old if h["memory_id"] == row["id"]):
+            versions.append(MemoryVersion(
+                memory_id=row["id"], version=h["version"], content=h["content"],
+                memory_type=MemoryType(h["memory_type"]), status=status, valid_from=row["valid_from"],
+                valid_to=row["valid_to"], recorded_until=h["replaced_at"], current=False, change=h["change"],
+                decided_by=h["decided_by"], reason=h["reason"], superseded_by=row["superseded_by"],
+            ))
+        versions.append(MemoryVersion(
+            memory_id=row["id"], version=row["version"], content=row["content"],
+            memory_type=MemoryType(row["memory_type"]), status=status, valid_from=row["valid_from"],
+            valid_to=row["valid_to"], recorded_until=None, current=True, superseded_by=row["superseded_by"],
+            reason=(row["metadata"] or {}).get("consolidation", {}).get("reason"),
+            decided_by=(row["metadata"] or {}).get("consolidation", {}).get("decided_by"),
+            change=(row["metadata"] or {}).get("consolidation", {}).get("decision"),
+        ))
+    epoch = datetime.min.replace(tzinfo=rows[0]["created_at"].tzinfo)
+    versions.sort(key=lambda v: (v.valid_from or epoch, v.recorded_until is None, v.recorded_until or epoch,
+                                 v.version))
+    return versions
+
+
+def new_memory_of(item: MemoryItem) -> NewMemory:
+    """The fields of ``item`` as a :class:`NewMemory` (for re-adding it elsewhere)."""
+    return NewMemory(content=item.content, memory_type=item.memory_type, scope=item.scope,
+                     confidence=item.confidence, source=item.source, source_id=item.source_id,
+                     visibility=item.visibility, metadata=dict(item.metadata))

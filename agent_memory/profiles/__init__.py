@@ -1,0 +1,1 @@
+"""User and project profiles (layer 3), built from active memory items."""

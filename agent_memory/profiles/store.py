@@ -1,0 +1,266 @@
+"""Profiles in the database: build when stale, read for the agent, edit by hand.
+
+A profile row holds what the builder made from active memory items
+(``fields``) and what a person set by hand (``manual``, which wins field by
+field and which no rebuild touches). A trigger on ``memory_items`` marks a
+profile ``dirty`` whenever one of its inputs changes (not when a search
+merely uses an item), so a profile is rebuilt only then:
+
+- by the deterministic mapping (:mod:`agent_memory.profiles.rules`) inside one
+  transaction holding the profile row, cheap enough to run on read;
+- by the LLM (:mod:`agent_memory.profiles.schemas`) outside any transaction:
+  the row is claimed (``dirty = false``) with the items read, the model asked,
+  and the result written; a change made meanwhile sets ``dirty`` again and the
+  next refresh picks it up.
+
+Inputs: a user profile reads the user's active user-scope items; a project
+profile the project's active items except those their creator marked
+``owner_only`` (a shared profile must not leak a private memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from .. import queries
+from ..db.requests import Commit, Llm, Op, Sql
+from ..errors import InvalidInputError
+from ..models import Identity, MemoryItem
+from . import render, rules, schemas
+from .fields import check_profile_fields, empty_fields, fields_of, merge_fields
+
+__all__ = ["AgentProfiles", "Profile", "get_profile", "get_profiles", "refresh_profiles", "reset_profile_fields",
+           "update_profile"]
+
+Kind = Literal["user", "project"]
+_MAX_INPUT_ITEMS = 200  # the newest items a build reads; a profile is a summary, not an archive
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A user or project profile as a reader sees it: ``fields`` = built fields with the
+    hand-set ones (``manual``) on top. ``built_by`` is ``"llm"``, ``"rules"`` or None (never built)."""
+
+    kind: Kind
+    subject_id: str
+    fields: dict[str, Any]
+    built: dict[str, Any] = field(default_factory=dict)
+    manual: dict[str, Any] = field(default_factory=dict)
+    built_by: str | None = None
+    built_at: datetime | None = None
+    edited_at: datetime | None = None
+    stale: bool = False
+
+    def render(self, budget_chars: int | None = None) -> str:
+        """The profile's section of the system prompt (``""`` when it has nothing to say)."""
+        if self.kind == "user":
+            return render.render_user_profile(self.fields, budget_chars=budget_chars)
+        return render.render_project_profile(self.fields, budget_chars=budget_chars)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentProfiles:
+    """What :meth:`~agent_memory.MemoryService.get_profile_for_agent` returns: both profiles
+    (``project`` is None without a project) and their rendered sections."""
+
+    user: Profile
+    project: Profile | None
+
+    @property
+    def user_text(self) -> str:
+        return self.user.render()
+
+    @property
+    def project_text(self) -> str:
+        return self.project.render() if self.project is not None else ""
+
+
+def _subjects(identity: Identity, kinds: tuple[Kind, ...] = ("user", "project")) -> list[tuple[Kind, str]]:
+    out: list[tuple[Kind, str]] = []
+    if "user" in kinds:
+        out.append(("user", identity.user_id))
+    if "project" in kinds and identity.project_id is not None:
+        out.append(("project", identity.project_id))
+    return out
+
+
+def _profile(kind: Kind, subject: str, row: Mapping[str, Any] | None) -> Profile:
+    if row is None:
+        return Profile(kind, subject, empty_fields(kind), stale=True)
+    built = {**empty_fields(kind), **(row["fields"] or {})}
+    manual = dict(row["manual"] or {})
+    return Profile(kind, subject, merge_fields(kind, built, manual), built, manual, row["built_by"], row["built_at"],
+                   row["edited_at"], bool(row["dirty"]))
+
+
+def _read(kind: Kind, subject: str, *, lock: bool = False) -> Sql:
+    return Sql(
+        "SELECT kind, subject_id, fields, manual, dirty, built_by, built_at, edited_at FROM memory_profiles"
+        " WHERE kind = %s AND subject_id = %s" + (" FOR UPDATE" if lock else ""),
+        (kind, subject), fetch="one",
+    )
+
+
+def _inputs(kind: Kind, subject: str) -> Sql:
+    """The active items a profile is built from, newest first."""
+    cols = sql.SQL(", ").join(sql.SQL("m.") + sql.Identifier(c) for c in queries.ITEM_COLUMNS)
+    private = sql.SQL(" AND m.visibility <> 'owner_only'") if kind == "project" else sql.SQL("")
+    return Sql(
+        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.scope = %s AND m.scope_id = %s AND m.status = 'active'"
+                "{private} ORDER BY m.valid_from DESC, m.id LIMIT %s").format(cols=cols, private=private),
+        (kind, subject, _MAX_INPUT_ITEMS),
+    )
+
+
+def _ensure_row(kind: Kind, subject: str) -> Sql:
+    return Sql("INSERT INTO memory_profiles (kind, subject_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+               (kind, subject), fetch="none")
+
+
+def _write_built(kind: Kind, subject: str, fields: Mapping[str, Any], built_by: str, *, clean: bool) -> Sql:
+    return Sql(
+        "UPDATE memory_profiles SET fields = %s, built_by = %s, built_at = now(), updated_at = now()"
+        + (", dirty = false" if clean else "") + " WHERE kind = %s AND subject_id = %s",
+        (Jsonb(dict(fields)), built_by, kind, subject), fetch="none",
+    )
+
+
+def _items(rows: list[dict[str, Any]]) -> list[MemoryItem]:
+    from ..ops import row_to_item
+
+    return [row_to_item(r) for r in rows]
+
+
+def _build_by_rules(kind: Kind, items: list[MemoryItem]) -> dict[str, Any]:
+    return rules.build_user_profile(items) if kind == "user" else rules.build_project_profile(items)
+
+
+def _rebuild_with_rules(kind: Kind, subject: str) -> Op[bool]:
+    """Rebuild one profile by rules if it is stale, in one transaction holding its row."""
+    yield _ensure_row(kind, subject)
+    row = yield _read(kind, subject, lock=True)
+    if not row["dirty"]:
+        return False
+    items = _items((yield _inputs(kind, subject)))
+    yield _write_built(kind, subject, _build_by_rules(kind, items), "rules", clean=True)
+    return True
+
+
+def _rebuild_with_llm(kind: Kind, subject: str, model: Any) -> Op[bool]:
+    """Rebuild one stale profile with ``model``; falls back to the rules if the model fails."""
+    yield _ensure_row(kind, subject)
+    claimed = yield Sql(
+        "UPDATE memory_profiles SET dirty = false WHERE kind = %s AND subject_id = %s AND dirty"
+        " RETURNING fields", (kind, subject), fetch="one",
+    )
+    if claimed is None:
+        return False
+    items = _items((yield _inputs(kind, subject)))
+    yield Commit()
+    schema = schemas.UserProfileUpdate if kind == "user" else schemas.ProjectProfileUpdate
+    current = {**empty_fields(kind), **(claimed["fields"] or {})}
+    try:
+        update = yield Llm(model, schema, tuple(schemas.profile_messages(kind, current, items)))
+        fields, built_by = schemas.fields_from_update(kind, update), "llm"
+    except Exception:  # noqa: BLE001 - a profile is still owed; the rules make one without the model
+        import logging
+
+        logging.getLogger(__name__).warning("profile %s/%s: the model failed, built by rules instead",
+                                            kind, subject, exc_info=True)
+        fields, built_by = _build_by_rules(kind, items), "rules"
+    yield _write_built(kind, subject, fields, built_by, clean=False)
+    return True
+
+
+def refresh_profiles(identity: Identity, *, model: Any = None, kinds: tuple[Kind, ...] = ("user", "project"),
+                     force: bool = False) -> Op[list[str]]:
+    """Rebuild the caller's stale profiles (or all of them, ``force``); answers the kinds rebuilt."""
+    rebuilt: list[str] = []
+    for kind, subject in _subjects(identity, kinds):
+        if force:
+            yield _ensure_row(kind, subject)
+            yield Sql("UPDATE memory_profiles SET dirty = true WHERE kind = %s AND subject_id = %s",
+                      (kind, subject), fetch="none")
+            yield Commit()
+        done = yield from (_rebuild_with_llm(kind, subject, model) if model is not None
+                           else _rebuild_with_rules(kind, subject))
+        yield Commit()
+        if done:
+            rebuilt.append(kind)
+    return rebuilt
+
+
+def get_profiles(identity: Identity, *, llm_configured: bool = False) -> Op[AgentProfiles]:
+    """Both of the caller's profiles, as the agent should see them now.
+
+    A stale profile is rebuilt by rules on the spot (a few milliseconds, and only after a
+    change), unless the LLM built it and one is configured: then it is served as it is and the
+    next :func:`refresh_profiles` (after the agent's run) brings it up to date.
+    """
+    subjects = _subjects(identity)
+    rows = {}
+    for kind, subject in subjects:
+        rows[kind] = yield _read(kind, subject)
+    for kind, subject in subjects:
+        row = rows[kind]
+        if row is not None and not row["dirty"]:
+            continue
+        if row is not None and llm_configured and row["built_by"] == "llm":
+            continue
+        yield Commit()
+        yield from _rebuild_with_rules(kind, subject)
+        yield Commit()
+        rows[kind] = yield _read(kind, subject)
+    user = _profile("user", identity.user_id, rows["user"])
+    project = _profile("project", identity.project_id, rows.get("project")) if identity.project_id else None
+    return AgentProfiles(user, project)
+
+
+def _check_kind(kind: Any, identity: Identity) -> tuple[Kind, str]:
+    if kind not in ("user", "project"):
+        raise InvalidInputError("kind", f"must be 'user' or 'project', got {kind!r}")
+    if kind == "project" and identity.project_id is None:
+        raise InvalidInputError("project_id", "a project profile needs project_id=...")
+    return kind, identity.user_id if kind == "user" else identity.project_id  # type: ignore[return-value]
+
+
+def get_profile(identity: Identity, kind: Any = "user") -> Op[Profile]:
+    """One profile as stored (not rebuilt)."""
+    kind, subject = _check_kind(kind, identity)
+    return _profile(kind, subject, (yield _read(kind, subject)))
+
+
+def update_profile(identity: Identity, kind: Any, values: Any) -> Op[Profile]:
+    """Set profile fields by hand. They win over built values until reset; ``None``/``[]`` clears a field."""
+    kind, subject = _check_kind(kind, identity)
+    if not isinstance(values, Mapping) or not values:
+        raise InvalidInputError("fields", f"must be a non-empty dict of profile fields ({', '.join(fields_of(kind))})")
+    cleaned = check_profile_fields(kind, values)
+    yield _ensure_row(kind, subject)
+    yield Sql(
+        "UPDATE memory_profiles SET manual = manual || %s, edited_by = %s, edited_at = now(), updated_at = now()"
+        " WHERE kind = %s AND subject_id = %s", (Jsonb(cleaned), identity.user_id, kind, subject), fetch="none",
+    )
+    return _profile(kind, subject, (yield _read(kind, subject)))
+
+
+def reset_profile_fields(identity: Identity, kind: Any, names: Any = None) -> Op[Profile]:
+    """Drop hand-set values (all, or the fields named) so the built ones show again."""
+    kind, subject = _check_kind(kind, identity)
+    known = list(fields_of(kind))
+    if names is None:
+        names = known
+    elif isinstance(names, str) or not all(n in known for n in names):
+        raise InvalidInputError("names", f"must be a list of profile fields ({', '.join(known)}), got {names!r}")
+    yield Sql(
+        "UPDATE memory_profiles SET manual = manual - %s::text[], edited_by = %s, edited_at = now(),"
+        " updated_at = now() WHERE kind = %s AND subject_id = %s",
+        (list(names), identity.user_id, kind, subject), fetch="none",
+    )
+    return _profile(kind, subject, (yield _read(kind, subject)))

@@ -1,0 +1,211 @@
+"""Resources, layer 1 of long-term memory: the raw material memories come from.
+
+A session's conversation, a knowledge-base document or a project resource is
+one row of ``memory_resources`` with an owner, a scope and timestamps, and
+every memory item made from it names it (``source``, ``source_id``), so
+"where did this come from?" always has an answer. A conversation is one row
+per (user, session); its content grows with each extraction run by the part
+of the transcript that run read, and its ``cursor`` is the id of the last
+message read, so the next run starts after it (whether or not the agent has a
+checkpointer, and in whichever process it runs).
+
+Reads are scoped like memory items: a user's own user and session
+resources, and the resources of the caller's project.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from .db.requests import Op, Sql
+from .errors import InvalidInputError, MemoryNotFoundError
+from .models import Identity, Resource, ResourceKind, Scope, Source
+from .validation import (
+    check_enum,
+    check_k,
+    check_metadata,
+    check_optional_id,
+    check_text,
+    check_uuid,
+)
+
+__all__ = [
+    "MAX_RESOURCE_CHARS",
+    "RESOURCE_SOURCES",
+    "add_resource",
+    "append_to_conversation",
+    "conversation",
+    "get_resource",
+    "list_resources",
+    "row_to_resource",
+    "source_of",
+]
+
+#: a resource holds raw text up to this size; a conversation's transcript keeps its newest part
+MAX_RESOURCE_CHARS = 1_000_000
+
+#: the memory source that points at each kind of resource
+RESOURCE_SOURCES = {
+    ResourceKind.CONVERSATION: Source.CONVERSATION,
+    ResourceKind.DOCUMENT: Source.KNOWLEDGE_BASE,
+    ResourceKind.PROJECT_RESOURCE: Source.PROJECT_RESOURCE,
+}
+
+_COLUMNS = ("id", "kind", "user_id", "scope", "scope_id", "project_id", "session_id", "external_id", "title",
+            "content", "metadata", "cursor", "created_at", "updated_at")
+_COLS = sql.SQL(", ").join(sql.SQL("r.") + sql.Identifier(c) for c in _COLUMNS)
+_RETURNING = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
+
+
+def row_to_resource(row: Mapping[str, Any]) -> Resource:
+    return Resource(
+        id=row["id"], kind=ResourceKind(row["kind"]), user_id=row["user_id"], scope=Scope(row["scope"]),
+        scope_id=row["scope_id"], project_id=row["project_id"], session_id=row["session_id"],
+        external_id=row["external_id"], title=row["title"], content=row["content"],
+        metadata=dict(row["metadata"] or {}), cursor=row["cursor"], created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def visible_filter(identity: Identity) -> tuple[sql.Composable, dict[str, Any]]:
+    """``r`` rows the caller may read: their own user resources and conversations (of any of
+    their sessions: "where did this come from?" must answer from a later session too), and
+    their project's resources."""
+    parts = [sql.SQL("(r.scope IN ('user', 'session') AND r.user_id = %(rv_user)s)")]
+    params: dict[str, Any] = {"rv_user": identity.user_id}
+    if identity.project_id is not None:
+        parts.append(sql.SQL("(r.scope = 'project' AND r.scope_id = %(rv_project)s)"))
+        params["rv_project"] = identity.project_id
+    return sql.SQL("(") + sql.SQL(" OR ").join(parts) + sql.SQL(")"), params
+
+
+def _scope_id(identity: Identity, scope: Scope) -> str:
+    scope_id = identity.scope_id(scope)
+    if scope_id is None:
+        needed = "project_id" if scope is Scope.PROJECT else "session_id"
+        raise InvalidInputError("scope", f"a {scope.value} resource needs a {needed}; pass {needed}=...")
+    return scope_id
+
+
+def _upsert(identity: Identity, *, kind: ResourceKind, scope: Scope, external_id: str | None, title: str | None,
+            content: str, metadata: dict[str, Any]) -> Sql:
+    scope_id = _scope_id(identity, scope)
+    params = {
+        "id": uuid.uuid4(), "kind": kind.value, "user_id": identity.user_id, "scope": scope.value,
+        "scope_id": scope_id, "project_id": identity.project_id if scope is not Scope.USER else None,
+        "session_id": identity.session_id if scope is Scope.SESSION else None, "external_id": external_id,
+        "title": title, "content": content, "metadata": Jsonb(metadata),
+    }
+    conflict = sql.SQL(
+        " ON CONFLICT (user_id, kind, scope, scope_id, external_id) WHERE external_id IS NOT NULL"
+        " DO UPDATE SET title = coalesce(EXCLUDED.title, memory_resources.title), content = EXCLUDED.content,"
+        " metadata = memory_resources.metadata || EXCLUDED.metadata, updated_at = now()"
+    ) if external_id is not None else sql.SQL("")
+    query = sql.SQL(
+        "INSERT INTO memory_resources (id, kind, user_id, scope, scope_id, project_id, session_id, external_id,"
+        " title, content, metadata) VALUES (%(id)s, %(kind)s, %(user_id)s, %(scope)s, %(scope_id)s,"
+        " %(project_id)s, %(session_id)s, %(external_id)s, %(title)s, %(content)s, %(metadata)s){conflict}"
+        " RETURNING {ret}"
+    ).format(conflict=conflict, ret=_RETURNING)
+    return Sql(query, params, fetch="one")
+
+
+def add_resource(
+    identity: Identity, content: Any, *, kind: Any = ResourceKind.DOCUMENT, scope: Any = Scope.USER,
+    title: Any = None, external_id: Any = None, metadata: Any = None,
+) -> Op[Resource]:
+    """Record a document or project resource; with ``external_id`` (a path, a URL, your own id) a
+    second call with the same one replaces the content instead of adding a row."""
+    kind = check_enum("kind", kind, ResourceKind)
+    if kind is ResourceKind.CONVERSATION:
+        raise InvalidInputError("kind", "conversations are recorded by extraction; add documents or "
+                                        "project resources here (kind='document' or 'project_resource')")
+    content = check_text("content", content)
+    if len(content) > MAX_RESOURCE_CHARS:
+        raise InvalidInputError("content", f"is {len(content)} characters long; the limit is {MAX_RESOURCE_CHARS}, "
+                                           "split the document")
+    scope = check_enum("scope", scope, Scope)
+    title = None if title is None else check_text("title", title, max_length=500).strip()
+    row = yield _upsert(identity, kind=kind, scope=scope, external_id=check_optional_id("external_id", external_id),
+                        title=title, content=content, metadata=check_metadata(metadata))
+    return row_to_resource(row)
+
+
+def conversation(identity: Identity) -> Op[Resource]:
+    """The caller's session conversation, created on first use (needs a ``session_id``)."""
+    if identity.session_id is None:
+        raise InvalidInputError("session_id", "a conversation belongs to a session; pass session_id=...")
+    row = yield Sql(
+        sql.SQL("SELECT {cols} FROM memory_resources r WHERE r.user_id = %s AND r.kind = 'conversation'"
+                " AND r.scope = 'session' AND r.scope_id = %s AND r.external_id = %s").format(cols=_COLS),
+        (identity.user_id, identity.session_id, identity.session_id), fetch="one",
+    )
+    if row is None:
+        row = yield _upsert(identity, kind=ResourceKind.CONVERSATION, scope=Scope.SESSION,
+                            external_id=identity.session_id, title=f"session {identity.session_id}", content="",
+                            metadata={})
+    return row_to_resource(row)
+
+
+def append_to_conversation(resource_id: Any, transcript: str, cursor: str | None) -> Op[None]:
+    """Add what an extraction run read to the conversation and move its cursor past it."""
+    yield Sql(
+        "UPDATE memory_resources SET content = right(CASE WHEN content = '' THEN %(t)s"
+        " ELSE content || E'\\n' || %(t)s END, %(max)s), cursor = coalesce(%(cursor)s, cursor), updated_at = now()"
+        " WHERE id = %(id)s",
+        {"t": transcript, "cursor": cursor, "id": resource_id, "max": MAX_RESOURCE_CHARS}, fetch="none",
+    )
+
+
+def get_resource(identity: Identity, resource_id: Any) -> Op[Resource]:
+    resource_id = check_uuid(resource_id, "resource_id")
+    filt, params = visible_filter(identity)
+    row = yield Sql(
+        sql.SQL("SELECT {cols} FROM memory_resources r WHERE r.id = %(r_id)s AND {filt}").format(cols=_COLS, filt=filt),
+        dict(params, r_id=resource_id), fetch="one",
+    )
+    if row is None:
+        raise MemoryNotFoundError(f"no resource {resource_id} is visible to user {identity.user_id!r}; "
+                                  "list_resources shows the ones you can read")
+    return row_to_resource(row)
+
+
+def list_resources(identity: Identity, *, kind: Any = None, limit: Any = 50, offset: Any = 0) -> Op[list[Resource]]:
+    """The resources the caller may read, most recently updated first."""
+    limit = check_k(limit, 10_000, field="limit")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInputError("offset", f"must be a whole number >= 0, got {offset!r}")
+    filt, params = visible_filter(identity)
+    if kind is not None:
+        filt = filt + sql.SQL(" AND r.kind = %(r_kind)s")
+        params["r_kind"] = check_enum("kind", kind, ResourceKind).value
+    rows = yield Sql(
+        sql.SQL("SELECT {cols} FROM memory_resources r WHERE {filt} ORDER BY r.updated_at DESC, r.id"
+                " LIMIT %(r_limit)s OFFSET %(r_offset)s").format(cols=_COLS, filt=filt),
+        dict(params, r_limit=limit, r_offset=offset),
+    )
+    return [row_to_resource(r) for r in rows]
+
+
+def source_of(identity: Identity, memory_id: Any) -> Op[Resource | None]:
+    """The resource a memory the caller can see was made from; None when it was stated directly."""
+    from .ops import get_memory
+
+    item = yield from get_memory(identity, memory_id)
+    if item.source_id is None:
+        return None
+    try:
+        resource_id = uuid.UUID(item.source_id)
+    except ValueError:
+        return None  # a source id of the caller's own making, not one of ours
+    filt, params = visible_filter(identity)
+    row = yield Sql(
+        sql.SQL("SELECT {cols} FROM memory_resources r WHERE r.id = %(r_id)s AND {filt}").format(cols=_COLS, filt=filt),
+        dict(params, r_id=resource_id), fetch="one",
+    )
+    return None if row is None else row_to_resource(row)
