@@ -68,13 +68,24 @@ def test_relevant_memories_are_injected_after_the_agents_prompt(memory, seeded) 
     result = agent.invoke(ask("which language and database should my code examples use?"),
                           cfg(seeded.user, project=seeded.project))
     seen = model.system_prompts[0]
-    assert seen.startswith("You are a coding assistant.\n\n<long_term_memory>")
+    # the agent's own prompt, then the profiles built from the memories, then the memories of this turn
+    assert seen.startswith("You are a coding assistant.\n\n<user_profile>")
+    assert seen.index("<user_profile>") < seen.index("<project_profile>") < seen.index("<long_term_memory>")
+    profile = seen[seen.index("<user_profile>"):seen.index("</user_profile>")]
+    assert "Python" in profile and "Rust" not in profile
     assert '<memory scope="user" type="preference">Prefers Python with type hints' in seen
     assert '<memory scope="project" type="decision">The team decided to use PostgreSQL 16' in seen
     # other users and other projects never reach the prompt
     assert "Rust" not in seen and "MongoDB" not in seen
     # the injected text is not part of the conversation
-    assert all("long_term_memory" not in m.text for m in result["messages"])
+    assert all("long_term_memory" not in m.text and "user_profile" not in m.text for m in result["messages"])
+
+
+def test_profiles_can_be_left_out(memory, seeded) -> None:
+    model = ScriptedChatModel(script=["ok"])
+    agent = create_agent(model, [], middleware=[MemoryMiddleware(memory, profiles=False)])
+    agent.invoke(ask("which language should my code examples use?"), cfg(seeded.user, project=seeded.project))
+    assert "<user_profile>" not in model.system_prompts[0] and "<long_term_memory>" in model.system_prompts[0]
 
 
 def test_injected_text_never_reaches_the_checkpoint(memory, seeded) -> None:
