@@ -31,7 +31,6 @@ from .models import (
     MemoryItem,
     MemoryType,
     MemoryVersion,
-    NewMemory,
     Status,
 )
 
@@ -158,10 +157,3 @@ def chain(identity_filter: queries.Query, memory_id: UUID) -> Op[list[MemoryVers
     versions.sort(key=lambda v: (v.valid_from or epoch, v.recorded_until is None, v.recorded_until or epoch,
                                  v.version))
     return versions
-
-
-def new_memory_of(item: MemoryItem) -> NewMemory:
-    """The fields of ``item`` as a :class:`NewMemory` (for re-adding it elsewhere)."""
-    return NewMemory(content=item.content, memory_type=item.memory_type, scope=item.scope,
-                     confidence=item.confidence, source=item.source, source_id=item.source_id,
-                     visibility=item.visibility, metadata=dict(item.metadata))

@@ -97,7 +97,7 @@ def render_context(
 ) -> str:
     """The injected text: profile sections (when there are profiles) then the memories,
     together within ``budget_chars``. ``""`` when there is nothing to say."""
-    sections = [s for s in (user_profile, project_profile) if s]
+    sections = [s.strip("\n") for s in (user_profile, project_profile) if s.strip()]
     room = budget_chars - sum(len(s) + 2 for s in sections)
     block = format_memories_for_prompt(results, budget_chars=room) if room > 0 else ""
     return "\n\n".join([*sections, block] if block else sections)

@@ -9,10 +9,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from agent_memory.cli import main
-from agent_memory.demo import SESSIONS, build_agent, run_demo
+from agent_memory.demo import build_agent
 from agent_memory.demo_model import DEFAULT_CHAT_MODEL, choose_chat_model
 
-ALICE, _, BOB = SESSIONS
 
 
 def _section(text: str, start: str, end: str | None = None) -> str:
@@ -21,35 +20,6 @@ def _section(text: str, start: str, end: str | None = None) -> str:
 
 
 @pytest.mark.slow
-def test_demo_remembers_across_sessions_and_keeps_users_apart(memory):
-    # left over from an older demo: bob's note in the demo project must not reach alice's prompt
-    memory.add_explicit_memory("The webshop front end is built with Vue 3", user_id=BOB.user_id,
-                               project_id=ALICE.project_id, scope="project", memory_type="context")
-    out = io.StringIO()
-    run_demo(memory, out, choice=choose_chat_model(offline=True))
-    run_demo(memory, out := io.StringIO(), choice=choose_chat_model(offline=True))  # re-runnable: same story again
-    text = out.getvalue()
-    assert "offline scripted model" in text and "No OPENAI_API_KEY" in text
-    first = _section(text, "Session 1:", "Session 2:")
-    assert "memory_save(content='Prefers concise answers with Python code examples.', memory_type='preference'" in first
-    assert "memory_type='decision', scope='project')" in first
-    assert first.count("<- Saved memory") == 2 and "Already remembered" not in first  # the last run was cleared
-    second = _section(text, "Session 2:", "Another user:")
-    assert "held 0 messages before this turn" in second
-    block = _section(second, "| <long_term_memory>", "| </long_term_memory>")
-    assert '<memory scope="user" type="preference">Prefers concise answers with Python code examples.</memory>' in block
-    assert '<memory scope="project" type="decision">The team decided to use PostgreSQL 16' in block
-    answer = _section(second, "agent : ")
-    assert "Prefers concise answers with Python code examples. (preference, user memory)" in answer
-    other = _section(text, "Another user:", "What demo-alice has stored now")
-    assert "no <long_term_memory> block: nothing was injected" in other
-    assert "I don't know anything about you yet" in other and "PostgreSQL" not in _section(other, "agent : ")
-    assert "search_memories for demo-bob: 0 memories" in other
-    assert "Vue 3" not in text
-    assert memory.stats(user_id=ALICE.user_id, project_id=ALICE.project_id).total == 2
-    assert memory.list_memories(user_id=BOB.user_id) == []
-
-
 def test_a_real_model_only_when_asked_for():
     assert choose_chat_model({}).offline
     assert choose_chat_model({"OPENAI_API_KEY": "sk-test"}, offline=True).offline

@@ -1,15 +1,28 @@
-"""The offline demo model's rules: what it saves, and that its answers come only from the injected block."""
+"""``agent-memory demo``: memory that grows by itself across sessions, profiles, and a second user
+who sees nothing; and the offline demo model's rules (what it saves, and that its answers come only
+from the injected block)."""
 
 from __future__ import annotations
 
+import io
+import re
 from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
+from agent_memory.demo import SESSIONS, injected_context, run_demo
 from agent_memory.demo_model import (
+    ChatModelChoice,
     Statement,
+    choose_chat_model,
     injected_memories,
     memory_block,
     offline_reply,
@@ -24,6 +37,134 @@ from agent_memory.models import (
     Status,
     Visibility,
 )
+from agent_memory.testing import ScriptedChatModel
+
+ALICE, _, BOB = SESSIONS
+
+
+def _section(text: str, start: str, end: str | None = None) -> str:
+    after = text.split(start, 1)[1]
+    return after.split(end, 1)[0] if end else after
+
+
+def _without_times(text: str) -> str:
+    return re.sub(r"\b\d\d:\d\d:\d\d\b", "HH:MM:SS", text)
+
+
+# --- the demo -----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_offline_demo_learns_by_itself_builds_profiles_and_reruns(memory):
+    # left over from earlier runs: bob's note in the demo project, a hand-set field of alice's profile
+    memory.add_explicit_memory("The webshop front end is built with Vue 3", user_id=BOB.user_id,
+                               project_id=ALICE.project_id, scope="project", memory_type="context")
+    memory.update_profile({"username": "Old Alice"}, user_id=ALICE.user_id)
+    run_demo(memory, first_run := io.StringIO(), choice=choose_chat_model(offline=True))
+    run_demo(memory, out := io.StringIO(), choice=choose_chat_model(offline=True))
+    text = out.getvalue()
+    assert _without_times(text) == _without_times(first_run.getvalue())  # re-runnable: the same story again
+    assert "offline scripted model" in text and "No OPENAI_API_KEY" in text and "by rules (no LLM)" in text
+
+    first = _section(text, "Session 1:", "Profiles built from session 1")
+    assert "memory_save(" not in first and "Got it, thanks." in first  # the model saves nothing itself
+    assert ("extraction: ADD 'Prefers concise answers with Python code examples.' (similarity: nothing similar "
+            "is stored)") in first
+    assert "extraction: ADD 'Uses Vim.'" in first
+    assert "extraction: ADD 'The team decided to use PostgreSQL 16 with pgvector for the webshop" in first
+    assert "profiles rebuilt: user" in first and "profiles rebuilt: project" in first
+
+    profiles = _section(text, "Profiles built from session 1", "Session 2:")
+    user = _section(profiles, "user profile of demo-alice (built by rules):", "project profile")
+    assert "communication_style: concise" in user and "programming_languages: Python" in user
+    assert "frequently_used_tools: Vim" in user and "Old Alice" not in text
+    project = _section(profiles, "project profile of demo-webshop (built by rules):")
+    assert "tech_stack: PostgreSQL; pgvector" in project
+    assert "(rationale: it keeps the embeddings next to the orders)" in project
+
+    second = _section(text, "Session 2:", "Another user:")
+    assert "held 0 messages before this turn" in second
+    user_section = _section(second, "| <user_profile>", "| </user_profile>")
+    assert "| Communication style: concise" in user_section and "| Frequently used tools: Vim" in user_section
+    assert "| Tech stack: PostgreSQL; pgvector" in _section(second, "| <project_profile>", "| </project_profile>")
+    block = _section(second, "| <long_term_memory>", "| </long_term_memory>")
+    assert '<memory scope="user" type="preference">Prefers concise answers with Python code examples.</memory>' in block
+    assert '<memory scope="project" type="decision">The team decided to use PostgreSQL 16' in block
+    answer = _section(second, "agent : ", "alice > By the way")
+    assert "Prefers concise answers with Python code examples. (preference, user memory)" in answer
+    assert ("extraction: SUPERSEDE 'Switched from Vim to VS Code.' replaces 'Uses Vim.' (similarity: announces "
+            "a change") in second
+
+    other = _section(text, "Another user:", "What demo-alice has stored now")
+    assert "nothing was injected" in other and "extraction:" not in other
+    assert "I don't know anything about you yet" in other and "PostgreSQL" not in _section(other, "agent : ")
+    assert "search_memories for demo-bob: 0 memories" in other
+    assert "Vue 3" not in text and "rate_limited" not in text
+
+    stored = _section(text, "What demo-alice has stored now")
+    assert "3 active memories, 1 superseded" in stored
+    assert re.search(r"Uses Vim\. +superseded +from HH:MM:SS to HH:MM:SS", _without_times(stored))
+    assert re.search(r"Switched from Vim to VS Code\. +active +from HH:MM:SS on", _without_times(stored))
+    alice = {"user_id": ALICE.user_id, "project_id": ALICE.project_id}
+    assert {m.content for m in memory.list_memories(**alice)} == {
+        "Prefers concise answers with Python code examples.", "Switched from Vim to VS Code.",
+        ("The team decided to use PostgreSQL 16 with pgvector for the webshop because it keeps the embeddings "
+         "next to the orders.")}
+    profile = memory.get_profile_for_agent(**alice).user
+    assert profile.fields["frequently_used_tools"] == ["VS Code"] and not profile.manual
+    assert memory.list_memories(user_id=BOB.user_id) == []
+    assert memory.get_profile_for_agent(user_id=BOB.user_id).user_text == ""
+
+
+def _user_lines(messages: list[BaseMessage]) -> list[str]:
+    return [line.removeprefix("user: ") for line in messages[-1].text.splitlines() if line.startswith("user: ")]
+
+
+def _extracted(messages: list[BaseMessage]) -> dict:
+    """A real model's extraction, played by the rules on the transcript's user lines."""
+    return {"memories": [{"content": s.content, "memory_type": s.memory_type, "scope": s.scope, "confidence": 0.95}
+                         for line in _user_lines(messages) for s in statements_in(line)]}
+
+
+def _known(messages: list[BaseMessage]) -> dict:
+    """Each proposal is already stored: the model saved it with memory_save during the turn."""
+    count = messages[-1].text.count("<proposal number=")
+    return {"decisions": [{"proposal": n, "decision": "NONE", "target": "M1", "reason": "saved with memory_save"}
+                          for n in range(1, count + 1)]}
+
+
+@pytest.mark.slow
+def test_with_a_real_model_the_model_saves_and_extracts(memory):
+    model = ScriptedChatModel(script=offline_reply, structured={
+        "ExtractedMemories": _extracted, "ConsolidationDecisions": _known,
+        "UserProfileUpdate": [{"communication_style": "concise", "programming_languages": ["Python"]}],
+        "ProjectProfileUpdate": [{"tech_stack": ["PostgreSQL", "pgvector"]}],
+    })
+    run_demo(memory, out := io.StringIO(), choice=ChatModelChoice(model, "a scripted stand-in", False))
+    text = out.getvalue()
+    assert "model:      a scripted stand-in" in text and "by the same model (structured output)" in text
+    first = _section(text, "Session 1:", "Profiles built from session 1")
+    assert "memory_save(content='Prefers concise answers with Python code examples.'" in first
+    assert "extraction: NONE 'Prefers concise answers with Python code examples.' (llm: saved with memory_save)" in first
+    assert "failed" not in text
+    assert {name for name, _ in model.structured_requests} >= {"ExtractedMemories", "ConsolidationDecisions"}
+    profiles = _section(text, "Profiles built from session 1", "Session 2:")
+    assert "user profile of demo-alice (built by llm)" in profiles and "communication_style: concise" in profiles
+    assert "project profile of demo-webshop (built by llm)" in profiles
+
+
+def test_the_injected_sections_are_read_back_from_the_system_prompt():
+    prompt = ("Use <long_term_memory> when it helps.\n\n<user_profile>\nName: Al\n</user_profile>\n\n"
+              "<project_profile>\nTech stack: Go\n</project_profile>\n\n" + _block(("Uses Go", "decision", "project")))
+    context = injected_context(prompt)
+    assert context.startswith("<user_profile>") and context.endswith("</long_term_memory>")
+    assert "Tech stack: Go" in context and "Use <long_term_memory> when" not in context
+    assert injected_context("You are helpful.") is None
+    assert injected_context("Be brief.\n\n" + _block(("Uses Go", "decision", "project"))).startswith(
+        "<long_term_memory>")
+
+
+# --- the offline model's rules ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("said", "saved"), [

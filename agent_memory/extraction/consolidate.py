@@ -39,10 +39,8 @@ CHANGE_CUES = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[a-z0-9][a-z0-9+#.\-]*", re.IGNORECASE)
-_VERBS = frozenset("uses use used prefers prefer likes works lives has is switched moved changed migrated now "
-                   "no longer instead".split())
-_STOP = frozenset("a an the and or of to in on at for with by is are was be their they them it its as that this "
-                  "user prefers".split()) - {"prefers"}
+_VERBS = frozenset(["uses", "use", "used", "prefers", "prefer", "likes", "works", "lives", "has", "is", "switched", "moved", "changed", "migrated", "now", "no", "longer", "instead"])
+_STOP = frozenset(["a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "with", "by", "is", "are", "was", "be", "their", "they", "them", "it", "its", "as", "that", "this", "user", "prefers"]) - {"prefers"}
 
 
 def words(text: str) -> list[str]:

@@ -106,8 +106,8 @@ def consolidation_messages(items: Sequence[tuple[Proposal, Sequence[tuple[Memory
     per proposal (see :func:`candidate_label`), never by database id."""
     blocks = []
     for n, (proposal, candidates) in enumerate(items, start=1):
-        lines = [f'<proposal number="{n}" type="{proposal.memory_type.value}" scope="{proposal.scope.value}">'
-                 f"{escape(proposal.content)}</proposal>"]
+        head = f'<proposal number="{n}" type="{proposal.memory_type.value}" scope="{proposal.scope.value}">'
+        lines = [f"{head}{escape(proposal.content)}</proposal>"]
         if candidates:
             lines += [f'  <stored id="{candidate_label(i)}" type="{item.memory_type.value}" '
                       f'date="{(item.valid_from or item.created_at):%Y-%m-%d}">{escape(item.content)}</stored>'

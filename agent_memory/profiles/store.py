@@ -11,7 +11,9 @@ merely uses an item), so a profile is rebuilt only then:
 - by the LLM (:mod:`agent_memory.profiles.schemas`) outside any transaction:
   the row is claimed (``dirty = false``) with the items read, the model asked,
   and the result written; a change made meanwhile sets ``dirty`` again and the
-  next refresh picks it up.
+  next refresh picks it up. A refresh with the model also takes over a profile
+  the rules built (a reader without the model rebuilt it after a change), so
+  each change costs at most one model call and the model has the last word.
 
 Inputs: a user profile reads the user's active user-scope items; a project
 profile the project's active items except those their creator marked
@@ -20,6 +22,7 @@ profile the project's active items except those their creator marked
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,6 +40,8 @@ from .fields import check_profile_fields, empty_fields, fields_of, merge_fields
 
 __all__ = ["AgentProfiles", "Profile", "get_profile", "get_profiles", "refresh_profiles", "reset_profile_fields",
            "update_profile"]
+
+logger = logging.getLogger(__name__)
 
 Kind = Literal["user", "project"]
 _MAX_INPUT_ITEMS = 200  # the newest items a build reads; a profile is a summary, not an archive
@@ -155,9 +160,10 @@ def _rebuild_with_rules(kind: Kind, subject: str) -> Op[bool]:
 def _rebuild_with_llm(kind: Kind, subject: str, model: Any) -> Op[bool]:
     """Rebuild one stale profile with ``model``; falls back to the rules if the model fails."""
     yield _ensure_row(kind, subject)
+    # stale, or built by the rules in the meantime (a reader without the model rebuilt it)
     claimed = yield Sql(
-        "UPDATE memory_profiles SET dirty = false WHERE kind = %s AND subject_id = %s AND dirty"
-        " RETURNING fields", (kind, subject), fetch="one",
+        "UPDATE memory_profiles SET dirty = false WHERE kind = %s AND subject_id = %s"
+        " AND (dirty OR built_by IS DISTINCT FROM 'llm') RETURNING fields", (kind, subject), fetch="one",
     )
     if claimed is None:
         return False
@@ -168,10 +174,8 @@ def _rebuild_with_llm(kind: Kind, subject: str, model: Any) -> Op[bool]:
     try:
         update = yield Llm(model, schema, tuple(schemas.profile_messages(kind, current, items)))
         fields, built_by = schemas.fields_from_update(kind, update), "llm"
-    except Exception:  # noqa: BLE001 - a profile is still owed; the rules make one without the model
-        import logging
-
-        logging.getLogger(__name__).warning("profile %s/%s: the model failed, built by rules instead",
+    except Exception:  # a profile is still owed: the rules make one without the model
+        logger.warning("profile %s/%s: the model failed, built by rules instead",
                                             kind, subject, exc_info=True)
         fields, built_by = _build_by_rules(kind, items), "rules"
     yield _write_built(kind, subject, fields, built_by, clean=False)
