@@ -13,7 +13,6 @@ from agent_memory.demo import build_agent
 from agent_memory.demo_model import DEFAULT_CHAT_MODEL, choose_chat_model
 
 
-
 def _section(text: str, start: str, end: str | None = None) -> str:
     after = text.split(start, 1)[1]
     return after.split(end, 1)[0] if end else after
