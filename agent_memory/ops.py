@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from . import history, queries, ranking, resources
@@ -352,28 +353,43 @@ def edit_memory(
     new_type = None if memory_type is None else check_enum("memory_type", memory_type, MemoryType)
     new_confidence = None if confidence is None else check_confidence(confidence)
     reason = None if reason is None else check_text("reason", reason, max_length=500)
+    raw = None if content is None else check_text("content", content, allow_empty=True)
+    item = yield from _owned(identity, memory_id, "edit")
+    _check_editable(item)
     text = None
-    if content is not None:
-        text, rejection = _gate(config, NewMemory(check_text("content", content, allow_empty=True),
-                                                  confidence=1.0 if new_confidence is None else new_confidence))
+    if raw is not None:
+        text, rejection = _gate(config, NewMemory(raw, confidence=item.confidence if new_confidence is None
+                                                  else new_confidence))
         if rejection is not None:
             return rejection
-    item = yield from _owned(identity, memory_id, "edit")
-    if item.status is not Status.ACTIVE:
-        raise InvalidInputError("memory_id", f"memory {item.id} is {item.status.value}; only active memories "
-                                             "can be edited (restore it first, or edit the one that replaced it)")
+    if ((text is None or text == item.content) and new_type in (None, item.memory_type)
+            and new_confidence in (None, item.confidence)):
+        return item  # nothing changes: no new version
     vector = None
     if text is not None and text != item.content:
         yield Commit()
         [vector] = yield Embed((text,))
     yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
               (queries.scope_lock_key(identity, item.scope),), fetch="none")
+    # read again under the lock: it may have been archived or replaced while the text was embedded
+    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id)
+    row = yield Sql(q + sql.SQL(" FOR UPDATE OF m"), p, fetch="one")
+    if row is None:
+        raise MemoryNotFoundError(f"memory {item.id} was deleted while it was being edited")
+    item = row_to_item(row)
+    _check_editable(item)
     row = yield from history.revise(
         item, content=item.content if text is None else text, vector=vector, memory_type=new_type,
         confidence=new_confidence, change="edit", decided_by=DecisionMethod.USER, reason=reason,
         changed_by=identity.user_id,
     )
     return row_to_item(row)
+
+
+def _check_editable(item: MemoryItem) -> None:
+    if item.status is not Status.ACTIVE:
+        raise InvalidInputError("memory_id", f"memory {item.id} is {item.status.value}; only active memories "
+                                             "can be edited (restore it first, or edit the one that replaced it)")
 
 
 def memory_history(identity: Identity, memory_id: Any) -> Op[list[MemoryVersion]]:

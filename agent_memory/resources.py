@@ -146,9 +146,18 @@ def conversation(identity: Identity) -> Op[Resource]:
         (identity.user_id, identity.session_id, identity.session_id), fetch="one",
     )
     if row is None:
-        row = yield _upsert(identity, kind=ResourceKind.CONVERSATION, scope=Scope.SESSION,
-                            external_id=identity.session_id, title=f"session {identity.session_id}", content="",
-                            metadata={})
+        # two first uses at once: one inserts, the other's insert does nothing and it reads that row
+        yield Sql(
+            "INSERT INTO memory_resources (id, kind, user_id, scope, scope_id, session_id, project_id, external_id,"
+            " title) VALUES (%s, 'conversation', %s, 'session', %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (uuid.uuid4(), identity.user_id, identity.session_id, identity.session_id, identity.project_id,
+             identity.session_id, f"session {identity.session_id}"), fetch="none",
+        )
+        row = yield Sql(
+            sql.SQL("SELECT {cols} FROM memory_resources r WHERE r.user_id = %s AND r.kind = 'conversation'"
+                    " AND r.scope = 'session' AND r.scope_id = %s AND r.external_id = %s").format(cols=_COLS),
+            (identity.user_id, identity.session_id, identity.session_id), fetch="one",
+        )
     return row_to_resource(row)
 
 

@@ -190,10 +190,11 @@ class _MemoryAPI:
         ``MEMORY_MAX_EXTRACTIONS`` runs per session per window. ``llm``: the service's model by
         default, another chat model, or ``None`` for the offline rules. A model failure never
         raises: the report says ``failed`` and the messages wait for the next run.
+        ``min_new_turns``: do nothing (status ``waiting``) until that many user turns are new.
         """
         model = self._model(llm)
         return self._as((user_id, project_id, session_id), lambda ident: extract_memories(
-            self.config, ident, messages, model=model, profile_model=model))
+            self.config, ident, messages, model=model, profile_model=model, min_new_turns=min_new_turns))
 
     def add_resource(
         self, content: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
@@ -232,10 +233,9 @@ class _MemoryAPI:
     ) -> profiles.AgentProfiles:
         """The user profile and (with ``project_id``) the project profile, as the agent should see
         them now; ``.user_text`` / ``.project_text`` are the prompt sections. A profile whose
-        memories changed is rebuilt first (by rules; an LLM-built one is refreshed after the run)."""
-        configured = self._llm.configured
-        return self._as((user_id, project_id, session_id), lambda ident: profiles.get_profiles(
-            ident, llm_configured=configured))
+        memories changed is rebuilt first, by rules (milliseconds); with a model, the refresh after
+        the agent's run (or :meth:`refresh_profiles`) then rebuilds it with the model."""
+        return self._as((user_id, project_id, session_id), profiles.get_profiles)
 
     def get_profile(
         self, kind: str = "user", *, user_id: str, project_id: str | None = None, session_id: str | None = None,

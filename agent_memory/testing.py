@@ -69,8 +69,10 @@ class ScriptedChatModel(BaseChatModel):
     _structured: dict[str, Any] = PrivateAttr(default_factory=dict)
     _structured_requests: list[tuple[str, list[BaseMessage]]] = PrivateAttr(default_factory=list)
     _bound: str | None = PrivateAttr(default=None)
+    _fails: list[int] = PrivateAttr(default_factory=list)  # shared with bound copies
 
     def model_post_init(self, context: Any, /) -> None:
+        self._fails = [self.fail_times]
         if self.script is None and not self.structured:
             raise ValueError("give a script, structured replies, or both")
         if self.script is not None and not callable(self.script):
@@ -126,8 +128,8 @@ class ScriptedChatModel(BaseChatModel):
     def _reply(self, messages: list[BaseMessage]) -> AIMessage:
         with self._lock:
             self._requests.append(list(messages))
-            if self.fail_times > 0:
-                self.fail_times -= 1
+            if self._fails[0] > 0:
+                self._fails[0] -= 1
                 raise RuntimeError("scripted model failure (fail_times)")
             if self._bound is not None:
                 reply: Any = self._structured_reply(self._bound, list(messages))

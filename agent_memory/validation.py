@@ -140,7 +140,8 @@ def check_uuid(value: Any, field: str = "memory_id") -> UUID:
         except ValueError:
             pass
     shown = repr(value) if not isinstance(value, str) or len(value) <= 64 else f"a {len(value)}-character string"
-    raise InvalidInputError(field, f"must be a memory id (a UUID such as 'a3f1…'), got {shown}")
+    what = "a memory id" if field == "memory_id" else "an id"
+    raise InvalidInputError(field, f"must be {what} (a UUID such as 'a3f1…'), got {shown}")
 
 
 def check_metadata(value: Any) -> dict[str, Any]:

@@ -7,6 +7,9 @@ conversation (layer 1) -> proposals -> gate -> consolidation -> memory items
    already (its cursor); a run with no new user turn stops here, for free.
 2. The rate limit: at most ``max_extractions`` runs per session in the
    window, counted under the session's advisory lock. The run is recorded.
+   Without a model, a turn in which the rules find no statement costs
+   nothing and is not counted (the limit is there to bound model calls
+   and how fast memory grows, and such a run does neither).
 3. Proposals: from the configured chat model (structured output), or from
    the deterministic rules for explicit statements without one.
 4. The gate: empty, too short/long, low confidence, secrets. Rejections are
@@ -391,6 +394,15 @@ def extract_memories(
 
     from ..ops import extraction_budget
 
+    ruled: list[Proposal] = []
+    if model is None:
+        ruled = yield from _propose(None, fresh)
+        if not ruled:  # the rules cost nothing: a turn without a statement uses no budget
+            yield from resources.append_to_conversation(
+                conversation.id, transcript(fresh, max_chars=resources.MAX_RESOURCE_CHARS, redact=True), fresh[-1].id)
+            yield Commit()
+            rebuilt = yield from refresh_profiles(identity, model=profile_model)
+            return ExtractionReport("done", extractor, resource_id=conversation.id, profiles_rebuilt=tuple(rebuilt))
     yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))",
               (f"extraction:{identity.user_id}:{identity.session_id}",), fetch="none")
     left = yield from extraction_budget(config, identity)
@@ -411,7 +423,7 @@ def extract_memories(
     yield Commit()
 
     try:
-        proposals = yield from _propose(model, fresh)
+        proposals = ruled if model is None else (yield from _propose(model, fresh))
     except Exception as exc:  # noqa: BLE001 - the model failed: record it, keep the messages for the next run
         error = f"{type(exc).__name__}: {exc}"[:1000]
         logger.warning("memory extraction failed for session %r: %s", identity.session_id, error)

@@ -200,12 +200,13 @@ def refresh_profiles(identity: Identity, *, model: Any = None, kinds: tuple[Kind
     return rebuilt
 
 
-def get_profiles(identity: Identity, *, llm_configured: bool = False) -> Op[AgentProfiles]:
+def get_profiles(identity: Identity) -> Op[AgentProfiles]:
     """Both of the caller's profiles, as the agent should see them now.
 
     A stale profile is rebuilt by rules on the spot (a few milliseconds, and only after a
-    change), unless the LLM built it and one is configured: then it is served as it is and the
-    next :func:`refresh_profiles` (after the agent's run) brings it up to date.
+    change), even one the model built: serving it stale could show a memory the user just
+    deleted. With a model, the next :func:`refresh_profiles` (after the agent's run) takes
+    the profile over again.
     """
     subjects = _subjects(identity)
     rows = {}
@@ -214,8 +215,6 @@ def get_profiles(identity: Identity, *, llm_configured: bool = False) -> Op[Agen
     for kind, subject in subjects:
         row = rows[kind]
         if row is not None and not row["dirty"]:
-            continue
-        if row is not None and llm_configured and row["built_by"] == "llm":
             continue
         yield Commit()
         yield from _rebuild_with_rules(kind, subject)
