@@ -22,6 +22,8 @@ profile the project's active items except those their creator marked
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -64,9 +66,14 @@ class Profile:
 
     def render(self, budget_chars: int | None = None) -> str:
         """The profile's section of the system prompt (``""`` when it has nothing to say)."""
-        if self.kind == "user":
-            return render.render_user_profile(self.fields, budget_chars=budget_chars)
-        return render.render_project_profile(self.fields, budget_chars=budget_chars)
+        return _rendered(self.kind, json.dumps(self.fields, sort_keys=True, default=str), budget_chars)
+
+
+@functools.lru_cache(maxsize=1024)
+def _rendered(kind: Kind, fields_json: str, budget_chars: int | None) -> str:
+    """Rendering (cleaning every value, fitting the budget) takes milliseconds for a full profile,
+    and the same profile is rendered before every model call until it changes: keep the text."""
+    return render.render_profile(kind, json.loads(fields_json), budget_chars=budget_chars)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,9 +216,12 @@ def get_profiles(identity: Identity) -> Op[AgentProfiles]:
     the profile over again.
     """
     subjects = _subjects(identity)
-    rows = {}
-    for kind, subject in subjects:
-        rows[kind] = yield _read(kind, subject)
+    found = yield Sql(
+        "SELECT kind, subject_id, fields, manual, dirty, built_by, built_at, edited_at FROM memory_profiles"
+        " WHERE (kind = 'user' AND subject_id = %s) OR (kind = 'project' AND subject_id = %s)",
+        (identity.user_id, identity.project_id),
+    )
+    rows: dict[str, Any] = {kind: None for kind, _ in subjects} | {r["kind"]: r for r in found}
     for kind, subject in subjects:
         row = rows[kind]
         if row is not None and not row["dirty"]:
