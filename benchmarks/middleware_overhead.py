@@ -3,8 +3,8 @@
     python benchmarks/middleware_overhead.py [--rows 10000] [--own 300] [--samples 300] [--dsn DSN] [--json OUT]
 
 Per model call the middleware works out who is asking, builds the search text from the
-conversation, searches (query embedding with the local model + one SQL statement),
-renders the block (``before_model``), and appends it to the system prompt
+conversation, searches (query embedding with the local model + one SQL statement), reads the
+user and project profiles, renders the block (``before_model``), and appends it to the system prompt
 (``wrap_model_call``). This times exactly those two hooks, called as the agent calls
 them, with a no-op model handler, for a new user turn each time (so the per-turn cache
 never hits), and splits the time into query embedding, database and the rest (identity,
@@ -94,16 +94,21 @@ class TimedEmbeddings(LocalEmbeddings):
 
 
 class TimedBackend(MemoryBackend):
-    """The real backend, recording how long each search takes (embedding included)."""
+    """The real backend, recording how long the last search (embedding included) and the last
+    profile lookup took."""
 
     last = 0.0
+    last_profiles = 0.0
 
     def call(self, method: str, /, **kwargs: Any) -> Any:
         t = time.perf_counter()
         try:
             return super().call(method, **kwargs)
         finally:
-            self.last = time.perf_counter() - t
+            if method == "get_profile_for_agent":
+                self.last_profiles = time.perf_counter() - t
+            else:
+                self.last = time.perf_counter() - t
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -181,7 +186,7 @@ def hooks(mw: MemoryMiddleware, backend: TimedBackend, embeddings: TimedEmbeddin
     injected: list[int] = []
     for i, question in enumerate(questions):
         state: dict[str, Any] = {"messages": _conversation(question, i)}
-        backend.last = embeddings.last = 0.0
+        backend.last = backend.last_profiles = embeddings.last = 0.0
         t0 = time.perf_counter()
         update = mw.before_model(state, runtime)
         t1 = time.perf_counter()
@@ -216,7 +221,8 @@ def hooks(mw: MemoryMiddleware, backend: TimedBackend, embeddings: TimedEmbeddin
         parts["wrap_model_call"].append(t3 - t2)
         parts["embedding"].append(embeddings.last)
         parts["database"].append(backend.last - embeddings.last)
-        parts["rest"].append((t1 - t0) - backend.last)
+        parts["profiles"].append(backend.last_profiles)
+        parts["rest"].append((t1 - t0) - backend.last - backend.last_profiles)
         parts["cached_second_call"].append(t5 - t4)
     out: dict[str, Any] = {k: stats_ms(v) for k, v in parts.items()}
     out["memories_injected_mean"] = float(np.mean(injected))
@@ -272,7 +278,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"| **MemoryMiddleware, first call of a turn (before_model + wrap_model_call)** | **{_f(h['total'])}** |",
         f"| &nbsp; query embedding (local MiniLM) | {_f(h['embedding'])} |",
         f"| &nbsp; database (search statement, round trip) | {_f(h['database'])} |",
-        f"| &nbsp; the rest of before_model (identity, query, key, formatting) | {_f(h['rest'])} |",
+        f"| &nbsp; profiles (get_profile_for_agent: user + project profile, one query) | {_f(h['profiles'])} |",
+        f"| &nbsp; the rest of before_model (identity, query, key, rendering) | {_f(h['rest'])} |",
         f"| &nbsp; wrap_model_call (injection) | {_f(h['wrap_model_call'])} |",
         (f"| the same for {TYPICAL[0]}, who sees {r['typical_visible']} memories "
          f"| {_f(r['hooks_typical']['total'])} |"),
