@@ -145,13 +145,12 @@ def chain(identity_filter: queries.Query, memory_id: UUID) -> Op[list[MemoryVers
                 valid_to=row["valid_to"], recorded_until=h["replaced_at"], current=False, change=h["change"],
                 decided_by=h["decided_by"], reason=h["reason"], superseded_by=row["superseded_by"],
             ))
+        decided = (row["metadata"] or {}).get("consolidation", {})
         versions.append(MemoryVersion(
             memory_id=row["id"], version=row["version"], content=row["content"],
             memory_type=MemoryType(row["memory_type"]), status=status, valid_from=row["valid_from"],
             valid_to=row["valid_to"], recorded_until=None, current=True, superseded_by=row["superseded_by"],
-            reason=(row["metadata"] or {}).get("consolidation", {}).get("reason"),
-            decided_by=(row["metadata"] or {}).get("consolidation", {}).get("decided_by"),
-            change=(row["metadata"] or {}).get("consolidation", {}).get("decision"),
+            reason=decided.get("reason"), decided_by=decided.get("decided_by"), change=decided.get("decision"),
         ))
     epoch = datetime.min.replace(tzinfo=rows[0]["created_at"].tzinfo)
     versions.sort(key=lambda v: (v.valid_from or epoch, v.recorded_until is None, v.recorded_until or epoch,

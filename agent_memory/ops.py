@@ -51,6 +51,7 @@ from .validation import (
     check_k,
     check_metadata,
     check_optional_id,
+    check_scope_id,
     check_text,
     check_uuid,
 )
@@ -140,16 +141,6 @@ def make_new_memory(
     )
 
 
-def _scope_id(identity: Identity, scope: Scope) -> str:
-    scope_id = identity.scope_id(scope)
-    if scope_id is None:
-        needed = "project_id" if scope is Scope.PROJECT else "session_id"
-        raise InvalidInputError(
-            "scope", f"a {scope.value} memory needs a {needed} in the caller's identity; pass {needed}=..."
-        )
-    return scope_id
-
-
 def _gate(config: MemoryConfig, new: NewMemory) -> tuple[str, Rejection | None]:
     content = normalize_content(new.content)
     return content, check_content(content, confidence=new.confidence, config=config)
@@ -161,7 +152,7 @@ def _row_params(identity: Identity, new: NewMemory, content: str, vector: Sequen
         "content": content,
         "memory_type": new.memory_type.value,
         "scope": new.scope.value,
-        "scope_id": _scope_id(identity, new.scope),
+        "scope_id": check_scope_id(identity, new.scope),
         "user_id": identity.user_id,
         "project_id": identity.project_id if new.scope is not Scope.USER else None,
         "session_id": identity.session_id if new.scope is Scope.SESSION else None,
@@ -179,7 +170,7 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
     content, rejection = _gate(config, new)
     if rejection is not None:
         return rejection
-    _scope_id(identity, new.scope)
+    check_scope_id(identity, new.scope)
     [vector] = yield Embed((content,))
     yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
               (queries.scope_lock_key(identity, new.scope),), fetch="none")
@@ -203,7 +194,7 @@ def check_duplicate(config: MemoryConfig, identity: Identity, content: Any, scop
     """The active memory in ``scope`` that ``content`` would duplicate, if any (nothing is written)."""
     content = normalize_content(check_text("content", content, max_length=config.max_length))
     scope = check_enum("scope", scope, Scope)
-    _scope_id(identity, scope)
+    check_scope_id(identity, scope)
     [vector] = yield Embed((content,))
     q, p = queries.find_duplicate(queries.item_filter(identity, scopes=(scope,)), vector, config.duplicate_threshold)
     row = yield Sql(q, p, fetch="one")
@@ -470,7 +461,7 @@ def import_memories(
         if rejection is not None:
             result.rejected.append((index, rejection))
             continue
-        _scope_id(identity, new.scope)
+        check_scope_id(identity, new.scope)
         accepted.append((index, new, content))
     if not accepted:
         return result

@@ -30,6 +30,7 @@ from .validation import (
     check_k,
     check_metadata,
     check_optional_id,
+    check_scope_id,
     check_text,
     check_uuid,
 )
@@ -84,17 +85,9 @@ def visible_filter(identity: Identity) -> tuple[sql.Composable, dict[str, Any]]:
     return sql.SQL("(") + sql.SQL(" OR ").join(parts) + sql.SQL(")"), params
 
 
-def _scope_id(identity: Identity, scope: Scope) -> str:
-    scope_id = identity.scope_id(scope)
-    if scope_id is None:
-        needed = "project_id" if scope is Scope.PROJECT else "session_id"
-        raise InvalidInputError("scope", f"a {scope.value} resource needs a {needed}; pass {needed}=...")
-    return scope_id
-
-
 def _upsert(identity: Identity, *, kind: ResourceKind, scope: Scope, external_id: str | None, title: str | None,
             content: str, metadata: dict[str, Any]) -> Sql:
-    scope_id = _scope_id(identity, scope)
+    scope_id = check_scope_id(identity, scope, "resource")
     params = {
         "id": uuid.uuid4(), "kind": kind.value, "user_id": identity.user_id, "scope": scope.value,
         "scope_id": scope_id, "project_id": identity.project_id if scope is not Scope.USER else None,
@@ -136,15 +129,19 @@ def add_resource(
     return row_to_resource(row)
 
 
-def conversation(identity: Identity) -> Op[Resource]:
-    """The caller's session conversation, created on first use (needs a ``session_id``)."""
-    if identity.session_id is None:
-        raise InvalidInputError("session_id", "a conversation belongs to a session; pass session_id=...")
-    row = yield Sql(
+def _find_conversation(identity: Identity) -> Sql:
+    return Sql(
         sql.SQL("SELECT {cols} FROM memory_resources r WHERE r.user_id = %s AND r.kind = 'conversation'"
                 " AND r.scope = 'session' AND r.scope_id = %s AND r.external_id = %s").format(cols=_COLS),
         (identity.user_id, identity.session_id, identity.session_id), fetch="one",
     )
+
+
+def conversation(identity: Identity) -> Op[Resource]:
+    """The caller's session conversation, created on first use (needs a ``session_id``)."""
+    if identity.session_id is None:
+        raise InvalidInputError("session_id", "a conversation belongs to a session; pass session_id=...")
+    row = yield _find_conversation(identity)
     if row is None:
         # two first uses at once: one inserts, the other's insert does nothing and it reads that row
         yield Sql(
@@ -153,11 +150,7 @@ def conversation(identity: Identity) -> Op[Resource]:
             (uuid.uuid4(), identity.user_id, identity.session_id, identity.session_id, identity.project_id,
              identity.session_id, f"session {identity.session_id}"), fetch="none",
         )
-        row = yield Sql(
-            sql.SQL("SELECT {cols} FROM memory_resources r WHERE r.user_id = %s AND r.kind = 'conversation'"
-                    " AND r.scope = 'session' AND r.scope_id = %s AND r.external_id = %s").format(cols=_COLS),
-            (identity.user_id, identity.session_id, identity.session_id), fetch="one",
-        )
+        row = yield _find_conversation(identity)
     return row_to_resource(row)
 
 

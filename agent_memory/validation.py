@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from .errors import InvalidInputError
-from .models import Identity
+from .models import Identity, Scope
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -31,6 +31,7 @@ __all__ = [
     "check_identity",
     "check_k",
     "check_metadata",
+    "check_scope_id",
     "check_text",
     "check_uuid",
 ]
@@ -85,6 +86,16 @@ def check_identity(user_id: Any, project_id: Any = None, session_id: Any = None)
         project_id=check_optional_id("project_id", project_id),
         session_id=check_optional_id("session_id", session_id),
     )
+
+
+def check_scope_id(identity: Identity, scope: Scope, what: str = "memory") -> str:
+    """The caller's id for ``scope``; a project or session ``what`` needs that id in the identity."""
+    scope_id = identity.scope_id(scope)
+    if scope_id is None:
+        needed = "project_id" if scope is Scope.PROJECT else "session_id"
+        raise InvalidInputError("scope", f"a {scope.value} {what} needs a {needed} in the caller's identity; "
+                                         f"pass {needed}=...")
+    return scope_id
 
 
 def check_enum(field: str, value: Any, enum_cls: type[E]) -> E:

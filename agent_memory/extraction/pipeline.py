@@ -372,6 +372,12 @@ def _counts(outcomes: Sequence[Outcome]) -> dict[str, int]:
 # --- the run ----------------------------------------------------------------------------------
 
 
+def _mark_read(conversation_id: UUID, fresh: Sequence[Turn]) -> Op[None]:
+    """Keep what was read (secrets withheld) on the conversation and move its cursor past it."""
+    return resources.append_to_conversation(
+        conversation_id, transcript(fresh, max_chars=resources.MAX_RESOURCE_CHARS, redact=True), fresh[-1].id)
+
+
 def extract_memories(
     config: MemoryConfig, identity: Identity, messages: Any, *, model: Any = None, profile_model: Any = None,
     min_new_turns: int = 1,
@@ -398,8 +404,7 @@ def extract_memories(
     if model is None:
         ruled = yield from _propose(None, fresh)
         if not ruled:  # the rules cost nothing: a turn without a statement uses no budget
-            yield from resources.append_to_conversation(
-                conversation.id, transcript(fresh, max_chars=resources.MAX_RESOURCE_CHARS, redact=True), fresh[-1].id)
+            yield from _mark_read(conversation.id, fresh)
             yield Commit()
             rebuilt = yield from refresh_profiles(identity, model=profile_model)
             return ExtractionReport("done", extractor, resource_id=conversation.id, profiles_rebuilt=tuple(rebuilt))
@@ -434,8 +439,7 @@ def extract_memories(
 
     outcomes = yield from _consolidate(config, identity, proposals, model, run_id=run_id,
                                        source_id=str(conversation.id))
-    yield from resources.append_to_conversation(
-        conversation.id, transcript(fresh, max_chars=resources.MAX_RESOURCE_CHARS, redact=True), fresh[-1].id)
+    yield from _mark_read(conversation.id, fresh)
     yield Sql("UPDATE memory_extraction_runs SET status = 'done', counts = %s, finished_at = now() WHERE id = %s",
               (Jsonb(_counts(outcomes)), run_id), fetch="none")
     yield Commit()

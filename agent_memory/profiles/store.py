@@ -46,6 +46,7 @@ __all__ = ["AgentProfiles", "Profile", "get_profile", "get_profiles", "refresh_p
 logger = logging.getLogger(__name__)
 
 Kind = Literal["user", "project"]
+_SELECT = "SELECT kind, subject_id, fields, manual, dirty, built_by, built_at, edited_at FROM memory_profiles"
 _MAX_INPUT_ITEMS = 200  # the newest items a build reads; a profile is a summary, not an archive
 
 
@@ -113,8 +114,7 @@ def _profile(kind: Kind, subject: str, row: Mapping[str, Any] | None) -> Profile
 
 def _read(kind: Kind, subject: str, *, lock: bool = False) -> Sql:
     return Sql(
-        "SELECT kind, subject_id, fields, manual, dirty, built_by, built_at, edited_at FROM memory_profiles"
-        " WHERE kind = %s AND subject_id = %s" + (" FOR UPDATE" if lock else ""),
+        _SELECT + " WHERE kind = %s AND subject_id = %s" + (" FOR UPDATE" if lock else ""),
         (kind, subject), fetch="one",
     )
 
@@ -217,8 +217,7 @@ def get_profiles(identity: Identity) -> Op[AgentProfiles]:
     """
     subjects = _subjects(identity)
     found = yield Sql(
-        "SELECT kind, subject_id, fields, manual, dirty, built_by, built_at, edited_at FROM memory_profiles"
-        " WHERE (kind = 'user' AND subject_id = %s) OR (kind = 'project' AND subject_id = %s)",
+        _SELECT + " WHERE (kind = 'user' AND subject_id = %s) OR (kind = 'project' AND subject_id = %s)",
         (identity.user_id, identity.project_id),
     )
     rows: dict[str, Any] = {kind: None for kind, _ in subjects} | {r["kind"]: r for r in found}
