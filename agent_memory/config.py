@@ -23,7 +23,18 @@ __all__ = ["ENV_VARS", "MemoryConfig", "default_data_dir"]
 EMBEDDING_PROVIDERS = ("local", "openai")
 EXTRACTION_MODES = ("inline", "background", "off")
 
-_DEFAULT_SCOPE_PRIORITY = MappingProxyType({"session": 1.0, "project": 0.8, "user": 0.6})
+_DEFAULT_SCOPE_PRIORITY = MappingProxyType({"session": 1.0, "project": 0.8, "user": 0.6, "team": 0.4, "org": 0.2})
+TEAM_WRITE_POLICIES = ("members", "leads")
+
+
+def boolean(raw: str) -> bool:
+    """An environment flag: 1/true/yes/on or 0/false/no/off."""
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
 
 #: environment variable -> (config field, parser). The README's configuration table mirrors this.
 ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
@@ -50,6 +61,9 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_LLM": ("llm", str),
         "MEMORY_EXTRACTION": ("extraction", str),
         "MEMORY_EXTRACT_EVERY": ("extract_every", int),
+        "MEMORY_AUTO_CREATE_PROJECTS": ("auto_create_projects", boolean),
+        "MEMORY_TEAM_WRITE": ("team_write", str),
+        "MEMORY_CONFLICT_THRESHOLD": ("conflict_threshold", float),
     }
 )
 
@@ -95,6 +109,14 @@ class MemoryConfig:
         the run returns), ``"background"`` (in a worker thread; the answer is not delayed) or ``"off"``.
     extract_every: extract after every N-th run of a session (its user turns since the last run
         are all read then).
+    scope_priority: the precedence of each level (session, project, user, team, org) in ranking
+        and in resolving conflicts between levels; a mapping of some levels overrides only those.
+    auto_create_projects: the first write to a project nobody created yet creates it, with the
+        writer as its owner; ``False`` requires ``create_project`` first.
+    team_write: who may write a new team's memory: ``"members"`` or ``"leads"`` (only its leads);
+        each team can change it (``set_team_write``).
+    conflict_threshold: memories at different levels at least this similar (and not duplicates)
+        are shown to the agent together as a conflict.
     """
 
     database_url: str | None = None
@@ -123,6 +145,9 @@ class MemoryConfig:
     llm: str | None = None
     extraction: str = "inline"
     extract_every: int = 1
+    auto_create_projects: bool = True
+    team_write: str = "members"
+    conflict_threshold: float = 0.55
 
     def __post_init__(self) -> None:
         def unit(name: str) -> None:
@@ -149,7 +174,7 @@ class MemoryConfig:
                 "to use another model pass any LangChain Embeddings object as embeddings= to MemoryService"
             )
         for name in ("min_confidence", "duplicate_threshold", "weight_similarity", "weight_confidence",
-                     "weight_scope", "keyword_weight", "min_relevance"):
+                     "weight_scope", "keyword_weight", "min_relevance", "conflict_threshold"):
             unit(name)
         positive_int("embedding_threads")
         positive_int("extract_every")
@@ -187,15 +212,24 @@ class MemoryConfig:
             raise ConfigurationError(
                 f"checkpoint_archive_days must be a positive number of days, got {days!r}"
             )
-        priority = dict(self.scope_priority)
-        if set(priority) != {"session", "project", "user"} or not all(
-            isinstance(v, (int, float)) and 0.0 <= v <= 1.0 for v in priority.values()
+        if not isinstance(self.auto_create_projects, bool):
+            raise ConfigurationError(f"auto_create_projects must be True or False, got {self.auto_create_projects!r}")
+        if self.team_write not in TEAM_WRITE_POLICIES:
+            raise ConfigurationError(
+                f"team_write must be one of {', '.join(TEAM_WRITE_POLICIES)}, got {self.team_write!r}"
+            )
+        if not isinstance(self.scope_priority, Mapping):
+            raise ConfigurationError(f"scope_priority must be a mapping of level -> weight, got {self.scope_priority!r}")
+        given = dict(self.scope_priority)
+        unknown = set(given) - set(_DEFAULT_SCOPE_PRIORITY)
+        if unknown or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0 for v in given.values()
         ):
             raise ConfigurationError(
-                "scope_priority must map exactly 'session', 'project' and 'user' to numbers between 0 and 1, "
-                f"got {priority!r}"
+                f"scope_priority must map levels ({', '.join(_DEFAULT_SCOPE_PRIORITY)}) to numbers between 0 and 1, "
+                f"got {given!r}"
             )
-        object.__setattr__(self, "scope_priority", MappingProxyType(priority))
+        object.__setattr__(self, "scope_priority", MappingProxyType({**_DEFAULT_SCOPE_PRIORITY, **given}))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> MemoryConfig:

@@ -274,6 +274,8 @@ _FORGET_LEARNING = (
      " AND session_id = ANY(%(threads)s)"),
     ("DELETE FROM memory_profiles WHERE (kind = 'user' AND subject_id = ANY(%(users)s))"
      " OR (kind = 'project' AND subject_id = ANY(%(projects)s))"),
+    # the demo project (and its members) are made again by the first save of session 1
+    "DELETE FROM memory_scopes WHERE kind = 'project' AND scope_id = ANY(%(projects)s)",
 )
 
 

@@ -13,9 +13,13 @@ from typing import Any
 from uuid import UUID
 
 __all__ = [
+    "ROLES",
+    "SHARED_SCOPES",
+    "Conflict",
     "Decision",
     "DecisionMethod",
     "Identity",
+    "Membership",
     "MemoryItem",
     "MemoryStats",
     "MemoryType",
@@ -26,6 +30,7 @@ __all__ = [
     "RejectionReason",
     "Resource",
     "ResourceKind",
+    "Role",
     "Scope",
     "SearchResult",
     "Source",
@@ -55,11 +60,41 @@ class MemoryType(_StrEnum):
 
 
 class Scope(_StrEnum):
-    """Where a memory applies; its ``scope_id`` is the matching id of the caller."""
+    """Where a memory applies (its *level*); its ``scope_id`` is the matching id of the caller.
+
+    Session, user and project memories are the caller's own level; team and org memories are
+    shared by their members and rank below them (see ``MemoryConfig.scope_priority``).
+    """
 
     SESSION = "session"
     PROJECT = "project"
     USER = "user"
+    TEAM = "team"
+    ORG = "org"
+
+
+#: the scopes that have members and roles (a user or session belongs to one person)
+SHARED_SCOPES = (Scope.PROJECT, Scope.TEAM, Scope.ORG)
+
+
+class Role(_StrEnum):
+    """A member's role in a project (owner, admin, editor, viewer), a team (lead, member) or an
+    org (admin, member). What each may do is :mod:`agent_memory.access`'s permission matrix."""
+
+    OWNER = "owner"
+    ADMIN = "admin"
+    EDITOR = "editor"
+    VIEWER = "viewer"
+    LEAD = "lead"
+    MEMBER = "member"
+
+
+#: the roles each shared scope knows, most powerful first
+ROLES: dict[Scope, tuple[Role, ...]] = {
+    Scope.PROJECT: (Role.OWNER, Role.ADMIN, Role.EDITOR, Role.VIEWER),
+    Scope.TEAM: (Role.LEAD, Role.MEMBER),
+    Scope.ORG: (Role.ADMIN, Role.MEMBER),
+}
 
 
 class Source(_StrEnum):
@@ -107,7 +142,9 @@ class DecisionMethod(_StrEnum):
 
 
 class Visibility(_StrEnum):
-    """Who may read a project memory. User and session memories are always private to their owner."""
+    """Who may read a shared memory. PUBLIC: the project's members and everyone the project is
+    shared with; MEMBERS: the members of its project, team or org; OWNER_ONLY: its creator.
+    User and session memories are always private to their owner."""
 
     PUBLIC = "public"
     MEMBERS = "members"
@@ -128,6 +165,7 @@ class RejectionReason(_StrEnum):
     SENSITIVE = "sensitive"
     RATE_LIMITED = "rate_limited"
     DUPLICATE = "duplicate"
+    NOT_PERMITTED = "not_permitted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +173,16 @@ class Identity:
     """Who is asking. Always comes from the run's configuration, never from a model.
 
     ``project_id`` and ``session_id`` are optional: without them the caller
-    simply has no project or session memories.
+    simply has no project or session memories. Team and org memories are read from every
+    team and org the user is a member of, or only from ``team_id``/``org_id`` when given;
+    those two also name where a team or org memory is written.
     """
 
     user_id: str
     project_id: str | None = None
     session_id: str | None = None
+    team_id: str | None = None
+    org_id: str | None = None
 
     def scope_id(self, scope: Scope) -> str | None:
         """The id a memory of ``scope`` written by this caller is filed under."""
@@ -148,6 +190,10 @@ class Identity:
             return self.user_id
         if scope is Scope.PROJECT:
             return self.project_id
+        if scope is Scope.TEAM:
+            return self.team_id
+        if scope is Scope.ORG:
+            return self.org_id
         return self.session_id
 
 
@@ -210,6 +256,15 @@ class SearchResult:
     @property
     def id(self) -> UUID:
         return self.item.id
+
+    @property
+    def level(self) -> Scope:
+        """The level the memory lives at (session, user, project, team or org)."""
+        return self.item.scope
+
+    @property
+    def scope_id(self) -> str:
+        return self.item.scope_id
 
     @property
     def content(self) -> str:
@@ -302,3 +357,32 @@ class MemoryVersion:
     decided_by: str | None = None
     reason: str | None = None
     superseded_by: UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """One user's role in a project, team or org."""
+
+    scope: Scope
+    scope_id: str
+    user_id: str
+    role: Role
+    added_by: str | None
+    added_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Memories at different levels that speak to the same subject but say different things
+    (org "use Jest", team "use Vitest", user "prefers Bun test").
+
+    ``items`` are ordered by precedence, most specific first: ``items[0]`` is the one that
+    applies, and ``order`` spells the precedence that decided it (``"user > team > org"``).
+    """
+
+    items: tuple[MemoryItem, ...]
+    order: str
+
+    @property
+    def winner(self) -> MemoryItem:
+        return self.items[0]

@@ -21,10 +21,10 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from . import history, queries, ranking, resources
+from . import access, history, queries, ranking, resources
 from .config import MemoryConfig
 from .db.requests import Commit, Copy, Embed, Op, Sql
-from .errors import InvalidInputError, MemoryNotFoundError, PermissionDeniedError
+from .errors import InvalidInputError, MemoryNotFoundError
 from .gate import check_content, normalize_content
 from .models import (
     DecisionMethod,
@@ -154,7 +154,7 @@ def _row_params(identity: Identity, new: NewMemory, content: str, vector: Sequen
         "scope": new.scope.value,
         "scope_id": check_scope_id(identity, new.scope),
         "user_id": identity.user_id,
-        "project_id": identity.project_id if new.scope is not Scope.USER else None,
+        "project_id": identity.project_id if new.scope in (Scope.PROJECT, Scope.SESSION) else None,
         "session_id": identity.session_id if new.scope is Scope.SESSION else None,
         "source": new.source.value,
         "source_id": new.source_id,
@@ -170,10 +170,10 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
     content, rejection = _gate(config, new)
     if rejection is not None:
         return rejection
-    check_scope_id(identity, new.scope)
+    scope_id = check_scope_id(identity, new.scope)
     [vector] = yield Embed((content,))
-    yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-              (queries.scope_lock_key(identity, new.scope),), fetch="none")
+    yield Sql(*queries.lock_scope(new.scope, scope_id, identity.user_id), fetch="none")
+    yield from access.require_write(config, identity, new.scope)
     if dedupe:
         where = queries.item_filter(identity, scopes=(new.scope,))
         q, p = queries.find_duplicate(where, vector, config.duplicate_threshold)
@@ -303,19 +303,17 @@ def list_memories(
     return [row_to_item(r) for r in rows.values()]
 
 
-def _owned(identity: Identity, memory_id: Any, action: str) -> Op[MemoryItem]:
+def _editable(identity: Identity, memory_id: Any, verb: str) -> Op[MemoryItem]:
+    """The memory, if the caller may change it: its creator, or a project owner/admin, team
+    lead or org admin for the memories of their scope (see :mod:`agent_memory.access`)."""
     item = yield from get_memory(identity, memory_id)
-    if item.user_id != identity.user_id:
-        raise PermissionDeniedError(
-            f"memory {item.id} was created by another member of project {item.project_id!r}; "
-            f"only its creator may {action} it"
-        )
+    yield from access.require_edit(identity, item, verb)
     return item
 
 
 def delete_memory(identity: Identity, memory_id: Any, *, hard: bool = False) -> Op[MemoryItem]:
     """Archive (default) or permanently delete one of the caller's memories; answers it as it was."""
-    item = yield from _owned(identity, memory_id, "delete")
+    item = yield from _editable(identity, memory_id, "delete")
     if hard:
         yield Sql("DELETE FROM memory_items WHERE id = %s", (item.id,), fetch="none")
         return item
@@ -326,7 +324,7 @@ def delete_memory(identity: Identity, memory_id: Any, *, hard: bool = False) -> 
 
 
 def restore_memory(identity: Identity, memory_id: Any) -> Op[MemoryItem]:
-    item = yield from _owned(identity, memory_id, "restore")
+    item = yield from _editable(identity, memory_id, "restore")
     if item.status is not Status.ARCHIVED:
         raise InvalidInputError("memory_id", f"memory {item.id} is {item.status.value}, only archived memories "
                                              "can be restored")
@@ -345,7 +343,7 @@ def edit_memory(
     new_confidence = None if confidence is None else check_confidence(confidence)
     reason = None if reason is None else check_text("reason", reason, max_length=500)
     raw = None if content is None else check_text("content", content, allow_empty=True)
-    item = yield from _owned(identity, memory_id, "edit")
+    item = yield from _editable(identity, memory_id, "edit")
     _check_editable(item)
     text = None
     if raw is not None:
@@ -360,8 +358,8 @@ def edit_memory(
     if text is not None and text != item.content:
         yield Commit()
         [vector] = yield Embed((text,))
-    yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-              (queries.scope_lock_key(identity, item.scope),), fetch="none")
+    yield Sql(*queries.lock_scope(item.scope, item.scope_id, item.user_id), fetch="none")
+    yield from access.require_edit(identity, item, "edit")  # the role may have changed while embedding
     # read again under the lock: it may have been archived or replaced while the text was embedded
     q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id)
     row = yield Sql(q + sql.SQL(" FOR UPDATE OF m"), p, fetch="one")
@@ -390,9 +388,26 @@ def memory_history(identity: Identity, memory_id: Any) -> Op[list[MemoryVersion]
 
 
 def purge_archived(identity: Identity) -> Op[int]:
-    """Permanently delete every archived memory the caller owns; answers how many."""
-    q, p = queries.delete_owned(queries.item_filter(identity, statuses=(Status.ARCHIVED,)))
-    return (yield Sql(q, p, fetch="rowcount"))
+    """Permanently delete every archived memory the caller created and may still delete
+    (in shared scopes their role decides); answers how many."""
+    q, p = queries.select_owned(queries.item_filter(identity, statuses=(Status.ARCHIVED,)))
+    rows = yield Sql(q, p)
+    allowed: dict[tuple[str, str], bool] = {}
+    ids = []
+    for row in rows:
+        key = (row["scope"], row["scope_id"])
+        if key not in allowed:
+            scope = Scope(row["scope"])
+            if scope in (Scope.USER, Scope.SESSION):
+                allowed[key] = True
+            else:
+                standing = yield from access.scope_access(identity.user_id, scope, row["scope_id"], lock="share")
+                allowed[key] = standing.may(access.Action.EDIT_OWN)
+        if allowed[key]:
+            ids.append(row["id"])
+    if not ids:
+        return 0
+    return (yield Sql("DELETE FROM memory_items WHERE id = ANY(%s)", (ids,), fetch="rowcount"))
 
 
 def extraction_budget(config: MemoryConfig, identity: Identity) -> Op[int | None]:
@@ -465,6 +480,8 @@ def import_memories(
         accepted.append((index, new, content))
     if not accepted:
         return result
+    for scope in dict.fromkeys(new.scope for _, new, _ in accepted):
+        yield from access.require_write(config, identity, scope, "importing memories")
     vectors = yield Embed(tuple(content for _, _, content in accepted))
     rows = [_row_params(identity, new, content, vector) for (_, new, content), vector in zip(accepted, vectors)]
     keep = list(range(len(accepted)))
@@ -475,8 +492,7 @@ def import_memories(
         for pos, (_, new, _) in enumerate(accepted):
             by_scope.setdefault(new.scope, []).append(pos)
         for scope, positions in by_scope.items():
-            yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                      (queries.scope_lock_key(identity, scope),), fetch="none")
+            yield Sql(*queries.lock_scope(scope, identity.scope_id(scope), identity.user_id), fetch="none")
             q, p = queries.find_duplicates_bulk(
                 queries.item_filter(identity, scopes=(scope,)), [vectors[i] for i in positions],
                 config.duplicate_threshold,

@@ -7,6 +7,7 @@ can forget tenancy. Values always travel as parameters.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -38,9 +39,30 @@ def vector_literal(vector: Sequence[float]) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
+#: the caller is a member of the project
+_PROJECT_MEMBER = (
+    "EXISTS (SELECT 1 FROM memory_members mm WHERE mm.kind = 'project' AND mm.scope_id = %(vf_project)s"
+    " AND mm.user_id = %(vf_user)s)"
+)
+#: the project is shared with the caller, or with a team or org the caller is a member of
+_PROJECT_SHARED = (
+    "EXISTS (SELECT 1 FROM memory_project_shares ps WHERE ps.project_id = %(vf_project)s AND"
+    " ((ps.grantee_kind = 'user' AND ps.grantee_id = %(vf_user)s) OR EXISTS (SELECT 1 FROM memory_members gm"
+    " WHERE gm.kind = ps.grantee_kind AND gm.scope_id = ps.grantee_id AND gm.user_id = %(vf_user)s)))"
+)
+
+
 def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) -> Query:
-    """``m`` rows the caller may read: their user memories, their own memories of their session,
-    and their project's memories unless another member marked them owner_only."""
+    """``m`` rows the caller may read; the tenancy rule every read goes through.
+
+    - user memories: their own; session memories: their own, of their current session;
+    - the project's memories if they are a member (all but other members' owner_only ones),
+      or only its public ones if the project is shared with them (or a team/org of theirs);
+    - team and org memories of every team and org they belong to (only ``team_id`` /
+      ``org_id`` when the identity names one), except other members' owner_only ones.
+
+    Membership is read in the same statement, so a read never sees a role older than itself.
+    """
     scopes = tuple(Scope) if scopes is None else tuple(scopes)
     parts: list[sql.Composable] = []
     params: dict[str, Any] = {"vf_user": identity.user_id}
@@ -52,7 +74,20 @@ def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) ->
     if Scope.PROJECT in scopes and identity.project_id is not None:
         params["vf_project"] = identity.project_id
         parts.append(sql.SQL(
-            "(m.scope = 'project' AND m.scope_id = %(vf_project)s"
+            "(m.scope = 'project' AND m.scope_id = %(vf_project)s AND ("
+            "(" + _PROJECT_MEMBER + " AND (m.visibility <> 'owner_only' OR m.user_id = %(vf_user)s))"
+            " OR (m.visibility = 'public' AND " + _PROJECT_SHARED + ")))"
+        ))
+    for scope, chosen in ((Scope.TEAM, identity.team_id), (Scope.ORG, identity.org_id)):
+        if scope not in scopes:
+            continue
+        narrow = ""
+        if chosen is not None:
+            params[f"vf_{scope.value}"] = chosen
+            narrow = f" AND mm.scope_id = %(vf_{scope.value})s"
+        parts.append(sql.SQL(
+            f"(m.scope = '{scope.value}' AND m.scope_id IN (SELECT mm.scope_id FROM memory_members mm"
+            f" WHERE mm.kind = '{scope.value}' AND mm.user_id = %(vf_user)s{narrow})"
             " AND (m.visibility <> 'owner_only' OR m.user_id = %(vf_user)s))"
         ))
     if not parts:
@@ -86,8 +121,8 @@ def item_filter(
 
 def _scope_priority_expr() -> sql.Composable:
     return sql.SQL(
-        "(CASE m.scope WHEN 'session' THEN %(p_session)s::float8"
-        " WHEN 'project' THEN %(p_project)s::float8 ELSE %(p_user)s::float8 END)"
+        "(CASE m.scope WHEN 'session' THEN %(p_session)s::float8 WHEN 'project' THEN %(p_project)s::float8"
+        " WHEN 'team' THEN %(p_team)s::float8 WHEN 'org' THEN %(p_org)s::float8 ELSE %(p_user)s::float8 END)"
     )
 
 
@@ -126,7 +161,7 @@ def search_candidates(
     params.update(
         q_vec=vector_literal(query_vector), q_text=query_text, q_pool=pool,
         w_vec=vector_weight, w_conf=confidence_weight, w_scope=scope_weight,
-        p_session=scope_priority["session"], p_project=scope_priority["project"], p_user=scope_priority["user"],
+        **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
         w_kw=keyword_weight, kw_k1=k1, kw_half=half,
     )
     prior = sql.SQL(
@@ -203,10 +238,11 @@ def select_items(where: Query, *, limit: int, offset: int = 0) -> Query:
     )
 
 
-def delete_owned(where: Query) -> Query:
-    """Hard-delete the rows in ``where`` that the caller created (``where`` comes from ``visible_filter``)."""
+def select_owned(where: Query) -> Query:
+    """Id, scope and scope id of the rows in ``where`` that the caller created."""
     filt, params = where
-    return sql.SQL("DELETE FROM memory_items m WHERE {filt} AND m.user_id = %(vf_user)s").format(filt=filt), params
+    return (sql.SQL("SELECT m.id, m.scope, m.scope_id FROM memory_items m WHERE {filt} AND m.user_id = %(vf_user)s")
+            .format(filt=filt), params)
 
 
 def select_item_by_id(where: Query, memory_id: Any) -> Query:
@@ -321,7 +357,13 @@ def stats(where: Query) -> Query:
     )
 
 
-def scope_lock_key(identity: Identity, scope: Scope) -> str:
-    """Writes into one scope take this advisory lock, so concurrent saves of one fact dedupe."""
-    key = f"agent_memory:{scope.value}:{identity.scope_id(scope)}"
-    return f"{key}:{identity.user_id}" if scope is Scope.SESSION else key
+def scope_lock_key(scope: Scope, scope_id: str | None, user_id: str) -> str:
+    """Writes into one scope take this advisory lock, so concurrent saves of one fact dedupe.
+    JSON keeps the key unambiguous whatever characters the ids hold."""
+    parts = [scope.value, scope_id] + ([user_id] if scope is Scope.SESSION else [])
+    return "agent_memory:" + json.dumps(parts)
+
+
+def lock_scope(scope: Scope, scope_id: str | None, user_id: str) -> tuple[str, tuple[str]]:
+    """``(sql, params)`` taking :func:`scope_lock_key`'s lock until the transaction ends."""
+    return "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (scope_lock_key(scope, scope_id, user_id),)

@@ -22,6 +22,8 @@ from typing import Any
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from . import access
+from .config import MemoryConfig
 from .db.requests import Op, Sql
 from .errors import InvalidInputError, MemoryNotFoundError
 from .models import Identity, Resource, ResourceKind, Scope, Source
@@ -76,11 +78,14 @@ def row_to_resource(row: Mapping[str, Any]) -> Resource:
 def visible_filter(identity: Identity) -> tuple[sql.Composable, dict[str, Any]]:
     """``r`` rows the caller may read: their own user resources and conversations (of any of
     their sessions: "where did this come from?" must answer from a later session too), and
-    their project's resources."""
+    their project's resources if they are a member of it."""
     parts = [sql.SQL("(r.scope IN ('user', 'session') AND r.user_id = %(rv_user)s)")]
     params: dict[str, Any] = {"rv_user": identity.user_id}
-    if identity.project_id is not None:
-        parts.append(sql.SQL("(r.scope = 'project' AND r.scope_id = %(rv_project)s)"))
+    if identity.project_id is not None:  # project resources: its members (any role)
+        parts.append(sql.SQL(
+            "(r.scope = 'project' AND r.scope_id = %(rv_project)s AND EXISTS (SELECT 1 FROM memory_members mm"
+            " WHERE mm.kind = 'project' AND mm.scope_id = %(rv_project)s AND mm.user_id = %(rv_user)s))"
+        ))
         params["rv_project"] = identity.project_id
     return sql.SQL("(") + sql.SQL(" OR ").join(parts) + sql.SQL(")"), params
 
@@ -109,7 +114,7 @@ def _upsert(identity: Identity, *, kind: ResourceKind, scope: Scope, external_id
 
 
 def add_resource(
-    identity: Identity, content: Any, *, kind: Any = ResourceKind.DOCUMENT, scope: Any = Scope.USER,
+    config: MemoryConfig, identity: Identity, content: Any, *, kind: Any = ResourceKind.DOCUMENT, scope: Any = Scope.USER,
     title: Any = None, external_id: Any = None, metadata: Any = None,
 ) -> Op[Resource]:
     """Record a document or project resource; with ``external_id`` (a path, a URL, your own id) a
@@ -123,7 +128,11 @@ def add_resource(
         raise InvalidInputError("content", f"is {len(content)} characters long; the limit is {MAX_RESOURCE_CHARS}, "
                                            "split the document")
     scope = check_enum("scope", scope, Scope)
+    if scope not in (Scope.USER, Scope.SESSION, Scope.PROJECT):
+        raise InvalidInputError("scope", f"a resource belongs to a user, a session or a project, got {scope.value!r}")
     title = None if title is None else check_text("title", title, max_length=500).strip()
+    check_scope_id(identity, scope, "resource")
+    yield from access.require_write(config, identity, scope, "adding a resource")
     row = yield _upsert(identity, kind=kind, scope=scope, external_id=check_optional_id("external_id", external_id),
                         title=title, content=content, metadata=check_metadata(metadata))
     return row_to_resource(row)

@@ -18,7 +18,7 @@ import psycopg
 from langchain_core.embeddings import Embeddings
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from . import ops, resources
+from . import access, ops, resources
 from .config import MemoryConfig
 from .db.connection import DEFAULT_DATABASE, aopen_pool, open_pool, resolve_dsn  # noqa: F401 - re-exported
 from .db.migrations import migrate
@@ -30,12 +30,14 @@ from .formatting import format_memories_for_prompt
 from .gate import check_content, normalize_content
 from .llm import LlmSlot
 from .models import (
+    Membership,
     MemoryItem,
     MemoryStats,
     MemoryVersion,
     NewMemory,
     Rejection,
     Resource,
+    Scope,
     SearchResult,
 )
 from .profiles import store as profiles
@@ -88,7 +90,7 @@ class _MemoryAPI:
     def _execute(self, op: Op[Any]) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _as(self, ids: tuple[Any, Any, Any], fn: Callable[..., Op[Any]], *args: Any, **kwargs: Any) -> Any:
+    def _as(self, ids: tuple[Any, Any, Any, Any, Any], fn: Callable[..., Op[Any]], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(identity, ...)``; the identity is checked when the op runs, like all other input."""
 
         def op() -> Op[Any]:
@@ -101,6 +103,7 @@ class _MemoryAPI:
 
     def add_explicit_memory(
         self, content: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
         memory_type: str = "fact", scope: str = "user", confidence: float = 1.0, source: str = "user",
         source_id: str | None = None, visibility: str = "members", metadata: Mapping[str, Any] | None = None,
         dedupe: bool = True,
@@ -120,11 +123,12 @@ class _MemoryAPI:
             )
             return (yield from ops.add_memory(self.config, identity, new, dedupe=dedupe))
 
-        return self._as((user_id, project_id, session_id), op)
+        return self._as((user_id, project_id, session_id, team_id, org_id), op)
 
     def import_memories(
         self, items: Iterable[NewMemory | Mapping[str, Any] | str], *, user_id: str,
-        project_id: str | None = None, session_id: str | None = None, dedupe: bool = False,
+        project_id: str | None = None, session_id: str | None = None, team_id: str | None = None,
+        org_id: str | None = None, dedupe: bool = False,
     ) -> ops.ImportResult:
         """Bulk import for importers and benchmarks: one batched embedding and one COPY.
 
@@ -137,49 +141,116 @@ class _MemoryAPI:
             news = [_coerce_new(item, i) for i, item in enumerate(items)]
             return (yield from ops.import_memories(self.config, identity, news, dedupe=dedupe))
 
-        return self._as((user_id, project_id, session_id), op)
+        return self._as((user_id, project_id, session_id, team_id, org_id), op)
 
     def delete_memory(
         self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
         hard: bool = False,
     ) -> MemoryItem:
         """Archive a memory (it never surfaces again, and can be restored), or with ``hard=True``
         delete it for good. Only its creator may; returns the item as it was."""
-        return self._as((user_id, project_id, session_id), ops.delete_memory, memory_id, hard=hard)
+        return self._as((user_id, project_id, session_id, team_id, org_id), ops.delete_memory, memory_id, hard=hard)
 
     def restore_memory(
         self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
     ) -> MemoryItem:
         """Make an archived memory active again."""
-        return self._as((user_id, project_id, session_id), ops.restore_memory, memory_id)
+        return self._as((user_id, project_id, session_id, team_id, org_id), ops.restore_memory, memory_id)
 
-    def purge_archived(self, *, user_id: str, project_id: str | None = None, session_id: str | None = None) -> int:
+    def purge_archived(
+        self, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
+    ) -> int:
         """Permanently delete every archived memory the caller created; returns how many."""
-        return self._as((user_id, project_id, session_id), ops.purge_archived)
+        return self._as((user_id, project_id, session_id, team_id, org_id), ops.purge_archived)
 
     def record_extraction_run(
-        self, *, user_id: str, session_id: str, project_id: str | None = None,
+        self, *, user_id: str, session_id: str, project_id: str | None = None, team_id: str | None = None,
+        org_id: str | None = None,
     ) -> int | Rejection:
         """Count one automatic extraction run against the session's budget
         (``MEMORY_MAX_EXTRACTIONS`` per ``MEMORY_EXTRACTION_WINDOW_HOURS``): runs left, or RATE_LIMITED."""
-        return self._as((user_id, project_id, session_id), lambda ident: ops.record_extraction_run(self.config, ident))
+        return self._as((user_id, project_id, session_id, team_id, org_id),
+                        lambda ident: ops.record_extraction_run(self.config, ident))
 
     def edit_memory(
         self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
         content: str | None = None, memory_type: str | None = None, confidence: float | None = None,
         reason: str | None = None,
     ) -> MemoryItem | Rejection:
         """Revise one of your active memories in place; its earlier wording stays in
         :meth:`memory_history`. New content passes the gate (a :class:`Rejection` otherwise)."""
-        return self._as((user_id, project_id, session_id), lambda ident: ops.edit_memory(
+        return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: ops.edit_memory(
             self.config, ident, memory_id, content=content, memory_type=memory_type, confidence=confidence,
             reason=reason))
+
+    # --- projects, teams, orgs and their members -------------------------------------------
+
+    def _by(self, user_id: str, fn: Callable[..., Op[Any]], *args: Any, **kwargs: Any) -> Any:
+        return self._as((user_id, None, None, None, None), fn, *args, **kwargs)
+
+    def create_project(self, project_id: str, *, user_id: str) -> Membership:
+        """Create a project with ``user_id`` as its owner (idempotent for its owner). Projects
+        are also created by their first write unless ``auto_create_projects`` is off."""
+        return self._by(user_id, lambda ident: access.create_scope(self.config, ident, Scope.PROJECT, project_id))
+
+    def create_team(self, team_id: str, *, user_id: str, write: str | None = None) -> Membership:
+        """Create a team with ``user_id`` as its lead. ``write``: ``"members"`` (any member may
+        write the team's memory) or ``"leads"``; default ``config.team_write``."""
+        return self._by(user_id, lambda ident: access.create_scope(self.config, ident, Scope.TEAM, team_id, write))
+
+    def create_org(self, org_id: str, *, user_id: str) -> Membership:
+        """Create an organization with ``user_id`` as its admin; only org admins write org memory."""
+        return self._by(user_id, lambda ident: access.create_scope(self.config, ident, Scope.ORG, org_id))
+
+    def add_member(self, scope: str, scope_id: str, member: str, role: str, *, user_id: str) -> Membership:
+        """Give ``member`` a ``role`` in a project (owner, admin, editor, viewer), team (lead,
+        member) or org (admin, member), or change it. Project admins manage editors and viewers;
+        owners, team leads and org admins manage everyone. The last owner/lead/admin stays."""
+        return self._by(user_id, access.add_member, scope, scope_id, member, role)
+
+    def remove_member(self, scope: str, scope_id: str, member: str, *, user_id: str) -> bool:
+        """Take ``member`` out of a project, team or org (or leave it, ``member=user_id``); what
+        they wrote stays theirs. Returns whether they were a member."""
+        return self._by(user_id, access.remove_member, scope, scope_id, member)
+
+    def list_members(self, scope: str, scope_id: str, *, user_id: str) -> list[Membership]:
+        """The members of a project, team or org you belong to, with their roles."""
+        return self._by(user_id, access.list_members, scope, scope_id)
+
+    def memberships(self, *, user_id: str, scope: str | None = None, prefix: str | None = None) -> list[Membership]:
+        """Your projects, teams and orgs with your role in each; ``prefix`` (``"acme"``) keeps the
+        ids equal to it or below it by whole ``/`` segments (``acme/web``, never ``acme-corp``)."""
+        return self._by(user_id, access.memberships, scope, prefix)
+
+    def set_team_write(self, team_id: str, write: str, *, user_id: str) -> str:
+        """Let every member (``"members"``) or only the leads (``"leads"``) write the team's memory."""
+        return self._by(user_id, access.set_team_write, team_id, write)
+
+    def share_project(
+        self, project_id: str, *, user_id: str, with_user: str | None = None, with_team: str | None = None,
+        with_org: str | None = None,
+    ) -> None:
+        """Let a user, or every member of a team or org, read the project's ``public`` memories."""
+        return self._by(user_id, lambda ident: access.share_project(
+            ident, project_id, with_user=with_user, with_team=with_team, with_org=with_org))
+
+    def unshare_project(
+        self, project_id: str, *, user_id: str, with_user: str | None = None, with_team: str | None = None,
+        with_org: str | None = None,
+    ) -> bool:
+        """Undo :meth:`share_project`; returns whether it was shared."""
+        return self._by(user_id, lambda ident: access.unshare_project(
+            ident, project_id, with_user=with_user, with_team=with_team, with_org=with_org))
 
     # --- learning: resources -> memories -> profiles ----------------------------------------
 
     def extract_memories(
         self, messages: Any, *, user_id: str, session_id: str, project_id: str | None = None,
-        llm: Any = SERVICE_LLM, min_new_turns: int = 1,
+        team_id: str | None = None, org_id: str | None = None, llm: Any = SERVICE_LLM, min_new_turns: int = 1,
     ) -> ExtractionReport:
         """Learn from a session's conversation: propose memory items from its new messages, pass
         them through the gate, consolidate each against what is stored (ADD / UPDATE / SUPERSEDE /
@@ -193,86 +264,97 @@ class _MemoryAPI:
         ``min_new_turns``: do nothing (status ``waiting``) until that many user turns are new.
         """
         model = self._model(llm)
-        return self._as((user_id, project_id, session_id), lambda ident: extract_memories(
+        return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: extract_memories(
             self.config, ident, messages, model=model, profile_model=model, min_new_turns=min_new_turns))
 
     def add_resource(
         self, content: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
         kind: str = "document", scope: str = "user", title: str | None = None, external_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> Resource:
         """Record a document (``kind="document"``) or project resource: the raw material memories
         can cite as their source (``source_id=str(resource.id)``). With ``external_id`` a second
         call replaces the content of the same resource."""
-        return self._as((user_id, project_id, session_id), lambda ident: resources.add_resource(
-            ident, content, kind=kind, scope=scope, title=title, external_id=external_id, metadata=metadata))
+        return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: resources.add_resource(
+            self.config, ident, content, kind=kind, scope=scope, title=title, external_id=external_id,
+            metadata=metadata))
 
     def get_resource(
         self, resource_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
     ) -> Resource:
         """One resource you may read (yours, or your project's)."""
-        return self._as((user_id, project_id, session_id), resources.get_resource, resource_id)
+        return self._as((user_id, project_id, session_id, team_id, org_id), resources.get_resource, resource_id)
 
     def list_resources(
-        self, *, user_id: str, project_id: str | None = None, session_id: str | None = None, kind: str | None = None,
+        self, *, user_id: str, project_id: str | None = None, session_id: str | None = None, team_id: str | None = None,
+        org_id: str | None = None, kind: str | None = None,
         limit: int = 50, offset: int = 0,
     ) -> list[Resource]:
         """Your resources (conversations of all your sessions, documents) and your project's."""
-        return self._as((user_id, project_id, session_id), lambda ident: resources.list_resources(
+        return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: resources.list_resources(
             ident, kind=kind, limit=limit, offset=offset))
 
     def get_memory_source(
         self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
     ) -> Resource | None:
         """Where a memory came from: the conversation, document or project resource it was made
         from, or None when it was stated directly without a session."""
-        return self._as((user_id, project_id, session_id), resources.source_of, memory_id)
+        return self._as((user_id, project_id, session_id, team_id, org_id), resources.source_of, memory_id)
 
     def get_profile_for_agent(
         self, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
     ) -> profiles.AgentProfiles:
         """The user profile and (with ``project_id``) the project profile, as the agent should see
         them now; ``.user_text`` / ``.project_text`` are the prompt sections. A profile whose
         memories changed is rebuilt first, by rules (milliseconds); with a model, the refresh after
         the agent's run (or :meth:`refresh_profiles`) then rebuilds it with the model."""
-        return self._as((user_id, project_id, session_id), profiles.get_profiles)
+        return self._as((user_id, project_id, session_id, team_id, org_id), profiles.get_profiles)
 
     def get_profile(
         self, kind: str = "user", *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
     ) -> profiles.Profile:
         """One profile as stored (``kind`` ``"user"`` or ``"project"``), without rebuilding it."""
-        return self._as((user_id, project_id, session_id), profiles.get_profile, kind)
+        return self._as((user_id, project_id, session_id, team_id, org_id), profiles.get_profile, kind)
 
     def update_profile(
         self, fields: Mapping[str, Any], *, kind: str = "user", user_id: str, project_id: str | None = None,
         session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
     ) -> profiles.Profile:
         """Set profile fields by hand. A field set here wins over what extraction builds, until
         :meth:`reset_profile_fields`; ``None`` or ``[]`` clears it."""
-        return self._as((user_id, project_id, session_id), profiles.update_profile, kind, fields)
+        return self._as((user_id, project_id, session_id, team_id, org_id), profiles.update_profile, kind, fields)
 
     def reset_profile_fields(
         self, names: Iterable[str] | None = None, *, kind: str = "user", user_id: str, project_id: str | None = None,
         session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
     ) -> profiles.Profile:
         """Forget hand-set profile values (all, or the fields named) so built values show again."""
         names = None if names is None else (names if isinstance(names, str) else list(names))
-        return self._as((user_id, project_id, session_id), profiles.reset_profile_fields, kind, names)
+        return self._as((user_id, project_id, session_id, team_id, org_id), profiles.reset_profile_fields, kind, names)
 
     def refresh_profiles(
-        self, *, user_id: str, project_id: str | None = None, session_id: str | None = None, force: bool = False,
+        self, *, user_id: str, project_id: str | None = None, session_id: str | None = None, team_id: str | None = None,
+        org_id: str | None = None, force: bool = False,
         llm: Any = SERVICE_LLM,
     ) -> list[str]:
         """Rebuild the stale profiles (all with ``force``) with the model, or by rules without one;
         returns the kinds rebuilt."""
         model = self._model(llm)
-        return self._as((user_id, project_id, session_id), lambda ident: profiles.refresh_profiles(
+        return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: profiles.refresh_profiles(
             ident, model=model, force=force))
 
     # --- reading ---------------------------------------------------------------------------
 
     def search_memories(
         self, query: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
         k: int = 5, memory_type: Any = None, scope: Any = None, status: Any = ops.DEFAULT_STATUS,
         min_relevance: float | None = None, as_of: Any = None,
     ) -> list[SearchResult]:
@@ -286,51 +368,61 @@ class _MemoryAPI:
         searches what held at that time, each memory in the wording it had then.
         Hits get ``last_used_at``/``access_count`` updated (not for ``as_of``).
         """
-        return self._as((user_id, project_id, session_id), lambda ident: ops.search_memories(
+        return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: ops.search_memories(
             self.config, ident, query, k=k, memory_type=memory_type, scope=scope, status=status,
             min_relevance=min_relevance, as_of=as_of))
 
     def memory_history(
         self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
     ) -> list[MemoryVersion]:
         """A memory's story, oldest first: its earlier wordings (UPDATEs, edits) and the items it
         replaced or that replaced it (SUPERSEDE), e.g. "Uses Vim." then "Switched to VS Code."."""
-        return self._as((user_id, project_id, session_id), ops.memory_history, memory_id)
+        return self._as((user_id, project_id, session_id, team_id, org_id), ops.memory_history, memory_id)
 
     def check_duplicate(
         self, content: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
         scope: str = "user",
     ) -> MemoryItem | None:
         """The active memory in ``scope`` that ``content`` would duplicate (cosine >= the threshold), if any."""
-        return self._as((user_id, project_id, session_id), lambda ident: ops.check_duplicate(
+        return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: ops.check_duplicate(
             self.config, ident, content, scope))
 
     def get_memory(
         self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
     ) -> MemoryItem:
         """One memory the caller may see, in any status; :class:`MemoryNotFoundError` otherwise."""
-        return self._as((user_id, project_id, session_id), ops.get_memory, memory_id)
+        return self._as((user_id, project_id, session_id, team_id, org_id), ops.get_memory, memory_id)
 
     def list_memories(
         self, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
         memory_type: Any = None, scope: Any = None, status: Any = ops.DEFAULT_STATUS, limit: int = 50,
         offset: int = 0, as_of: Any = None,
     ) -> list[MemoryItem]:
         """The caller's memories, most recently updated first (``as_of``: those that held then)."""
-        return self._as((user_id, project_id, session_id), lambda ident: ops.list_memories(
+        return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: ops.list_memories(
             self.config, ident, memory_type=memory_type, scope=scope, status=status, limit=limit, offset=offset,
             as_of=as_of))
 
-    def stats(self, *, user_id: str, project_id: str | None = None, session_id: str | None = None) -> MemoryStats:
+    def stats(
+        self, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None,
+    ) -> MemoryStats:
         """Counts by type, scope and status, last write, extraction budget left and storage
         size, over what the caller may see."""
-        return self._as((user_id, project_id, session_id), lambda ident: ops.stats(self.config, ident))
+        return self._as((user_id, project_id, session_id, team_id, org_id),
+                        lambda ident: ops.stats(self.config, ident))
 
     def extraction_budget(
-        self, *, user_id: str, session_id: str | None = None, project_id: str | None = None,
+        self, *, user_id: str, session_id: str | None = None, team_id: str | None = None,
+        org_id: str | None = None, project_id: str | None = None,
     ) -> int | None:
         """Extraction runs left in the session's window (None without a session)."""
-        return self._as((user_id, project_id, session_id), lambda ident: ops.extraction_budget(self.config, ident))
+        return self._as((user_id, project_id, session_id, team_id, org_id),
+                        lambda ident: ops.extraction_budget(self.config, ident))
 
     # --- pure helpers (no I/O, never awaited) ------------------------------------------------
 

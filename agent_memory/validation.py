@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
 from enum import Enum
@@ -32,8 +34,10 @@ __all__ = [
     "check_k",
     "check_metadata",
     "check_scope_id",
+    "check_scope_name",
     "check_text",
     "check_uuid",
+    "segment_prefix_pattern",
 ]
 
 MAX_ID_LENGTH = 256
@@ -76,23 +80,63 @@ def check_optional_id(field: str, value: Any) -> str | None:
     return None if value is None else check_id(field, value)
 
 
-def check_identity(user_id: Any, project_id: Any = None, session_id: Any = None) -> Identity:
+#: one segment of a project, team or org id; segments are joined by "/" ("acme/web")
+_SEGMENT = r"\w[\w.@+-]*"
+_SCOPE_NAME = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})*")
+
+
+def check_scope_name(field: str, value: Any) -> str:
+    """A project, team or org id, normalized (Unicode NFKC, surrounding space removed).
+
+    Ids are segments of letters, digits and ``_ . - @ +`` joined by ``/`` (``acme``,
+    ``acme/web``), so no id can smuggle in a separator, a wildcard or an empty segment, and a
+    prefix always means whole segments: ``acme`` covers ``acme/web`` but never ``acme-corp``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidInputError(field, f"must be a string id, got {type(value).__name__}")
+    text = check_text(field, str(value), max_length=MAX_ID_LENGTH)
+    name = unicodedata.normalize("NFKC", text).strip()
+    if not _SCOPE_NAME.fullmatch(name) or len(name) > MAX_ID_LENGTH:
+        raise InvalidInputError(
+            field, f"{name!r} is not a valid id: use letters, digits and _ . - @ + in segments joined by '/' "
+                   "(e.g. 'acme' or 'acme/web'), with no spaces, empty segments or other punctuation",
+        )
+    return name
+
+
+def check_optional_scope_name(field: str, value: Any) -> str | None:
+    return None if value is None else check_scope_name(field, value)
+
+
+def segment_prefix_pattern(prefix: str) -> str:
+    """The ``LIKE`` pattern for ids strictly below ``prefix`` (``acme`` -> ``acme/%``); a checked
+    scope name has no ``%`` or ``\\``, and ``_`` is escaped here, so the pattern matches whole
+    segments only."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
+
+
+def check_identity(
+    user_id: Any, project_id: Any = None, session_id: Any = None, team_id: Any = None, org_id: Any = None,
+) -> Identity:
     if user_id is None:
         raise InvalidInputError(
             "user_id", "is required: pass the id of the user the memories belong to (user_id='alice')"
         )
     return Identity(
         user_id=check_id("user_id", user_id),
-        project_id=check_optional_id("project_id", project_id),
+        project_id=check_optional_scope_name("project_id", project_id),
         session_id=check_optional_id("session_id", session_id),
+        team_id=check_optional_scope_name("team_id", team_id),
+        org_id=check_optional_scope_name("org_id", org_id),
     )
 
 
 def check_scope_id(identity: Identity, scope: Scope, what: str = "memory") -> str:
-    """The caller's id for ``scope``; a project or session ``what`` needs that id in the identity."""
+    """The caller's id for ``scope``; a project, session, team or org ``what`` needs that id in
+    the identity."""
     scope_id = identity.scope_id(scope)
     if scope_id is None:
-        needed = "project_id" if scope is Scope.PROJECT else "session_id"
+        needed = f"{scope.value}_id"
         raise InvalidInputError("scope", f"a {scope.value} {what} needs a {needed} in the caller's identity; "
                                          f"pass {needed}=...")
     return scope_id

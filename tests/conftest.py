@@ -119,9 +119,14 @@ class Tenant:
 
 
 @pytest.fixture
-def tenant() -> Tenant:
+def tenant(memory: MemoryService) -> Tenant:
+    """``user`` owns ``project`` and ``other_user`` is an editor of it (in the session's
+    database); ``other_project`` does not exist yet."""
     tag = uuid.uuid4().hex[:10]
-    return Tenant(
+    t = Tenant(
         user=f"user-{tag}", other_user=f"other-{tag}", project=f"proj-{tag}",
         other_project=f"otherproj-{tag}", session=f"sess-{tag}", other_session=f"othersess-{tag}",
     )
+    memory.create_project(t.project, user_id=t.user)
+    memory.add_member("project", t.project, t.other_user, "editor", user_id=t.user)
+    return t

@@ -110,7 +110,7 @@ async def test_async_service_raises_the_same_errors_when_awaited(amemory, tenant
         ({"min_length": 10, "max_length": 5}, "must not exceed"),
         ({"embeddings": "cohere"}, "embeddings must be one of local, openai"),
         ({"database_url": "  "}, "database_url"),
-        ({"scope_priority": {"user": 1.0}}, "scope_priority"),
+        ({"scope_priority": {"planet": 1.0}}, "scope_priority"),
         ({"prompt_budget_chars": 10}, "prompt_budget_chars"),
         ({"pool_min_size": 5, "pool_max_size": 2}, "pool_min_size"),
     ],

@@ -98,19 +98,19 @@ def test_edit_arguments_are_checked(memory: MemoryService, tenant) -> None:
 
 
 def test_edit_refused_for_another_users_memory(memory: MemoryService, tenant) -> None:
-    shared = memory.add_explicit_memory("The project uses trunk-based development.", user_id=tenant.other_user,
+    # the tenant's user owns the project; the other user is an editor, who edits only their own
+    shared = memory.add_explicit_memory("The project uses trunk-based development.", user_id=tenant.user,
                                         project_id=tenant.project, scope="project", memory_type="habit")
-    with pytest.raises(PermissionDeniedError):
-        memory.edit_memory(shared.id, user_id=tenant.user, project_id=tenant.project,
+    with pytest.raises(PermissionDeniedError, match="needs the role owner or admin; you are an editor"):
+        memory.edit_memory(shared.id, user_id=tenant.other_user, project_id=tenant.project,
                            content="The project uses GitFlow.")
-    private = memory.add_explicit_memory("Is training for a marathon.", user_id=tenant.other_user)
+    private = memory.add_explicit_memory("Is training for a marathon.", user_id=tenant.user)
     with pytest.raises(MemoryNotFoundError):  # not even visible
-        memory.edit_memory(private.id, user_id=tenant.user, content="Is training for a triathlon.")
+        memory.edit_memory(private.id, user_id=tenant.other_user, content="Is training for a triathlon.")
     for item in (shared, private):
-        now = memory.get_memory(item.id, user_id=tenant.other_user, project_id=tenant.project)
+        now = memory.get_memory(item.id, user_id=tenant.user, project_id=tenant.project)
         assert now.content == item.content and now.version == 1
-        assert len(memory.memory_history(item.id, user_id=tenant.other_user, project_id=tenant.project)) == 1
-
+        assert len(memory.memory_history(item.id, user_id=tenant.user, project_id=tenant.project)) == 1
 
 def test_edit_refused_for_archived_and_superseded_memories(memory: MemoryService, tenant) -> None:
     archived = memory.add_explicit_memory("Owns a red bicycle.", user_id=tenant.user)

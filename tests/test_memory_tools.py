@@ -110,16 +110,18 @@ def test_identity_comes_from_the_run_not_the_arguments(memory, tenant) -> None:
 
 
 def test_users_only_delete_what_they_may(memory, tenant) -> None:
-    theirs = memory.add_explicit_memory("Other user's own preference for vim", user_id=tenant.other_user)
-    shared = memory.add_explicit_memory("The project deploys on Fridays only", user_id=tenant.other_user,
+    # the other user is an editor of the tenant's project: they delete only what they created
+    theirs = memory.add_explicit_memory("The owner's own preference for vim", user_id=tenant.user)
+    shared = memory.add_explicit_memory("The project deploys on Fridays only", user_id=tenant.user,
                                         project_id=tenant.project, scope="project", memory_type="constraint")
     [hidden, refused] = run_tools(memory, [tool_call("memory_delete", memory_id=str(theirs.id)),
                                            tool_call("memory_delete", memory_id=str(shared.id))],
-                                  cfg(tenant.user, tenant.project))
+                                  cfg(tenant.other_user, tenant.project))
     assert hidden.status == "error" and "No memory with that id is visible" in hidden.text
     assert refused.status == "error" and refused.text.startswith("Not allowed")
+    assert "needs the role owner or admin; you are an editor" in refused.text
     for item in (theirs, shared):
-        assert memory.get_memory(item.id, user_id=tenant.other_user, project_id=tenant.project).status.value == "active"
+        assert memory.get_memory(item.id, user_id=tenant.user, project_id=tenant.project).status.value == "active"
 
 
 def test_search_and_stats_only_see_the_callers_memories(memory, tenant) -> None:

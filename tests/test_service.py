@@ -189,10 +189,10 @@ async def test_purge_removes_only_the_callers_archived_items(svc, tenant):
     assert (await call(svc, "get_memory", theirs.id, **tenant.ids(tenant.other_user))).status is Status.ARCHIVED
 
 
-async def test_only_the_creator_may_delete_a_project_memory(svc, tenant):
+async def test_an_editor_may_not_delete_another_members_project_memory(svc, tenant):
     mine = await call(svc, "add_explicit_memory", "The API uses snake_case JSON keys", scope="project",
                       **tenant.ids())
-    with pytest.raises(PermissionDeniedError, match="only its creator"):
+    with pytest.raises(PermissionDeniedError, match="needs the role owner or admin; you are an editor"):
         await call(svc, "delete_memory", mine.id, **tenant.ids(tenant.other_user))
     with pytest.raises(MemoryNotFoundError):
         await call(svc, "delete_memory", mine.id, user_id=tenant.other_user, project_id=tenant.other_project)

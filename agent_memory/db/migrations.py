@@ -275,6 +275,68 @@ MIGRATIONS: tuple[Migration, ...] = (
             ON memory_items FOR EACH ROW EXECUTE FUNCTION agent_memory_profile_inputs_changed();
         """,
     ),
+    Migration(
+        "0008_access_control",
+        """
+        -- Projects, teams and orgs, each with members in roles. A project is created by its first
+        -- writer (or create_project); a team or an org by create_team / create_org.
+        CREATE TABLE memory_scopes (
+            kind        text NOT NULL CHECK (kind IN ('project', 'team', 'org')),
+            scope_id    text NOT NULL,
+            created_by  text NOT NULL,
+            created_at  timestamptz NOT NULL DEFAULT now(),
+            settings    jsonb NOT NULL DEFAULT '{}'::jsonb,
+            PRIMARY KEY (kind, scope_id)
+        );
+        CREATE TABLE memory_members (
+            kind      text NOT NULL,
+            scope_id  text NOT NULL,
+            user_id   text NOT NULL,
+            role      text NOT NULL,
+            added_by  text,
+            added_at  timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (kind, scope_id, user_id),
+            FOREIGN KEY (kind, scope_id) REFERENCES memory_scopes (kind, scope_id) ON DELETE CASCADE,
+            CHECK ((kind = 'project' AND role IN ('owner', 'admin', 'editor', 'viewer'))
+                OR (kind = 'team' AND role IN ('lead', 'member'))
+                OR (kind = 'org' AND role IN ('admin', 'member')))
+        );
+        -- every read asks "which teams/orgs is this user in?" and "is this user in the project?"
+        CREATE INDEX memory_members_user_idx ON memory_members (user_id, kind, scope_id);
+        -- a project shared with a user, a team or an org: they read its public memories
+        CREATE TABLE memory_project_shares (
+            kind          text NOT NULL DEFAULT 'project' CHECK (kind = 'project'),
+            project_id    text NOT NULL,
+            grantee_kind  text NOT NULL CHECK (grantee_kind IN ('user', 'team', 'org')),
+            grantee_id    text NOT NULL,
+            shared_by     text,
+            shared_at     timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (project_id, grantee_kind, grantee_id),
+            FOREIGN KEY (kind, project_id) REFERENCES memory_scopes (kind, scope_id) ON DELETE CASCADE
+        );
+        CREATE INDEX memory_project_shares_grantee_idx ON memory_project_shares (grantee_kind, grantee_id);
+
+        ALTER TABLE memory_items DROP CONSTRAINT memory_items_scope_check;
+        ALTER TABLE memory_items ADD CONSTRAINT memory_items_scope_check
+            CHECK (scope IN ('user', 'project', 'session', 'team', 'org'));
+
+        -- Projects used before access control keep working for the people who used them: the
+        -- first writer becomes the owner, everyone else who wrote to it an editor.
+        INSERT INTO memory_scopes (kind, scope_id, created_by, created_at)
+        SELECT DISTINCT ON (scope_id) 'project', scope_id, user_id, created_at
+        FROM (SELECT scope_id, user_id, created_at FROM memory_items WHERE scope = 'project'
+              UNION ALL
+              SELECT scope_id, user_id, created_at FROM memory_resources WHERE scope = 'project') used
+        ORDER BY scope_id, created_at, user_id;
+        INSERT INTO memory_members (kind, scope_id, user_id, role, added_by)
+        SELECT 'project', scope_id, created_by, 'owner', created_by FROM memory_scopes;
+        INSERT INTO memory_members (kind, scope_id, user_id, role)
+        SELECT DISTINCT 'project', scope_id, user_id, 'editor'
+        FROM (SELECT scope_id, user_id FROM memory_items WHERE scope = 'project'
+              UNION SELECT scope_id, user_id FROM memory_resources WHERE scope = 'project') used
+        ON CONFLICT DO NOTHING;
+        """,
+    ),
 )
 
 

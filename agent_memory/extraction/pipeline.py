@@ -40,12 +40,13 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from .. import history, queries, resources
+from .. import access, history, queries, resources
 from ..config import MemoryConfig
 from ..db.requests import Commit, Embed, Llm, Op, Sql
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, PermissionDeniedError
 from ..gate import check_content, normalize_content
 from ..models import (
+    SHARED_SCOPES,
     Decision,
     DecisionMethod,
     Identity,
@@ -183,6 +184,15 @@ def _gate(config: MemoryConfig, identity: Identity, proposal: Proposal) -> tuple
         content, confidence=proposal.confidence, config=config)
 
 
+def _refusal(config: MemoryConfig, identity: Identity, scope: Scope) -> Op[Rejection | None]:
+    """Why the caller may not write ``scope`` (their role), or None when they may."""
+    try:
+        yield from access.require_write(config, identity, scope, "saving an extracted memory")
+    except PermissionDeniedError as exc:
+        return Rejection(RejectionReason.NOT_PERMITTED, str(exc))
+    return None
+
+
 def _decide(
     config: MemoryConfig, model: Any, gated: Sequence[Proposal], candidates: Sequence[list[tuple[MemoryItem, float]]],
 ) -> Op[list[tuple[Verdict, DecisionMethod]]]:
@@ -244,8 +254,8 @@ def _apply(
     """Apply one decision under the scope's lock, re-checking it against the rows as they are now."""
     from ..ops import row_to_item
 
-    yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-              (queries.scope_lock_key(identity, proposal.scope),), fetch="none")
+    yield Sql(*queries.lock_scope(proposal.scope, identity.scope_id(proposal.scope), identity.user_id),
+              fetch="none")
     decision, reason = verdict.decision, note + verdict.reason
     if target is not None:
         now = yield from _current(identity, target)
@@ -314,8 +324,13 @@ def _consolidate(
 ) -> Op[list[Outcome]]:
     outcomes: list[Outcome | None] = [None] * len(proposals)
     gated: list[tuple[int, Proposal, str]] = []
+    refused: dict[Scope, Rejection | None] = {}
     for i, raw in enumerate(proposals):
         proposal, note, rejection = _gate(config, identity, raw)
+        if rejection is None and proposal.scope in SHARED_SCOPES:
+            if proposal.scope not in refused:
+                refused[proposal.scope] = yield from _refusal(config, identity, proposal.scope)
+            rejection = refused[proposal.scope]
         if rejection is not None:
             outcomes[i] = Outcome(proposal, rejection=rejection, reason=rejection.message)
             yield _record_rejection(identity, run_id, proposal, rejection)

@@ -33,10 +33,10 @@ from typing import Any, Literal
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from .. import queries
+from .. import access, queries
 from ..db.requests import Commit, Llm, Op, Sql
 from ..errors import InvalidInputError
-from ..models import Identity, MemoryItem
+from ..models import Identity, MemoryItem, Scope
 from . import render, rules, schemas
 from .fields import check_profile_fields, empty_fields, fields_of, merge_fields
 
@@ -193,6 +193,10 @@ def refresh_profiles(identity: Identity, *, model: Any = None, kinds: tuple[Kind
                      force: bool = False) -> Op[list[str]]:
     """Rebuild the caller's stale profiles (or all of them, ``force``); answers the kinds rebuilt."""
     rebuilt: list[str] = []
+    if "project" in kinds and identity.project_id is not None:
+        standing = yield from access.scope_access(identity.user_id, Scope.PROJECT, identity.project_id)
+        if standing.role is None:
+            kinds = tuple(k for k in kinds if k != "project")  # not a member: the project profile is not theirs
     for kind, subject in _subjects(identity, kinds):
         if force:
             yield _ensure_row(kind, subject)
@@ -215,12 +219,17 @@ def get_profiles(identity: Identity) -> Op[AgentProfiles]:
     deleted. With a model, the next :func:`refresh_profiles` (after the agent's run) takes
     the profile over again.
     """
-    subjects = _subjects(identity)
+    # one round trip: both profiles, and whether the caller is a member of the project at all
     found = yield Sql(
-        _SELECT + " WHERE (kind = 'user' AND subject_id = %s) OR (kind = 'project' AND subject_id = %s)",
-        (identity.user_id, identity.project_id),
+        "SELECT pr.kind, pr.subject_id, pr.fields, pr.manual, pr.dirty, pr.built_by, pr.built_at, pr.edited_at,"
+        " a.member FROM (SELECT EXISTS (SELECT 1 FROM memory_members WHERE kind = 'project' AND scope_id = %(p)s"
+        " AND user_id = %(u)s) AS member) a LEFT JOIN memory_profiles pr ON (pr.kind = 'user' AND pr.subject_id ="
+        " %(u)s) OR (pr.kind = 'project' AND pr.subject_id = %(p)s AND a.member)",
+        {"u": identity.user_id, "p": identity.project_id},
     )
-    rows: dict[str, Any] = {kind: None for kind, _ in subjects} | {r["kind"]: r for r in found}
+    member = bool(found[0]["member"])
+    subjects = _subjects(identity, ("user", "project") if member else ("user",))
+    rows: dict[str, Any] = {kind: None for kind, _ in subjects} | {r["kind"]: r for r in found if r["kind"]}
     for kind, subject in subjects:
         row = rows[kind]
         if row is not None and not row["dirty"]:
@@ -230,27 +239,33 @@ def get_profiles(identity: Identity) -> Op[AgentProfiles]:
         yield Commit()
         rows[kind] = yield _read(kind, subject)
     user = _profile("user", identity.user_id, rows["user"])
-    project = _profile("project", identity.project_id, rows.get("project")) if identity.project_id else None
+    project = _profile("project", identity.project_id, rows.get("project")) if member else None
     return AgentProfiles(user, project)
 
 
-def _check_kind(kind: Any, identity: Identity) -> tuple[Kind, str]:
+def _check_kind(identity: Identity, kind: Any, action: access.Action) -> Op[tuple[Kind, str]]:
+    """The profile ``kind`` names, once the caller's project role allows ``action`` on it."""
     if kind not in ("user", "project"):
         raise InvalidInputError("kind", f"must be 'user' or 'project', got {kind!r}")
-    if kind == "project" and identity.project_id is None:
+    if kind == "user":
+        return "user", identity.user_id
+    if identity.project_id is None:
         raise InvalidInputError("project_id", "a project profile needs project_id=...")
-    return kind, identity.user_id if kind == "user" else identity.project_id  # type: ignore[return-value]
+    what = "reading the project profile" if action is access.Action.READ else "editing the project profile"
+    yield from access.require(identity, Scope.PROJECT, identity.project_id, action, what,
+                              lock=None if action is access.Action.READ else "share")
+    return "project", identity.project_id
 
 
 def get_profile(identity: Identity, kind: Any = "user") -> Op[Profile]:
     """One profile as stored (not rebuilt)."""
-    kind, subject = _check_kind(kind, identity)
+    kind, subject = yield from _check_kind(identity, kind, access.Action.READ)
     return _profile(kind, subject, (yield _read(kind, subject)))
 
 
 def update_profile(identity: Identity, kind: Any, values: Any) -> Op[Profile]:
     """Set profile fields by hand. They win over built values until reset; ``None``/``[]`` clears a field."""
-    kind, subject = _check_kind(kind, identity)
+    kind, subject = yield from _check_kind(identity, kind, access.Action.EDIT_PROFILE)
     if not isinstance(values, Mapping) or not values:
         raise InvalidInputError("fields", f"must be a non-empty dict of profile fields ({', '.join(fields_of(kind))})")
     cleaned = check_profile_fields(kind, values)
@@ -264,7 +279,7 @@ def update_profile(identity: Identity, kind: Any, values: Any) -> Op[Profile]:
 
 def reset_profile_fields(identity: Identity, kind: Any, names: Any = None) -> Op[Profile]:
     """Drop hand-set values (all, or the fields named) so the built ones show again."""
-    kind, subject = _check_kind(kind, identity)
+    kind, subject = yield from _check_kind(identity, kind, access.Action.EDIT_PROFILE)
     known = list(fields_of(kind))
     if names is None:
         names = known
