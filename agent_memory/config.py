@@ -147,7 +147,7 @@ class MemoryConfig:
     extract_every: int = 1
     auto_create_projects: bool = True
     team_write: str = "members"
-    conflict_threshold: float = 0.55
+    conflict_threshold: float = 0.4
 
     def __post_init__(self) -> None:
         def unit(name: str) -> None:

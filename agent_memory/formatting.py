@@ -7,11 +7,11 @@ our prompt, so ``<``, ``>`` and ``&`` are escaped: no memory can close the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from agent_memory.prompts import render
 
-from .models import MemoryItem, SearchResult
+from .models import Conflict, MemoryItem, Scope, SearchResult
 
 __all__ = ["escape", "format_memories_for_prompt"]
 
@@ -23,34 +23,59 @@ def escape(text: str) -> str:
 
 
 def _item(memory: MemoryItem, content: str) -> str:
+    # a team's or org's memories say which team or org: a user may belong to several
+    origin = f' scope_id="{escape(memory.scope_id)}"' if memory.scope in (Scope.TEAM, Scope.ORG) else ""
     return render(
-        "memory_item", scope=memory.scope.value, memory_type=memory.memory_type.value, content=escape(content)
+        "memory_item", scope=memory.scope.value, origin=origin, memory_type=memory.memory_type.value,
+        content=escape(content),
     ).rstrip("\n")
 
 
+def _conflict(conflict: Conflict) -> str:
+    return render("memory_conflict", order=escape(conflict.order),
+                  memories="\n".join(_item(m, m.content) for m in conflict.items)).rstrip("\n")
+
+
+def _entries(items: list[MemoryItem], conflicts: Sequence[Conflict]) -> list[str]:
+    """One line per memory, best first, except that a memory in a conflict brings its whole
+    conflict group in at the place of its best-ranked member."""
+    group_of = {m.id: c for c in conflicts for m in c.items}
+    done: set[int] = set()
+    out: list[str] = []
+    for memory in items:
+        conflict = group_of.get(memory.id)
+        if conflict is None:
+            out.append(_item(memory, memory.content))
+        elif id(conflict) not in done:
+            done.add(id(conflict))
+            out.append(_conflict(conflict))
+    out.extend(_conflict(c) for c in conflicts if id(c) not in done)
+    return out
+
+
 def format_memories_for_prompt(
-    memories: Iterable[MemoryItem | SearchResult], *, budget_chars: int = 4000
+    memories: Iterable[MemoryItem | SearchResult], *, budget_chars: int = 4000, conflicts: Sequence[Conflict] = (),
 ) -> str:
     """The memory block for ``memories`` (best first), at most ``budget_chars`` long.
 
     Memories that don't fit are left out (the next, shorter ones may still
-    fit); if not even the first fits whole, its content is shortened. Returns
-    ``""`` when there is nothing to inject, so callers can skip the section.
+    fit); if not even the first fits whole, its content is shortened. Each of
+    ``conflicts`` is shown as one ``<conflict>`` group, whole or not at all.
+    Returns ``""`` when there is nothing to inject, so callers can skip the section.
     """
     items = [m.item if isinstance(m, SearchResult) else m for m in memories]
-    if not items:
+    if not items and not conflicts:
         return ""
     frame = len(render("memory_block", memories=""))
     room = budget_chars - frame
     lines: list[str] = []
     used = 0
-    for memory in items:
-        line = _item(memory, memory.content)
+    for line in _entries(items, conflicts):
         cost = len(line) + (1 if lines else 0)
         if used + cost <= room:
             lines.append(line)
             used += cost
-    if not lines:
+    if not lines and items:
         first = items[0]
 
         def shortened(n: int) -> str:
@@ -63,4 +88,6 @@ def format_memories_for_prompt(
         if lo == 0:
             return ""
         lines.append(shortened(lo))
+    if not lines:
+        return ""
     return render("memory_block", memories="\n".join(lines))

@@ -184,6 +184,11 @@ class Identity:
     team_id: str | None = None
     org_id: str | None = None
 
+    def kwargs(self) -> dict[str, str | None]:
+        """The identity as the keyword arguments every service method takes."""
+        return {"user_id": self.user_id, "project_id": self.project_id, "session_id": self.session_id,
+                "team_id": self.team_id, "org_id": self.org_id}
+
     def scope_id(self, scope: Scope) -> str | None:
         """The id a memory of ``scope`` written by this caller is filed under."""
         if scope is Scope.USER:

@@ -21,12 +21,13 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from . import access, history, queries, ranking, resources
+from . import access, conflicts, history, queries, ranking, resources
 from .config import MemoryConfig
 from .db.requests import Commit, Copy, Embed, Op, Sql
 from .errors import InvalidInputError, MemoryNotFoundError
 from .gate import check_content, normalize_content
 from .models import (
+    Conflict,
     DecisionMethod,
     Identity,
     MemoryItem,
@@ -75,6 +76,9 @@ __all__ = [
     "stats",
 ]
 
+
+#: how many memories of other levels each search result is compared with for conflicts
+CONFLICT_NEIGHBOURS = 3
 
 #: the status filter a caller did not choose (active now, or what held at ``as_of``)
 DEFAULT_STATUS: Any = object()
@@ -252,6 +256,29 @@ def search_memories(
         for row, final, sim, kw in ranked
         if row["id"] in full  # a hit deleted between the two statements is left out, not an error
     ]
+
+
+def find_conflicts(config: MemoryConfig, identity: Identity, results: Sequence[SearchResult]) -> Op[list[Conflict]]:
+    """Memories at other levels that disagree with ``results`` (see :mod:`agent_memory.conflicts`),
+    including ones the search ranked out, so no level is silently dropped. One statement."""
+    anchors = [r.item for r in results if r.item.status is Status.ACTIVE]
+    if not anchors:
+        return []
+    q, p = queries.cross_level_neighbours(queries.item_filter(identity), [a.id for a in anchors],
+                                          config.conflict_threshold, CONFLICT_NEIGHBOURS)
+    rows = yield Sql(q, p)
+    items = {a.id: a for a in anchors} | {r["id"]: row_to_item(r) for r in rows}
+    return conflicts.group_conflicts(
+        items, conflicts.as_pairs(rows), anchors=[a.id for a in anchors], scope_priority=config.scope_priority,
+        conflict_threshold=config.conflict_threshold, duplicate_threshold=config.duplicate_threshold,
+    )
+
+
+def search_with_conflicts(config: MemoryConfig, identity: Identity, query: Any, **kwargs: Any
+                          ) -> Op[tuple[list[SearchResult], list[Conflict]]]:
+    """:func:`search_memories`, then :func:`find_conflicts` among and around its results."""
+    results = yield from search_memories(config, identity, query, **kwargs)
+    return results, (yield from find_conflicts(config, identity, results))
 
 
 def _statuses(status: Any, as_of: datetime | None) -> tuple[Status, ...] | None:

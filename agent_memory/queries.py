@@ -267,6 +267,22 @@ def similar_items(where: Query, vector: Sequence[float], threshold: float, limit
     )
 
 
+def cross_level_neighbours(where: Query, ids: Sequence[Any], threshold: float, per_item: int) -> Query:
+    """For each of ``ids``: up to ``per_item`` rows of ``where`` at another level (scope) with
+    cosine similarity >= threshold to it, closest first, each with ``anchor`` and ``similarity``."""
+    filt, params = where
+    return (
+        sql.SQL(
+            "SELECT a.id AS anchor, {cols}, n.similarity FROM memory_items a CROSS JOIN LATERAL ("
+            " SELECT m.id AS nid, 1 - (m.embedding <=> a.embedding) AS similarity FROM memory_items m"
+            " WHERE {filt} AND m.scope <> a.scope AND (m.embedding <=> a.embedding) <= 1 - %(n_thr)s::float8"
+            " ORDER BY m.embedding <=> a.embedding LIMIT %(n_per)s) n JOIN memory_items m ON m.id = n.nid"
+            " WHERE a.id = ANY(%(n_ids)s)"
+        ).format(cols=_COLS, filt=filt),
+        dict(params, n_ids=list(ids), n_thr=threshold, n_per=per_item),
+    )
+
+
 def find_duplicate(where: Query, vector: Sequence[float], threshold: float) -> Query:
     """The closest active row in ``where`` at cosine similarity >= threshold."""
     return similar_items(where, vector, threshold, 1)

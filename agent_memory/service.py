@@ -18,7 +18,7 @@ import psycopg
 from langchain_core.embeddings import Embeddings
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from . import access, ops, resources
+from . import access, ops, resources, rights
 from .config import MemoryConfig
 from .db.connection import DEFAULT_DATABASE, aopen_pool, open_pool, resolve_dsn  # noqa: F401 - re-exported
 from .db.migrations import migrate
@@ -30,6 +30,7 @@ from .formatting import format_memories_for_prompt
 from .gate import check_content, normalize_content
 from .llm import LlmSlot
 from .models import (
+    Conflict,
     Membership,
     MemoryItem,
     MemoryStats,
@@ -372,6 +373,18 @@ class _MemoryAPI:
             self.config, ident, query, k=k, memory_type=memory_type, scope=scope, status=status,
             min_relevance=min_relevance, as_of=as_of))
 
+    def search_with_conflicts(
+        self, query: str, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        team_id: str | None = None, org_id: str | None = None, k: int = 5, memory_type: Any = None,
+        scope: Any = None, min_relevance: float | None = None,
+    ) -> tuple[list[SearchResult], list[Conflict]]:
+        """:meth:`search_memories`, plus the conflicts between levels among and around the results:
+        memories of different levels (org, team, user, ...) on the same subject that say different
+        things, each group ordered by precedence (the first applies). This is what the middleware
+        injects, so a team rule and a user preference that disagree are shown together."""
+        return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: ops.search_with_conflicts(
+            self.config, ident, query, k=k, memory_type=memory_type, scope=scope, min_relevance=min_relevance))
+
     def memory_history(
         self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
         team_id: str | None = None, org_id: str | None = None,
@@ -423,6 +436,35 @@ class _MemoryAPI:
         """Extraction runs left in the session's window (None without a session)."""
         return self._as((user_id, project_id, session_id, team_id, org_id),
                         lambda ident: ops.extraction_budget(self.config, ident))
+
+    # --- data rights: export, import, forget ------------------------------------------------
+
+    def export_data(self, *, user_id: str, what: str = "visible") -> dict[str, Any]:
+        """The user's memory as plain JSON values (``json.dumps`` it), for a copy they take with
+        them or a move to another database (:meth:`import_data`). ``what="visible"``: everything
+        they may read in all their sessions, projects, teams and orgs, with the memberships and
+        shares that let them read it; ``"owned"``: everything they created. No vectors: the
+        importing side embeds again."""
+        return self._by(user_id, rights.export_data, what)
+
+    def import_data(self, data: Mapping[str, Any]) -> rights.ImportReport:
+        """Write an :meth:`export_data` dict into this database (an operator's action: no user
+        identity), keeping ids, timestamps, status and history; with the same embedding model,
+        searches answer as before. Malformed input raises before anything is written; rows
+        already present are skipped, so importing twice is harmless."""
+        return self._execute(rights.import_data(data))
+
+    def forget_user(self, user_id: str) -> rights.ForgetReport:
+        """Erase a user for good (a deletion request): everything they own, episodic memory
+        included, in one transaction; others' memories stay. The report counts what went and
+        names the scopes left ``ownerless``, which an operator should give an owner. Idempotent."""
+        return self._execute(rights.forget_user(user_id))
+
+    def delete_scope(self, scope: str, scope_id: str, *, user_id: str) -> rights.DeleteReport:
+        """Delete a project (by its owner), team (a lead) or org (an admin) with every memory,
+        resource, profile, membership and share in it, when it is finished with. A scope that
+        does not exist answers zeros, so a retry is safe."""
+        return self._by(user_id, rights.delete_scope, scope, scope_id)
 
     # --- pure helpers (no I/O, never awaited) ------------------------------------------------
 

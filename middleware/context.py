@@ -22,7 +22,7 @@ from langchain_core.messages import (
 
 from agent_memory.errors import InvalidInputError
 from agent_memory.formatting import format_memories_for_prompt
-from agent_memory.models import Identity, SearchResult
+from agent_memory.models import Conflict, Identity, SearchResult
 from agent_memory.profiles.store import AgentProfiles
 from agent_memory.validation import check_confidence, check_k
 
@@ -88,18 +88,20 @@ def context_key(identity: Identity, messages: Sequence[BaseMessage], query: str 
         if isinstance(m, ToolMessage) and m.name in WRITE_TOOLS
     ]
     turn = messages[last].id if last is not None else None
-    parts = [identity.user_id, identity.project_id, identity.session_id, turn, query, *writes]
+    parts = [*identity.kwargs().values(), turn, query, *writes]
     return hashlib.sha256("\x1f".join("" if p is None else str(p) for p in parts).encode()).hexdigest()[:32]
 
 
 def render_context(
-    results: Sequence[SearchResult], *, budget_chars: int, user_profile: str = "", project_profile: str = ""
+    results: Sequence[SearchResult], *, budget_chars: int, user_profile: str = "", project_profile: str = "",
+    conflicts: Sequence[Conflict] = (),
 ) -> str:
-    """The injected text: profile sections (when there are profiles) then the memories,
-    together within ``budget_chars``. ``""`` when there is nothing to say."""
+    """The injected text: profile sections (when there are profiles) then the memories, with
+    conflicts between levels grouped, together within ``budget_chars``. ``""`` when there is
+    nothing to say."""
     sections = [s.strip("\n") for s in (user_profile, project_profile) if s.strip()]
     room = budget_chars - sum(len(s) + 2 for s in sections)
-    block = format_memories_for_prompt(results, budget_chars=room) if room > 0 else ""
+    block = format_memories_for_prompt(results, budget_chars=room, conflicts=conflicts) if room > 0 else ""
     return "\n\n".join([*sections, block] if block else sections)
 
 
@@ -140,22 +142,23 @@ class ContextBuilder:
         return context_key(identity, messages, query), query
 
     def _search_args(self, identity: Identity, query: str) -> dict[str, Any]:
-        return {
-            "query": query, "user_id": identity.user_id, "project_id": identity.project_id,
-            "session_id": identity.session_id, "k": self.k, "min_relevance": self.min_relevance,
-        }
+        return {"query": query, **identity.kwargs(), "k": self.k, "min_relevance": self.min_relevance}
 
     @staticmethod
     def _who(identity: Identity) -> dict[str, Any]:
-        return {"user_id": identity.user_id, "project_id": identity.project_id, "session_id": identity.session_id}
+        return identity.kwargs()
 
-    def _finish(self, key: str, results: Sequence[SearchResult], profiles: AgentProfiles | None) -> MemoryContext:
+    def _finish(self, key: str, found: tuple[Sequence[SearchResult], Sequence[Conflict]],
+                profiles: AgentProfiles | None) -> MemoryContext:
+        results, conflicts = found
         budget = self.budget_chars if self.budget_chars is not None else self.backend.config.prompt_budget_chars
         # each profile gets at most a third of the budget, so the memories of this turn always fit too
         user = profiles.user.render(budget_chars=budget // 3) if profiles is not None else ""
         project = profiles.project.render(budget_chars=budget // 3) if profiles and profiles.project else ""
-        text = render_context(results, budget_chars=budget, user_profile=user, project_profile=project)
-        return MemoryContext(key=key, text=text, memory_ids=tuple(str(r.id) for r in results))
+        text = render_context(results, budget_chars=budget, user_profile=user, project_profile=project,
+                              conflicts=conflicts)
+        shown = dict.fromkeys([str(r.id) for r in results] + [str(m.id) for c in conflicts for m in c.items])
+        return MemoryContext(key=key, text=text, memory_ids=tuple(shown))
 
     def build(self, identity: Identity, messages: Sequence[AnyMessage], *, known_key: str | None = None
               ) -> MemoryContext | None:
@@ -163,16 +166,17 @@ class ContextBuilder:
         key, query = self._plan(identity, messages)
         if key == known_key:
             return None
-        results = self.backend.call("search_memories", **self._search_args(identity, query)) if query else []
+        found = self.backend.call("search_with_conflicts", **self._search_args(identity, query)) if query else ([], [])
         profiles = self.backend.call("get_profile_for_agent", **self._who(identity)) if self.profiles else None
-        return self._finish(key, results, profiles)
+        return self._finish(key, found, profiles)
 
     async def abuild(self, identity: Identity, messages: Sequence[AnyMessage], *, known_key: str | None = None
                      ) -> MemoryContext | None:
         key, query = self._plan(identity, messages)
         if key == known_key:
             return None
-        results = await self.backend.acall("search_memories", **self._search_args(identity, query)) if query else []
+        found = (await self.backend.acall("search_with_conflicts", **self._search_args(identity, query))
+                 if query else ([], []))
         profiles = (await self.backend.acall("get_profile_for_agent", **self._who(identity))
                     if self.profiles else None)
-        return self._finish(key, results, profiles)
+        return self._finish(key, found, profiles)

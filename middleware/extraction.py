@@ -96,11 +96,8 @@ class ExtractionMiddleware(AgentMiddleware[AgentState[Any], Any]):
         identity: Identity | None = identity_from(config, runtime.context, required=False)
         if identity is None or identity.session_id is None:
             return None
-        return {
-            "messages": list(state.get("messages", [])), "user_id": identity.user_id,
-            "project_id": identity.project_id, "session_id": identity.session_id, "llm": self._llm,
-            "min_new_turns": self.every,
-        }
+        return {"messages": list(state.get("messages", [])), **identity.kwargs(), "llm": self._llm,
+                "min_new_turns": self.every}
 
     def _done(self, report: ExtractionReport) -> ExtractionReport:
         self.reports.append(report)

@@ -1,9 +1,9 @@
 """Whose memory a run uses: read from the run's config or context, never from the model.
 
-A run names its user (and optionally project and session) in
+A run names its user (and optionally project, session, team and org) in
 ``config["configurable"]`` or in the agent's context object (a dataclass,
-pydantic model or mapping with ``user_id``/``project_id``/``session_id``
-attributes). The session defaults to the run's ``thread_id``, so one thread
+pydantic model or mapping with ``user_id``/``project_id``/``session_id``/
+``team_id``/``org_id`` attributes). The session defaults to the run's ``thread_id``, so one thread
 is one session. Context wins over configurable when both are given, because
 the context is the typed, per-run channel LangGraph recommends.
 """
@@ -19,7 +19,7 @@ from agent_memory.validation import check_identity
 
 __all__ = ["HOW_TO_PASS_IDENTITY", "identity_from", "read_identity_fields"]
 
-_FIELDS = ("user_id", "project_id", "session_id")
+_FIELDS = ("user_id", "project_id", "session_id", "team_id", "org_id")
 
 HOW_TO_PASS_IDENTITY = (
     "pass it with the run, e.g. agent.invoke(inputs, config={'configurable': "
@@ -37,7 +37,8 @@ def _get(source: Any, name: str) -> Any:
 
 
 def read_identity_fields(config: Mapping[str, Any] | None, context: Any = None) -> dict[str, Any]:
-    """The raw ``user_id``/``project_id``/``session_id`` of a run, unvalidated (``None`` when absent)."""
+    """The raw identity fields of a run (``user_id``, ``project_id``, ``session_id``, ``team_id``,
+    ``org_id``), unvalidated (``None`` when absent)."""
     configurable = (config or {}).get("configurable") or {}
     fields = {}
     for name in _FIELDS:
@@ -67,7 +68,8 @@ def identity_from(config: Mapping[str, Any] | None, context: Any = None, *, requ
     if session is not None and not isinstance(session, str):
         fields["session_id"] = str(session)  # thread ids are often ints or UUIDs
     try:
-        return check_identity(fields["user_id"], fields["project_id"], fields["session_id"])
+        return check_identity(fields["user_id"], fields["project_id"], fields["session_id"], fields["team_id"],
+                              fields["org_id"])
     except InvalidInputError as exc:
         detail = str(exc).partition(": ")[2]
         raise InvalidInputError(exc.field, f"{detail} (read from the run's config or context)") from None

@@ -28,6 +28,7 @@ from agent_memory.errors import (
     PermissionDeniedError,
 )
 from agent_memory.models import (
+    SHARED_SCOPES,
     Identity,
     MemoryItem,
     MemoryStats,
@@ -46,7 +47,7 @@ logger = logging.getLogger(__name__)
 TOOL_NAMES = ("memory_save", "memory_search", "memory_delete", "memory_stats")
 
 MemoryTypeArg = Literal["preference", "fact", "skill", "habit", "event", "context", "constraint", "decision"]
-ScopeArg = Literal["user", "project", "session"]
+ScopeArg = Literal["user", "project", "session", "team", "org"]
 
 _SAVE = """Save one lasting memory about the user or the project, so it is available in future conversations.
 Use it when the user asks you to remember something ("remember that...", "note that..."), says who they are or \
@@ -56,15 +57,17 @@ true for this conversation, general knowledge, or secrets (passwords, keys, card
 Write `content` as one self-contained sentence in the third person ("Prefers concise answers with code"), \
 in the user's language. memory_type: preference, fact, skill, habit, event, context, constraint or decision. \
 scope: "user" (about the person, follows them everywhere; the default), "project" (shared with the project: its \
-stack, conventions, decisions), or "session" (only this conversation). Saving something already known is \
+stack, conventions, decisions), "session" (only this conversation), "team" or "org" (a rule for the whole team or \
+organization; only when the user asks for it, and only if their role allows). Saving something already known is \
 harmless: the existing memory is kept and reported."""
 
 _SEARCH = """Search the long-term memories of this user and project. The most relevant memories are already \
 given to you in <long_term_memory> before each answer; use this tool when you need more, something specific \
 ("what did I say about...?"), the id of a memory to delete, or memories of one type or scope. Set \
 include_history=true for what was true before ("what did I use before?"): memories that were replaced are then \
-included, marked with when and by what. Returns up to k memories, best first, each with its id, type, scope \
-and relevance."""
+included, marked with when and by what. Returns up to k memories, best first, each with its id, type, level \
+(session, user, project, team or org, with the team's or org's id) and relevance. When levels disagree, the most \
+specific one applies: session, user and project over team, team over org."""
 
 _DELETE = """Delete (archive) one long-term memory by its id, when the user asks you to forget something or a \
 memory is wrong or outdated. Find the id with memory_search first. Users can only delete memories they created; \
@@ -80,8 +83,12 @@ def _one_line(text: str, limit: int = 500) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _level(item: MemoryItem) -> str:
+    return f"{item.scope.value}:{item.scope_id}" if item.scope in SHARED_SCOPES else item.scope.value
+
+
 def _describe_item(item: MemoryItem) -> str:
-    text = f"{item.id} ({item.memory_type.value}, {item.scope.value}): {_one_line(item.content)}"
+    text = f"{item.id} ({item.memory_type.value}, {_level(item)}): {_one_line(item.content)}"
     if item.status is Status.SUPERSEDED:
         until = f" on {item.valid_to:%Y-%m-%d}" if item.valid_to else ""
         text += f" [no longer true: replaced{until} by {item.superseded_by}]"
@@ -136,7 +143,8 @@ def describe_error(exc: Exception) -> str:
     if isinstance(exc, MemoryNotFoundError):
         return "No memory with that id is visible to you. Use memory_search to find the right id."
     if isinstance(exc, PermissionDeniedError):
-        return f"Not allowed: {exc}. Tell the user you cannot change this memory."
+        return (f"Not allowed: {exc}. Do not retry the same call; tell the user which role it needs "
+                "(a personal note can be saved with scope \"user\" instead).")
     return f"Memory is temporarily unavailable ({type(exc).__name__}). Continue without it."
 
 
@@ -156,7 +164,7 @@ class _Toolkit:
 
     @staticmethod
     def _who(identity: Identity) -> dict[str, Any]:
-        return {"user_id": identity.user_id, "project_id": identity.project_id, "session_id": identity.session_id}
+        return identity.kwargs()
 
     def save(self, runtime: ToolRuntime, content: str, memory_type: str, scope: str):  # type: ignore[no-untyped-def]
         result = yield "add_explicit_memory", {

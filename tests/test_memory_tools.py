@@ -40,7 +40,7 @@ def test_save_search_stats_delete(memory: MemoryService, tenant, use_async: bool
     ], config, use_async=use_async)
     assert saved.status == "success" and saved.text.startswith("Saved memory ")
     assert "(preference, user): Prefers dark mode" in saved.text
-    assert "(context, project)" in project.text
+    assert f"(context, project:{tenant.project})" in project.text
     item_id = saved.text.split()[2]
     stored = memory.get_memory(item_id, user_id=tenant.user)
     assert stored.source.value == "ai" and stored.memory_type.value == "preference"

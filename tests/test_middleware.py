@@ -31,7 +31,7 @@ class CountingBackend(MemoryBackend):
         self.searches = 0
 
     def call(self, method: str, /, **kwargs: Any) -> Any:
-        self.searches += method == "search_memories"
+        self.searches += method in ("search_memories", "search_with_conflicts")
         return super().call(method, **kwargs)
 
 
