@@ -18,21 +18,34 @@ from typing import Any
 
 from .config import MemoryConfig
 from .errors import AgentMemoryError
-from .models import MemoryItem, MemoryType, Rejection, Scope, SearchResult, Visibility
+from .models import (
+    SHARED_SCOPES,
+    MemoryItem,
+    MemoryType,
+    Rejection,
+    Scope,
+    SearchResult,
+    Visibility,
+)
 from .service import MemoryService
 
 __all__ = ["main"]
 
 
+def _level(item: MemoryItem) -> str:
+    return f"{item.scope}:{item.scope_id}" if item.scope in SHARED_SCOPES else item.scope.value
+
+
 def _line(item: MemoryItem | SearchResult) -> str:
     if isinstance(item, SearchResult):
-        return (f"  {item.score:.3f}  [{item.item.scope}/{item.item.memory_type}] {item.content}"
+        return (f"  {item.score:.3f}  [{_level(item.item)}/{item.item.memory_type}] {item.content}"
                 f"   (similarity {item.similarity:.2f}, keyword {item.keyword:.2f})")
-    return f"  {item.id}  [{item.scope}/{item.memory_type}/{item.status}] {item.content}"
+    return f"  {item.id}  [{_level(item)}/{item.memory_type}/{item.status}] {item.content}"
 
 
 def _identity(args: argparse.Namespace) -> dict[str, Any]:
-    return {"user_id": args.user, "project_id": args.project, "session_id": args.session}
+    return {"user_id": args.user, "project_id": args.project, "session_id": args.session, "team_id": args.team,
+            "org_id": args.org}
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -54,6 +67,8 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--user", required=True, help="user id")
         p.add_argument("--project", help="project id")
         p.add_argument("--session", help="session id")
+        p.add_argument("--team", help="team id (reads: only this team; writes: --scope team)")
+        p.add_argument("--org", help="org id (reads: only this org; writes: --scope org)")
         p.add_argument("--json", action="store_true", help="print JSON")
         return p
 

@@ -199,3 +199,22 @@ def test_statements_match_whole_thread_ids_by_parameter():
     assert params == {"user_id": "alice", "ids": ["t1"]}
     with pytest.raises(ValueError, match="not a per-thread checkpoint table"):
         delete_thread_rows("memory_items", ["t1"])
+
+
+
+def test_the_checkpointer_forgets_a_user_and_its_cached_claims(checkpointer):
+    """After ``forget_user`` the running checkpointer no longer trusts its cached claim: another
+    user can take the thread id over, and the forgotten user is refused on it."""
+    import uuid
+
+    from agent_memory.errors import PermissionDeniedError
+
+    tag = uuid.uuid4().hex[:8]
+    a, b, thread = f"a-{tag}", f"b-{tag}", f"t-{tag}"
+    agent = build_agent(checkpointer)
+    agent.invoke(user_says("hello"), run_config(thread, a))
+    removed = checkpointer.forget_user(a)
+    assert removed["threads"] == 1 and removed["checkpoints"] >= 1
+    agent.invoke(user_says("mine now"), run_config(thread, b))
+    with pytest.raises(PermissionDeniedError, match="belongs to another user"):
+        agent.invoke(user_says("back?"), run_config(thread, a))

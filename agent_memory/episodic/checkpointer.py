@@ -50,6 +50,7 @@ from . import owners
 from . import snapshots as snapshot_ops
 from .archive import ArchiveCounts
 from .connections import Database, LoopConnection
+from .forget import forget_user_threads
 from .schema import setup_database
 from .snapshots import DEFAULT_STATE_KEYS, SessionSnapshot
 
@@ -173,6 +174,20 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
 
     def _forget_owner(self, thread_ids: Collection[str]) -> None:
         self._allowed = {k for k in self._allowed if k[0] not in thread_ids}
+
+    def forget_user(self, user_id: str) -> dict[str, int]:
+        """Delete every thread ``user_id`` owns (checkpoints, writes, blobs, archives, snapshots,
+        ownership) and forget this process's cached claims of theirs; returns rows deleted per
+        table. ``MemoryService.forget_user`` does this and the long-term memory in one call; use
+        this one on the checkpointer a running agent holds, so its cache forgets too."""
+        removed = self._run(forget_user_threads(user_id))
+        self._allowed = {k for k in self._allowed if k[1] != str(user_id).strip()}
+        return removed
+
+    async def aforget_user(self, user_id: str) -> dict[str, int]:
+        removed = await self._arun(forget_user_threads(user_id))
+        self._allowed = {k for k in self._allowed if k[1] != str(user_id).strip()}
+        return removed
 
     @staticmethod
     def _archived_thread(config: RunnableConfig) -> str | None:

@@ -38,7 +38,7 @@ def thread_and_user(config: Mapping[str, Any] | None) -> tuple[str, str] | None:
         user = _user_of(getattr(configurable.get(_RUNTIME_KEY), "context", None))
     if thread is None or user is None:
         return None
-    return str(thread), str(user)
+    return str(thread), str(user).strip()  # the same spelling validation.check_id gives the memory layer
 
 
 def claim_thread(thread_id: str, user_id: str) -> Op[str]:
