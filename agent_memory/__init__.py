@@ -24,11 +24,14 @@ from .errors import (
     ModelOutputError,
     PermissionDeniedError,
 )
+from .extraction.pipeline import ExtractionReport, Outcome
 from .formatting import format_memories_for_prompt
 from .models import (
+    Conflict,
     Decision,
     DecisionMethod,
     Identity,
+    Membership,
     MemoryItem,
     MemoryStats,
     MemoryType,
@@ -39,13 +42,13 @@ from .models import (
     RejectionReason,
     Resource,
     ResourceKind,
+    Role,
     Scope,
     SearchResult,
     Source,
     Status,
     Visibility,
 )
-from .extraction.pipeline import ExtractionReport, Outcome
 from .ops import ImportResult
 from .profiles.store import AgentProfiles, Profile
 from .service import AsyncMemoryService, MemoryService
@@ -55,18 +58,20 @@ __version__ = "0.1.0"
 __all__ = [
     "AgentMemoryError",
     "AgentProfiles",
-    "Decision",
-    "DecisionMethod",
-    "ExtractionReport",
     "AsyncMemoryService",
     "ConfigurationError",
+    "Conflict",
     "DatabaseError",
+    "Decision",
+    "DecisionMethod",
     "EmbeddedServerError",
     "EmbeddingDimensionMismatchError",
     "EmbeddingError",
+    "ExtractionReport",
     "Identity",
     "ImportResult",
     "InvalidInputError",
+    "Membership",
     "MemoryConfig",
     "MemoryItem",
     "MemoryNotFoundError",
@@ -86,6 +91,7 @@ __all__ = [
     "RejectionReason",
     "Resource",
     "ResourceKind",
+    "Role",
     "Scope",
     "SearchResult",
     "Source",

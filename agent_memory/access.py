@@ -359,7 +359,7 @@ def remove_member(identity: Identity, scope: Any, scope_id: Any, member: Any) ->
     if current.role is None:
         return False
     if member != identity.user_id and not _may_manage(scope, access.role, current.role):
-        raise PermissionDeniedError(f"removing a {current.role.value} from {scope.value} {scope_id!r} needs the "
+        raise PermissionDeniedError(f"removing {_a(current.role)} from {scope.value} {scope_id!r} needs the "
                                     f"role owner; you are {_a(access.role)}")
     yield from _keeps_founder(scope, scope_id, member, current.role, None)
     n = yield Sql("DELETE FROM memory_members WHERE kind = %s AND scope_id = %s AND user_id = %s",

@@ -137,8 +137,9 @@ def check_scope_id(identity: Identity, scope: Scope, what: str = "memory") -> st
     scope_id = identity.scope_id(scope)
     if scope_id is None:
         needed = f"{scope.value}_id"
-        raise InvalidInputError("scope", f"a {scope.value} {what} needs a {needed} in the caller's identity; "
-                                         f"pass {needed}=...")
+        article = "an" if scope.value[0] in "aeiou" else "a"
+        raise InvalidInputError("scope", f"{article} {scope.value} {what} needs {article} {needed} in the caller's "
+                                         f"identity; pass {needed}=...")
     return scope_id
 
 
