@@ -146,6 +146,14 @@ def plan(rows: int, own: int, rng: random.Random, maker: SentenceMaker) -> dict[
 
 
 def seed(memory: MemoryService, batches: dict[tuple[str, str | None, str | None], list[dict[str, Any]]]) -> int:
+    members: dict[str, list[str]] = defaultdict(list)
+    for user, project, _ in batches:
+        if project is not None and user not in members[project]:
+            members[project].append(user)
+    for project, users in members.items():  # a project's members write its memories
+        memory.create_project(project, user_id=users[0])
+        for user in users[1:]:
+            memory.add_member("project", project, user, "editor", user_id=users[0])
     n = 0
     for (user, project, session), items in batches.items():
         result = memory.import_memories(items, user_id=user, project_id=project, session_id=session)
@@ -277,7 +285,7 @@ def markdown(r: dict[str, Any]) -> str:
         "|---|---|",
         f"| **MemoryMiddleware, first call of a turn (before_model + wrap_model_call)** | **{_f(h['total'])}** |",
         f"| &nbsp; query embedding (local MiniLM) | {_f(h['embedding'])} |",
-        f"| &nbsp; database (search statement, round trip) | {_f(h['database'])} |",
+        f"| &nbsp; database (search and conflict statements, round trips) | {_f(h['database'])} |",
         f"| &nbsp; profiles (get_profile_for_agent: user + project profile, one query) | {_f(h['profiles'])} |",
         f"| &nbsp; the rest of before_model (identity, query, key, rendering) | {_f(h['rest'])} |",
         f"| &nbsp; wrap_model_call (injection) | {_f(h['wrap_model_call'])} |",

@@ -1,0 +1,36 @@
+"""Data rights: export a user's memory as JSON, import it back, forget a user, delete a scope.
+
+- :mod:`.format`: the export format (sections, columns, the checks an import makes) and the
+  reports the ops answer.
+- :mod:`.transfer`: :func:`export_data` and :func:`import_data`, with their SQL.
+- :mod:`.erase`: :func:`forget_user` and :func:`delete_scope`, with theirs.
+"""
+
+from .erase import delete_scope, forget_user
+from .format import (
+    FORGOTTEN_USER,
+    FORMAT,
+    SECTIONS,
+    VERSION,
+    DeleteReport,
+    ForgetReport,
+    ImportReport,
+    check_export,
+)
+from .transfer import export_data, export_queries, import_data
+
+__all__ = [
+    "FORGOTTEN_USER",
+    "FORMAT",
+    "SECTIONS",
+    "VERSION",
+    "DeleteReport",
+    "ForgetReport",
+    "ImportReport",
+    "check_export",
+    "delete_scope",
+    "export_data",
+    "export_queries",
+    "forget_user",
+    "import_data",
+]

@@ -1,0 +1,330 @@
+"""The export format: what a file written by :func:`~agent_memory.rights.export_data` holds,
+and the checks an import makes on it before anything is written.
+
+An export is a JSON object: a few facts about it (``format``, ``version``, ``exported_at``,
+``user_id``, ``what``) and one list of rows per section (:data:`SECTIONS`). Each section is one
+table; its columns, their SQL types and the check each value must pass are declared once here
+(``_SECTIONS``), so that reading the database, writing it back and validating a file all agree.
+Everything here is pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from ..errors import InvalidInputError
+from ..models import ROLES, MemoryType, ResourceKind, Scope, Source, Status, Visibility
+from ..validation import MAX_ID_LENGTH, check_as_of, check_confidence, check_text
+
+__all__ = [
+    "FORGOTTEN_USER",
+    "FORMAT",
+    "SECTIONS",
+    "VERSION",
+    "DeleteReport",
+    "ForgetReport",
+    "ImportReport",
+    "check_export",
+]
+
+FORMAT = "agent-memory-export"
+VERSION = 1
+#: what replaces a forgotten user's id in rows that stay (others' history, scopes, shares)
+FORGOTTEN_USER = "[forgotten user]"
+#: the export's tables, in the order an import writes them (rows point at earlier sections)
+SECTIONS = ("scopes", "members", "shares", "memories", "history", "resources", "profiles")
+_INFO_KEYS = ("format", "version", "exported_at", "user_id", "what")
+_SHOWN = ("memories", "history", "resources", "profiles", "scopes", "members", "shares")  # the file's order
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """Rows written and rows skipped (already in the database), per section of the export."""
+
+    inserted: dict[str, int]
+    skipped: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetReport:
+    """What forgetting ``user_id`` did. ``removed``: rows deleted, per kind (memories, history,
+    resources, ..., and the episodic tables). ``ownerless``: ``(kind, scope_id)`` of the scopes
+    that lost their last owner / lead / admin with the user; an operator should give them one.
+    ``changed``: others' rows that named the user, by ``table.column``, now naming nobody."""
+
+    user_id: str
+    removed: dict[str, int]
+    ownerless: list[tuple[str, str]]
+    changed: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteReport:
+    """What deleting a project, team or org removed (all zeros when it did not exist), and
+    rows outside it that pointed into it (``changed``, by ``table.column``)."""
+
+    scope: str
+    scope_id: str
+    removed: dict[str, int]
+    changed: dict[str, int] = field(default_factory=dict)
+
+
+# --- the columns of each section, and the checks on what an import reads ---------------------
+
+Check = Callable[[str, Any], Any]
+
+
+def _uuid(path: str, value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            return str(UUID(value))
+        except ValueError:
+            pass
+    raise InvalidInputError(path, f"must be a UUID string such as '0b5c9f1e-...', got {value!r}"[:200])
+
+
+def _text(path: str, value: Any) -> str:
+    return check_text(path, value)
+
+
+def _text_or_empty(path: str, value: Any) -> str:
+    return check_text(path, value, allow_empty=True)
+
+
+def _name(path: str, value: Any) -> str:
+    """An id as it was stored (user, scope, source): checked for what PostgreSQL can hold."""
+    return check_text(path, value, max_length=MAX_ID_LENGTH)
+
+
+def _time(path: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(path, f"must be an ISO-8601 time string such as '2026-01-31T12:00:00+00:00', "
+                                      f"got {type(value).__name__}")
+    moment = check_as_of(value, path)
+    assert moment is not None
+    return moment.isoformat()
+
+
+def _whole(minimum: int) -> Check:
+    def check(path: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise InvalidInputError(path, f"must be a whole number >= {minimum}, got {value!r}")
+        return value
+    return check
+
+
+def _unit(path: str, value: Any) -> float:
+    return check_confidence(value, path)
+
+
+def _flag(path: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInputError(path, f"must be true or false, got {value!r}")
+    return value
+
+
+def _object(path: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(path, f"must be a JSON object, got {type(value).__name__}")
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(path, f"must hold only JSON values: {exc}") from None
+    return dict(value)
+
+
+def _one_of(values: Iterable[str]) -> Check:
+    allowed = tuple(values)
+
+    def check(path: str, value: Any) -> str:
+        if not isinstance(value, str) or value not in allowed:
+            raise InvalidInputError(path, f"must be one of {', '.join(allowed)}; got {value!r}")
+        return value
+    return check
+
+
+@dataclass(frozen=True, slots=True)
+class _Col:
+    name: str
+    type: str  # the SQL type an import reads it as
+    check: Check
+    nullable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    table: str
+    columns: tuple[_Col, ...]
+    key: tuple[str, ...]  # unique within the section (the table's primary key)
+    order: str  # ORDER BY of the export
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+
+_SHARED = tuple(s.value for s in (Scope.PROJECT, Scope.TEAM, Scope.ORG))
+_OWN_SCOPES = ("user", "project", "session")  # where a resource or a profile lives
+
+_SECTIONS: dict[str, _Section] = {
+    "scopes": _Section("memory_scopes", (
+        _Col("kind", "text", _one_of(_SHARED)), _Col("scope_id", "text", _name),
+        _Col("created_by", "text", _name), _Col("created_at", "timestamptz", _time),
+        _Col("settings", "jsonb", _object),
+    ), ("kind", "scope_id"), "kind, scope_id"),
+    "members": _Section("memory_members", (
+        _Col("kind", "text", _one_of(_SHARED)), _Col("scope_id", "text", _name), _Col("user_id", "text", _name),
+        _Col("role", "text", _text), _Col("added_by", "text", _name, True), _Col("added_at", "timestamptz", _time),
+    ), ("kind", "scope_id", "user_id"), "kind, scope_id, user_id"),
+    "shares": _Section("memory_project_shares", (
+        _Col("project_id", "text", _name), _Col("grantee_kind", "text", _one_of(("user", "team", "org"))),
+        _Col("grantee_id", "text", _name), _Col("shared_by", "text", _name, True),
+        _Col("shared_at", "timestamptz", _time),
+    ), ("project_id", "grantee_kind", "grantee_id"), "project_id, grantee_kind, grantee_id"),
+    "memories": _Section("memory_items", (
+        _Col("id", "uuid", _uuid), _Col("content", "text", _text),
+        _Col("memory_type", "text", _one_of(MemoryType.values())), _Col("scope", "text", _one_of(Scope.values())),
+        _Col("scope_id", "text", _name), _Col("user_id", "text", _name), _Col("project_id", "text", _name, True),
+        _Col("session_id", "text", _name, True), _Col("source", "text", _one_of(Source.values())),
+        _Col("source_id", "text", _name, True), _Col("confidence", "double precision", _unit),
+        _Col("visibility", "text", _one_of(Visibility.values())), _Col("status", "text", _one_of(Status.values())),
+        _Col("created_at", "timestamptz", _time), _Col("updated_at", "timestamptz", _time),
+        _Col("last_used_at", "timestamptz", _time, True), _Col("access_count", "integer", _whole(0)),
+        _Col("metadata", "jsonb", _object), _Col("valid_from", "timestamptz", _time),
+        _Col("valid_to", "timestamptz", _time, True), _Col("superseded_by", "uuid", _uuid, True),
+        _Col("version", "integer", _whole(1)),
+    ), ("id",), "created_at, id"),
+    "history": _Section("memory_item_history", (
+        _Col("memory_id", "uuid", _uuid), _Col("version", "integer", _whole(1)), _Col("content", "text", _text),
+        _Col("memory_type", "text", _one_of(MemoryType.values())), _Col("confidence", "double precision", _unit),
+        _Col("metadata", "jsonb", _object), _Col("recorded_at", "timestamptz", _time),
+        _Col("replaced_at", "timestamptz", _time), _Col("change", "text", _one_of(("update", "edit"))),
+        _Col("decided_by", "text", _one_of(("llm", "similarity", "user")), True),
+        _Col("reason", "text", _text_or_empty, True), _Col("changed_by", "text", _name),
+    ), ("memory_id", "version"), "memory_id, version"),
+    "resources": _Section("memory_resources", (
+        _Col("id", "uuid", _uuid), _Col("kind", "text", _one_of(ResourceKind.values())),
+        _Col("user_id", "text", _name), _Col("scope", "text", _one_of(_OWN_SCOPES)),
+        _Col("scope_id", "text", _name), _Col("project_id", "text", _name, True),
+        _Col("session_id", "text", _name, True), _Col("external_id", "text", _name, True),
+        _Col("title", "text", _text_or_empty, True), _Col("content", "text", _text_or_empty),
+        _Col("metadata", "jsonb", _object), _Col("cursor", "text", _text_or_empty, True),
+        _Col("created_at", "timestamptz", _time), _Col("updated_at", "timestamptz", _time),
+    ), ("id",), "created_at, id"),
+    "profiles": _Section("memory_profiles", (
+        _Col("kind", "text", _one_of(("user", "project"))), _Col("subject_id", "text", _name),
+        _Col("fields", "jsonb", _object), _Col("manual", "jsonb", _object), _Col("dirty", "boolean", _flag),
+        _Col("built_by", "text", _one_of(("llm", "rules")), True), _Col("built_at", "timestamptz", _time, True),
+        _Col("edited_by", "text", _name, True), _Col("edited_at", "timestamptz", _time, True),
+        _Col("updated_at", "timestamptz", _time),
+    ), ("kind", "subject_id"), "kind, subject_id"),
+}
+
+
+# --- export: rows as plain JSON values --------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+
+
+# --- import: validation (pure) ----------------------------------------------------------------
+
+
+def _check_row(section: str, index: int, row: Any) -> dict[str, Any]:
+    spec, where = _SECTIONS[section], f"{section}[{index}]"
+    if not isinstance(row, Mapping):
+        raise InvalidInputError(where, f"must be an object, got {type(row).__name__}")
+    unknown = sorted(str(k) for k in row if k not in spec.names)
+    if unknown:
+        raise InvalidInputError(where, f"has unknown keys {unknown}; a row of {section} has the keys "
+                                       f"{', '.join(spec.names)}")
+    out: dict[str, Any] = {}
+    for col in spec.columns:
+        path, value = f"{where}.{col.name}", row.get(col.name)
+        if value is None:
+            if not col.nullable:
+                raise InvalidInputError(path, "is missing or null; every exported row has it (was the file edited?)")
+            out[col.name] = None
+        else:
+            out[col.name] = col.check(path, value)
+    return out
+
+
+_LEVEL_IDS = {"user": "user_id", "project": "project_id", "session": "session_id"}
+
+
+def _check_links(rows: dict[str, list[dict[str, Any]]]) -> None:
+    """What must hold between rows: each table's constraints, and rows pointing at rows."""
+    for section in ("memories", "resources"):
+        for i, row in enumerate(rows[section]):
+            own = _LEVEL_IDS.get(row["scope"])
+            if own is not None and row["scope_id"] != row[own]:
+                raise InvalidInputError(f"{section}[{i}].scope_id", f"a {row['scope']} row's scope_id must equal its "
+                                        f"{own} ({row['scope_id']!r} != {row[own]!r})")
+    memories = {m["id"] for m in rows["memories"]}
+    for i, h in enumerate(rows["history"]):
+        if h["memory_id"] not in memories:
+            raise InvalidInputError(f"history[{i}].memory_id", f"{h['memory_id']} is not in memories; a memory's "
+                                                                "history is imported with the memory")
+    scopes = {(s["kind"], s["scope_id"]) for s in rows["scopes"]}
+    for i, m in enumerate(rows["members"]):
+        if (m["kind"], m["scope_id"]) not in scopes:
+            raise InvalidInputError(f"members[{i}].scope_id", f"{m['kind']} {m['scope_id']!r} is not in scopes; "
+                                                               "a membership is imported with its scope")
+        roles = [r.value for r in ROLES[Scope(m["kind"])]]
+        if m["role"] not in roles:
+            raise InvalidInputError(f"members[{i}].role", f"a {m['kind']} role is one of {', '.join(roles)}; "
+                                                           f"got {m['role']!r}")
+    for i, s in enumerate(rows["shares"]):
+        if ("project", s["project_id"]) not in scopes:
+            raise InvalidInputError(f"shares[{i}].project_id", f"project {s['project_id']!r} is not in scopes; a "
+                                                                "share is imported with its project")
+
+
+def check_export(data: Any) -> dict[str, list[dict[str, Any]]]:
+    """The rows of an export, checked and normalised per section; :class:`InvalidInputError`
+    naming the first bad field (``memories[3].scope``) otherwise."""
+    if not isinstance(data, Mapping):
+        raise InvalidInputError("data", f"must be the dict export_data returned (json.load the file), "
+                                        f"got {type(data).__name__}")
+    if data.get("format") != FORMAT:
+        raise InvalidInputError("format", f"must be {FORMAT!r}, got {data.get('format')!r}; this is not an "
+                                          "agent-memory export")
+    if data.get("version") != VERSION:
+        raise InvalidInputError("version", f"this agent-memory reads export version {VERSION}, got "
+                                           f"{data.get('version')!r}; import it with the version that wrote it")
+    unknown = sorted(str(k) for k in data if k not in SECTIONS and k not in _INFO_KEYS)
+    if unknown:
+        raise InvalidInputError("data", f"has unknown keys {unknown}; an export has {', '.join(_INFO_KEYS)} "
+                                        f"and the sections {', '.join(_SHOWN)}")
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for section in SECTIONS:
+        given = data.get(section, [])
+        if not isinstance(given, Sequence) or isinstance(given, (str, bytes)):
+            raise InvalidInputError(section, f"must be a list of rows, got {type(given).__name__}")
+        rows[section] = [_check_row(section, i, row) for i, row in enumerate(given)]
+        seen: dict[tuple[Any, ...], int] = {}
+        for i, row in enumerate(rows[section]):
+            key = tuple(row[k] for k in _SECTIONS[section].key)
+            if key in seen:
+                raise InvalidInputError(f"{section}[{i}]", f"repeats {section}[{seen[key]}] "
+                                                           f"(same {', '.join(_SECTIONS[section].key)})")
+            seen[key] = i
+    _check_links(rows)
+    return rows
