@@ -1,0 +1,791 @@
+"""Access control against a reference model: thousands of random operations on shared memory.
+
+A Hypothesis state machine drives a small world per example (four users, two projects, two
+teams, one org, two session ids, all with fresh ids) through project/team/org creation,
+membership changes, shares, team write policies and memory writes, edits, deletes and restores,
+by random actors whether they are allowed or not. :class:`Model` implements the documented
+rules on its own, in plain Python (nothing from ``agent_memory.access``). It checks:
+
+- every action the model allows succeeds; a refused one raises ``MemoryNotFoundError`` when
+  the memory is not visible to the caller and ``PermissionDeniedError`` when it is visible but
+  not theirs to change (or the project/team/org refuses them), and changes nothing: after every
+  write, read straight from the tables, the database holds exactly the model's memories,
+  scopes, members and shares;
+- reads (``list_memories``, ``search_memories``, ``stats``, ``get_memory``, ``check_duplicate``
+  and dedupe on save, ``memberships``, ``list_members``) return exactly what the model says the
+  caller may see; after every step one user (in turn) lists under one identity (in turn), and
+  at the end of each example every user reads the whole world under several identities.
+
+Embeddings are a hash (similarity is not what this tests), on a database of their own. The
+module asserts that thousands of operations ran; ``pytest -s`` prints how many of each.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from langchain_core.embeddings import Embeddings
+
+from agent_memory import MemoryConfig, MemoryService
+from agent_memory.embeddings import LocalEmbeddings
+from agent_memory.errors import (
+    AgentMemoryError,
+    InvalidInputError,
+    MemoryNotFoundError,
+    PermissionDeniedError,
+)
+from agent_memory.models import MemoryItem, Rejection
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = 40
+STEPS = 100
+MIN_STEPS = 2_000  # "thousands of operations": checked after the run
+MAX_RUNS = 25  # of one rule in one example, see capped()
+
+#: what ran, over the whole module (steps, service calls, outcomes per rule)
+STATS: Counter[str] = Counter()
+
+
+class HashEmbeddings(Embeddings):
+    """Deterministic unit vectors from a hash of the text, as long as the local model's."""
+
+    dimensions = LocalEmbeddings.dimensions
+
+    def _vector(self, text: str) -> list[float]:
+        seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+        v = np.random.default_rng(seed).standard_normal(self.dimensions)
+        return (v / np.linalg.norm(v)).tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+# --- the reference model ---------------------------------------------------------------------
+
+KINDS = ("project", "team", "org")
+ROLES = {"project": ("owner", "admin", "editor", "viewer"), "team": ("lead", "member"), "org": ("admin", "member")}
+FOUNDER = {"project": "owner", "team": "lead", "org": "admin"}
+VISIBILITIES = ("public", "members", "owner_only")
+IDENTITY_KEYS = ("project_id", "session_id", "team_id", "org_id")
+#: what change_memory does (deletes and restores twice as often, so that restores find archived memories)
+CHANGES = ("edit", "delete", "delete", "restore", "restore", "delete_hard", "purge")
+
+Error = type[AgentMemoryError] | None  # the error a call must raise, or None: it must succeed
+Ident = dict[str, str | None]  # project_id, session_id, team_id, org_id
+
+
+@dataclass
+class Item:
+    scope: str
+    scope_id: str
+    creator: str
+    visibility: str
+    session: str | None
+    content: str
+    status: str = "active"
+
+    def row(self) -> tuple[Any, ...]:
+        return (self.scope, self.scope_id, self.creator, self.visibility, self.status, self.content, self.session)
+
+
+class Model:
+    """The documented rules, in plain dicts and sets."""
+
+    def __init__(self, users: list[str], ids: dict[str, list[str]], sessions: list[str]) -> None:
+        self.users, self.ids, self.sessions = users, ids, sessions
+        self.policy: dict[tuple[str, str], str | None] = {}  # existing scopes -> team write policy
+        self.members: dict[tuple[str, str], dict[str, str]] = {}  # scope -> user -> role
+        self.shares: set[tuple[str, str, str]] = set()  # (project, "user"/"team"/"org", grantee)
+        self.items: dict[uuid.UUID, Item] = {}
+        self.gone: list[uuid.UUID] = []  # hard-deleted ids, in order
+
+    # standing
+    def exists(self, kind: str, sid: str) -> bool:
+        return (kind, sid) in self.policy
+
+    def role(self, user: str, kind: str, sid: str) -> str | None:
+        return self.members.get((kind, sid), {}).get(user)
+
+    def last_founder(self, kind: str, sid: str, user: str) -> bool:
+        roles = self.members.get((kind, sid), {})
+        return roles.get(user) == FOUNDER[kind] and list(roles.values()).count(FOUNDER[kind]) == 1
+
+    def manager(self, kind: str, actor_role: str | None) -> bool:
+        return actor_role in {"project": ("owner", "admin"), "team": ("lead",), "org": ("admin",)}[kind]
+
+    def may_manage(self, kind: str, actor_role: str | None, role: str | None) -> bool:
+        """Whether a member with ``actor_role`` may grant, change or take away ``role``."""
+        if not self.manager(kind, actor_role):
+            return False
+        return not (kind == "project" and actor_role == "admin" and role in ("owner", "admin"))
+
+    def may_set_role(self, actor: str, kind: str, sid: str, member: str, role: str) -> bool:
+        """add_member: managers grant roles they manage, never leaving the scope without a founder."""
+        actor_role, current = self.role(actor, kind, sid), self.role(member, kind, sid)
+        if not self.exists(kind, sid) or not self.manager(kind, actor_role):
+            return False
+        if not all(r is None or self.may_manage(kind, actor_role, r) for r in (current, role)):
+            return False
+        return role == FOUNDER[kind] or not self.last_founder(kind, sid, member)
+
+    def may_remove(self, actor: str, kind: str, sid: str, member: str) -> bool:
+        """remove_member: anyone may leave, managers remove roles they manage; the last founder stays.
+        (Removing someone who is not a member is allowed and answers False.)"""
+        if member != actor:
+            if not self.exists(kind, sid) or not self.manager(kind, self.role(actor, kind, sid)):
+                return False
+            current = self.role(member, kind, sid)
+            if current is not None and not self.may_manage(kind, self.role(actor, kind, sid), current):
+                return False
+        return not self.last_founder(kind, sid, member)
+
+    # reading
+    def shared_with(self, user: str, project: str) -> bool:
+        return any(p == project and ((gk == "user" and gid == user) or (gk != "user" and self.role(user, gk, gid)))
+                   for p, gk, gid in self.shares)
+
+    def visible(self, user: str, ident: Ident, item: Item) -> bool:
+        if item.scope == "user":
+            return item.creator == user
+        if item.scope == "session":
+            return item.creator == user and ident["session_id"] == item.scope_id
+        mine = item.visibility != "owner_only" or item.creator == user
+        member = self.role(user, item.scope, item.scope_id) is not None
+        if item.scope == "project":
+            if ident["project_id"] != item.scope_id:
+                return False
+            return (member and mine) or (item.visibility == "public" and self.shared_with(user, item.scope_id))
+        named = ident["team_id" if item.scope == "team" else "org_id"]
+        return named in (None, item.scope_id) and member and mine
+
+    def visible_ids(self, user: str, ident: Ident) -> set[uuid.UUID]:
+        return {i for i, item in self.items.items() if self.visible(user, ident, item)}
+
+    # writing
+    def may_create(self, user: str, kind: str, sid: str) -> bool:
+        role = self.role(user, kind, sid)
+        if kind == "project":
+            return role in ("owner", "admin", "editor")
+        if kind == "team":
+            return role == "lead" or (role == "member" and self.policy[(kind, sid)] == "members")
+        return role == "admin"
+
+    def may_change_own(self, user: str, item: Item) -> bool:
+        """Edit, delete or restore a memory ``user`` created."""
+        if item.scope in ("user", "session"):
+            return True
+        return self.may_create(user, item.scope, item.scope_id)
+
+    def may_change(self, user: str, item: Item) -> bool:
+        """Edit, delete or restore ``item`` (one ``user`` can read)."""
+        if item.creator == user and self.may_change_own(user, item):
+            return True
+        if item.scope in ("user", "session"):
+            return False
+        role = self.role(user, item.scope, item.scope_id)
+        return role in {"project": ("owner", "admin"), "team": ("lead",), "org": ("admin",)}[item.scope]
+
+    def why_not_change(self, user: str, ident: Ident, memory_id: uuid.UUID) -> Error:
+        item = self.items.get(memory_id)
+        if item is None or not self.visible(user, ident, item):
+            return MemoryNotFoundError
+        return None if self.may_change(user, item) else PermissionDeniedError
+
+    def found(self, kind: str, sid: str, founder: str, policy: str | None) -> None:
+        self.policy[(kind, sid)] = (policy or "members") if kind == "team" else None
+        self.members[(kind, sid)] = {founder: FOUNDER[kind]}
+
+
+#: everything the world's users and scopes hold, read in one round trip
+WORLD_SQL = """
+SELECT
+  (SELECT coalesce(jsonb_agg(jsonb_build_array(id, scope, scope_id, user_id, visibility, status, content, session_id)),
+                   '[]') FROM memory_items WHERE user_id = ANY(%(users)s)),
+  (SELECT coalesce(jsonb_agg(jsonb_build_array(kind, scope_id, settings->>'write')), '[]')
+   FROM memory_scopes WHERE scope_id = ANY(%(ids)s)),
+  (SELECT coalesce(jsonb_agg(jsonb_build_array(kind, scope_id, user_id, role)), '[]')
+   FROM memory_members WHERE scope_id = ANY(%(ids)s) OR user_id = ANY(%(users)s)),
+  (SELECT coalesce(jsonb_agg(jsonb_build_array(project_id, grantee_kind, grantee_id)), '[]')
+   FROM memory_project_shares WHERE project_id = ANY(%(ids)s))
+"""
+
+
+# --- the machine -----------------------------------------------------------------------------
+
+
+def capped(fn: Callable[..., None]) -> Callable[..., None]:
+    """A rule that runs at most ``MAX_RUNS`` times per example. Hypothesis sometimes builds an example
+    from one or two rules (its simplest example, and mutations of it), which would spend the run on
+    repeats of one call; capped, such an example ends early and a more varied one takes its place."""
+
+    @functools.wraps(fn)
+    def counted(self: AccessMachine, *args: Any, **kwargs: Any) -> None:
+        self.runs[fn.__name__] += 1
+        fn(self, *args, **kwargs)
+
+    return precondition(lambda self: self.runs[fn.__name__] < MAX_RUNS)(counted)
+
+
+class AccessMachine(RuleBasedStateMachine):
+    """Random actors doing random things to one small world; see the module docstring."""
+
+    def __init__(self, service: MemoryService, conn: psycopg.Connection) -> None:
+        super().__init__()
+        self.service, self.conn = service, conn
+        self.runs: Counter[str] = Counter()  # rule -> times run in this example
+        self.written = 0  # contents written in this example
+
+    # helpers
+
+    def _call(self, rule: str, expected: Error, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run one service call that must succeed (``expected`` None) or raise exactly ``expected``."""
+        STATS["calls"] += 1
+        what = f"{fn.__name__}{args!r} {kwargs!r}"
+        try:
+            result = fn(*args, **kwargs)
+        except AgentMemoryError as exc:
+            if expected is None or type(exc) is not expected:
+                want = "success" if expected is None else expected.__name__
+                raise AssertionError(f"{what}: expected {want}, got {type(exc).__name__}: {exc}") from exc
+            STATS[f"{rule}: {expected.__name__}"] += 1
+            return None
+        if expected is not None:
+            raise AssertionError(f"{what}: expected {expected.__name__}, but it succeeded: {result!r}")
+        STATS[f"{rule}: ok"] += 1
+        return result
+
+    def _user(self, data: st.DataObject, among: Any = ()) -> str:
+        """Any user, or more likely one of ``among`` (one draw: Hypothesis caps the data per example,
+        and fewer draws per step leave room for more steps)."""
+        return data.draw(st.sampled_from([*sorted(set(among)) * 3, *self.users]))
+
+    def _involved(self, item: Item | None) -> list[str]:
+        """The users a memory concerns: its creator and the members of its scope."""
+        if item is None:
+            return []
+        return [item.creator, *(self.model.members.get((item.scope, item.scope_id), {}) if item.scope in KINDS
+                                else ())]
+
+    def _ident(self, data: st.DataObject) -> Ident:
+        """A random identity: ids the user may or may not belong to, or none (one draw)."""
+        return dict(zip(IDENTITY_KEYS, data.draw(st.sampled_from(self.identities)), strict=True))
+
+    def _natural_ident(self, item: Item) -> Ident:
+        """The identity that names the memory's own scope."""
+        ident: Ident = dict.fromkeys(IDENTITY_KEYS)
+        if item.scope != "user":
+            ident[f"{item.scope}_id"] = item.scope_id
+        return ident
+
+    def _content(self, who: str) -> str:
+        """New wording, unique in the example (a replay of the example writes the same)."""
+        self.written += 1
+        return f"Note number {self.written} written by {self.names[who]} for the shared world"
+
+    def _managers(self, kind: str, sid: str) -> list[str]:
+        return [u for u, r in self.model.members.get((kind, sid), {}).items() if self.model.manager(kind, r)]
+
+    def _scope_target(self, data: st.DataObject) -> tuple[str, str]:
+        """A project, team or org: mostly one that exists (when one does), else any."""
+        existing = sorted(self.model.policy)
+        if existing and data.draw(st.integers(0, 3)) > 0:
+            return data.draw(st.sampled_from(existing))
+        kind = data.draw(st.sampled_from(KINDS))
+        return kind, data.draw(st.sampled_from(self.ids[kind]))
+
+    # the database, read directly: it must hold exactly the model
+
+    def _check_database(self) -> None:
+        m = self.model
+        all_ids = sorted({sid for ids in self.ids.values() for sid in ids})
+        row = self.conn.execute(WORLD_SQL, {"users": self.users, "ids": all_ids}).fetchone()
+        items = {uuid.UUID(i): tuple(rest) for i, *rest in row[0]}
+        scopes = {(k, s): w for k, s, w in row[1]}
+        members = {(k, s, u): r for k, s, u, r in row[2]}
+        shares = {tuple(share) for share in row[3]}
+        assert items == {i: item.row() for i, item in m.items.items()}, "memory rows differ from the model"
+        assert scopes == m.policy, "projects/teams/orgs differ from the model"
+        assert members == {(k, s, u): r for (k, s), roles in m.members.items() for u, r in roles.items()}, \
+            "memberships differ from the model"
+        assert shares == m.shares, "project shares differ from the model"
+
+    def _check_list(self, user: str, ident: Ident) -> set[uuid.UUID]:
+        """list_memories (every status) returns exactly the memories the model says ``user`` sees, as they are."""
+        m = self.model
+        expected = m.visible_ids(user, ident)
+        STATS["calls"] += 1
+        got = {i.id: i for i in self.service.list_memories(user_id=user, **ident, status=None, limit=1000)}
+        leaked, missing = set(got) - expected, expected - set(got)
+        assert not leaked and not missing, (
+            f"list_memories as {user} {ident}: leaked {[m.items.get(i) for i in leaked]}, "
+            f"missing {[m.items[i] for i in missing]}")
+        for i, item in got.items():
+            assert _row(item) == m.items[i].row(), f"{item} differs from the model's {m.items[i]}"
+        return expected
+
+    def _check_reads(self, user: str, ident: Ident, *, search: bool = True) -> None:
+        """Every read path returns exactly what the model says ``user`` sees."""
+        m = self.model
+        expected = self._check_list(user, ident)
+        STATS["calls"] += 1
+        active = {i.id for i in self.service.list_memories(user_id=user, **ident, limit=1000)}
+        assert active == {i for i in expected if m.items[i].status == "active"}, f"active list as {user} {ident}"
+        if not search:
+            return
+        STATS["calls"] += 1
+        total = self.service.stats(user_id=user, **ident).total
+        assert total == len(expected), f"stats as {user} {ident} counted {total}, the model {len(expected)}"
+        STATS["calls"] += 1
+        k = self.service.config.max_k
+        hits = {h.item.id for h in self.service.search_memories(
+            "note written for the shared world", user_id=user, **ident, k=k, status=None, min_relevance=0.0)}
+        assert hits <= expected, f"search as {user} {ident} leaked {[m.items.get(i) for i in hits - expected]}"
+        if len(expected) <= k:
+            assert hits == expected, f"search as {user} {ident} missed {[m.items[i] for i in expected - hits]}"
+
+    # the world
+
+    @initialize(data=st.data(), collide=st.booleans(), populate=st.sampled_from([True, True, True, False]))
+    def make_world(self, data: st.DataObject, collide: bool, populate: bool) -> None:
+        """Fresh ids; with ``collide`` a project, a team, an org, a user and a session share names
+        (kinds must never mix) and one project id is a path below another (no inheritance); with
+        ``populate`` most scopes start out with members and every example with some memories."""
+        tag = uuid.uuid4().hex[:8]
+        names = ("ana", "ben", "cy", "dee")
+        if collide:
+            base = [f"w{tag}", f"w{tag}/web", f"w{tag}-corp"]
+            self.ids = {"project": base[:2], "team": [base[0], base[2]], "org": [base[1]]}
+            self.users = [f"ana-{tag}", f"ben-{tag}", f"cy-{tag}", base[2]]
+            self.sessions = [base[0], f"s{tag}"]
+        else:
+            self.ids = {"project": [f"p{tag}", f"p{tag}/web"], "team": [f"t{tag}-a", f"t{tag}-b"], "org": [f"o{tag}"]}
+            self.users = [f"{n}-{tag}" for n in names]
+            self.sessions = [f"s{tag}-1", f"s{tag}-2"]
+        self.names = dict(zip(self.users, names))
+        self.identities = list(itertools.product(
+            [None, *self.ids["project"]], [None, *self.sessions], [None, *self.ids["team"]], [None, *self.ids["org"]]))
+        self.model = Model(self.users, self.ids, self.sessions)
+        STATS["examples"] += 1
+        if populate:
+            self._populate(data)
+        for _ in range(data.draw(st.integers(4, 10))):  # some memories (writes the model may refuse)
+            self._save(data, data.draw(st.sampled_from(["user", "session", *KINDS])))
+
+    def _populate(self, data: st.DataObject) -> None:
+        """Most scopes exist from the start, with random founders, members, policies and shares
+        (set up through the service, which must allow all of it)."""
+        m = self.model
+        for kind in KINDS:
+            for sid in self.ids[kind]:
+                if not data.draw(st.integers(0, 4)):
+                    continue
+                founder = data.draw(st.sampled_from(self.users))
+                policy = data.draw(st.sampled_from(["members", "leads"])) if kind == "team" else None
+                extra = {"write": policy} if kind == "team" else {}
+                self._call("populate", None, getattr(self.service, f"create_{kind}"), sid, user_id=founder, **extra)
+                m.found(kind, sid, founder, policy)
+                for user in self.users:
+                    role = data.draw(st.sampled_from([None, *ROLES[kind]]))
+                    if user != founder and role is not None:
+                        self._call("populate", None, self.service.add_member, kind, sid, user, role,
+                                   user_id=founder)
+                        m.members[(kind, sid)][user] = role
+        for project in self.ids["project"]:
+            if not m.exists("project", project):
+                continue
+            owner = next(u for u, r in m.members[("project", project)].items() if r == "owner")
+            for grantee_kind in ("user", "team", "org"):
+                pool = self.users if grantee_kind == "user" else self.ids[grantee_kind]
+                for grantee in data.draw(st.lists(st.sampled_from(pool), max_size=1)):
+                    self._call("populate", None, self.service.share_project, project, user_id=owner,
+                               **{f"with_{grantee_kind}": grantee})
+                    m.shares.add((project, grantee_kind, grantee))
+        self._check_database()
+
+    def _step(self, name: str) -> None:
+        STATS["steps"] += 1
+        STATS[f"rule {name}"] += 1
+
+    @invariant()
+    def one_reader_sees_exactly_their_memories(self) -> None:
+        """After every step one user lists under one identity, both in turn."""
+        if hasattr(self, "model"):
+            n = sum(self.runs.values())  # this example's own count: a replay must check the same reads
+            ident = dict(zip(IDENTITY_KEYS, self.identities[n % len(self.identities)], strict=True))
+            self._check_list(self.users[n % len(self.users)], ident)
+
+    # --- scopes and members ------------------------------------------------------------------
+
+    @rule(data=st.data(), policy=st.sampled_from([None, "members", "leads"]))
+    @capped
+    def create_scope(self, data: st.DataObject, policy: str | None) -> None:
+        self._step("create_scope")
+        m = self.model
+        kind, sid = self._scope_target(data)
+        actor = self._user(data, m.members.get((kind, sid), {}))
+        fresh = not m.exists(kind, sid)
+        expected = None if fresh or m.role(actor, kind, sid) == FOUNDER[kind] else PermissionDeniedError
+        extra = {"write": policy} if kind == "team" else {}
+        result = self._call("create_scope", expected, getattr(self.service, f"create_{kind}"), sid, user_id=actor,
+                            **extra)
+        if expected is None:
+            assert (result.scope.value, result.scope_id, result.user_id, result.role.value) == \
+                (kind, sid, actor, FOUNDER[kind])
+            if fresh:
+                m.found(kind, sid, actor, policy)
+        self._check_database()
+
+    @rule(data=st.data())
+    @capped
+    def add_member(self, data: st.DataObject) -> None:
+        self._step("add_member")
+        m = self.model
+        kind, sid = self._scope_target(data)
+        roles = m.members.get((kind, sid), {})
+        actor = self._user(data, self._managers(kind, sid))
+        member = self._user(data, roles)
+        role = data.draw(st.sampled_from(ROLES[kind]))
+        expected = None if m.may_set_role(actor, kind, sid, member, role) else PermissionDeniedError
+        result = self._call("add_member", expected, self.service.add_member, kind, sid, member, role, user_id=actor)
+        if expected is None:
+            assert (result.user_id, result.role.value) == (member, role)
+            m.members[(kind, sid)][member] = role
+        self._check_database()
+
+    @rule(data=st.data(), leave=st.booleans())
+    @capped
+    def remove_member(self, data: st.DataObject, leave: bool) -> None:
+        self._step("remove_member")
+        m = self.model
+        kind, sid = self._scope_target(data)
+        roles = m.members.get((kind, sid), {})
+        actor = self._user(data, roles if leave else self._managers(kind, sid))
+        member = actor if leave else self._user(data, roles)
+        answer = m.role(member, kind, sid) is not None
+        expected = None if m.may_remove(actor, kind, sid, member) else PermissionDeniedError
+        result = self._call("remove_member", expected, self.service.remove_member, kind, sid, member, user_id=actor)
+        if expected is None:
+            assert result is answer, f"remove_member answered {result}, the model says {answer}"
+            roles.pop(member, None)
+        self._check_database()
+
+    @rule(data=st.data(), share=st.booleans(), grantee_kind=st.sampled_from(["user", "team", "org"]))
+    @capped
+    def share_project(self, data: st.DataObject, share: bool, grantee_kind: str) -> None:
+        self._step("share_project" if share else "unshare_project")
+        m = self.model
+        project = data.draw(st.sampled_from(self.ids["project"]))
+        actor = self._user(data, self._managers("project", project))
+        grantee = data.draw(st.sampled_from(self.users if grantee_kind == "user" else self.ids[grantee_kind]))
+        allowed = m.exists("project", project) and m.role(actor, "project", project) in ("owner", "admin")
+        expected = None if allowed else PermissionDeniedError
+        key = (project, grantee_kind, grantee)
+        fn = self.service.share_project if share else self.service.unshare_project
+        result = self._call("share_project" if share else "unshare_project", expected, fn, project,
+                            user_id=actor, **{f"with_{grantee_kind}": grantee})
+        if expected is None:
+            if share:
+                m.shares.add(key)
+            else:
+                assert result is (key in m.shares), f"unshare answered {result}"
+                m.shares.discard(key)
+        self._check_database()
+
+    @rule(data=st.data(), policy=st.sampled_from(["members", "leads"]))
+    @capped
+    def set_team_write(self, data: st.DataObject, policy: str) -> None:
+        self._step("set_team_write")
+        m = self.model
+        team = data.draw(st.sampled_from(self.ids["team"]))
+        actor = self._user(data, self._managers("team", team))
+        expected = None if m.role(actor, "team", team) == "lead" else PermissionDeniedError
+        self._call("set_team_write", expected, self.service.set_team_write, team, policy, user_id=actor)
+        if expected is None:
+            m.policy[("team", team)] = policy
+        self._check_database()
+
+    # --- memories ----------------------------------------------------------------------------
+
+    def _save(self, data: st.DataObject, scope: str, source: Item | None = None) -> None:
+        """Save a new memory; with ``source``, what that memory says, deduplicated (mostly into the
+        same place): the duplicate found must be an active memory of that scope the writer can see."""
+        m = self.model
+        ident = self._ident(data)
+        near = source is not None and source.scope == scope and data.draw(st.integers(0, 3)) > 0
+        kind_id = None
+        if scope in KINDS:
+            kind_id = source.scope_id if near else data.draw(st.sampled_from(self.ids[scope]))
+            ident[f"{scope}_id"] = kind_id
+        elif scope == "session":
+            ident["session_id"] = source.scope_id if near else data.draw(st.sampled_from(self.sessions))
+        if near:
+            actor = self._user(data, self._involved(source))
+        else:
+            actor = self._user(data, m.members.get((scope, kind_id), {}) if kind_id else ())
+        again = None if source is None else source.content
+        visibility = data.draw(st.sampled_from(VISIBILITIES))
+        expected: Error = None
+        if scope == "project" and not m.exists("project", kind_id):
+            pass  # the first write creates the project, the writer its owner
+        elif scope in KINDS and not (m.exists(scope, kind_id) and m.may_create(actor, scope, kind_id)):
+            expected = PermissionDeniedError
+        content = again or self._content(actor)
+        duplicate = None
+        if again is not None:
+            duplicate = next((i for i, item in m.items.items() if item.status == "active" and item.scope == scope
+                              and item.content == again and m.visible(actor, ident, item)), None)
+            found = self._call("check_duplicate", None, self.service.check_duplicate, again, user_id=actor, **ident,
+                               scope=scope)
+            assert (found and found.id) == duplicate, \
+                f"check_duplicate found {found}, the model says {duplicate and m.items[duplicate]}"
+        result = self._call(f"save {scope}" + (" again" if again else ""), expected,
+                            self.service.add_explicit_memory, content, user_id=actor, **ident, scope=scope,
+                            visibility=visibility, dedupe=again is not None)
+        if expected is None:
+            assert isinstance(result, MemoryItem), f"the gate refused {content!r}: {result}"
+            if duplicate is not None:
+                assert result.deduplicated and result.id == duplicate, \
+                    f"saving {again!r} again gave {result}, the model says it repeats {m.items[duplicate]}"
+                assert _row(result) == m.items[duplicate].row()
+                STATS["save again: deduplicated"] += 1
+            else:
+                assert not result.deduplicated, f"{result} deduplicated against a memory the model has not"
+                if scope == "project" and not m.exists("project", kind_id):
+                    m.found("project", kind_id, actor, None)
+                scope_id = {"user": actor, "session": ident["session_id"]}.get(scope, kind_id)
+                item = Item(scope, scope_id, actor, visibility,
+                            ident["session_id"] if scope == "session" else None, content)
+                assert _row(result) == item.row()
+                m.items[result.id] = item
+        self._check_database()
+
+    @rule(data=st.data())
+    @capped
+    def save_project_memory(self, data: st.DataObject) -> None:
+        self._step("save project")
+        self._save(data, "project")
+
+    @rule(data=st.data(), scope=st.sampled_from(["team", "org"]))
+    @capped
+    def save_team_or_org_memory(self, data: st.DataObject, scope: str) -> None:
+        self._step(f"save {scope}")
+        self._save(data, scope)
+
+    @rule(data=st.data(), scope=st.sampled_from(["user", "session"]))
+    @capped
+    def save_private_memory(self, data: st.DataObject, scope: str) -> None:
+        self._step(f"save {scope}")
+        self._save(data, scope)
+
+    @precondition(lambda self: self.model.items)
+    @rule(data=st.data())
+    @capped
+    def save_again(self, data: st.DataObject) -> None:
+        """What a memory says, saved again with dedupe (mostly into its own scope)."""
+        m = self.model
+        source = m.items[data.draw(st.sampled_from(list(m.items)))]
+        scope = source.scope
+        if not data.draw(st.integers(0, 3)):
+            scope = data.draw(st.sampled_from(["user", "session", *KINDS]))
+        self._step(f"save {scope} again")
+        self._save(data, scope, source)
+
+    def _memory_id(self, data: st.DataObject, status: str = "active") -> uuid.UUID:
+        """Mostly a memory in ``status`` (when there is one), sometimes any, rarely a deleted one."""
+        m = self.model
+        choice = data.draw(st.integers(0, 7))
+        pool = [i for i, item in m.items.items() if item.status == status]
+        if choice == 0 and m.gone:
+            return data.draw(st.sampled_from(m.gone))
+        if choice < 3 or not pool:
+            pool = list(m.items)
+        return data.draw(st.sampled_from(pool))
+
+    def _target(self, data: st.DataObject, status: str = "active") -> tuple[str, Ident, uuid.UUID]:
+        """An actor, an identity (usually the one naming the memory's scope) and a memory id."""
+        memory_id = self._memory_id(data, status)
+        item = self.model.items.get(memory_id)
+        actor = self._user(data, self._involved(item))
+        natural = item is not None and data.draw(st.integers(0, 3)) > 0
+        return actor, (self._natural_ident(item) if natural else self._ident(data)), memory_id
+
+    @precondition(lambda self: self.model.items)
+    @rule(data=st.data(), action=st.sampled_from(CHANGES))
+    @capped
+    def change_memory(self, data: st.DataObject, action: str) -> None:
+        """Edit, delete (archive), restore or hard-delete a memory, or purge one's archived ones (one
+        rule, so that when Hypothesis leaves rules out of an example, these are in or out together)."""
+        if action == "purge":
+            self._purge_archived(data)
+            return
+        self._step(f"{action}_memory")
+        m = self.model
+        actor, ident, memory_id = self._target(data, "archived" if action == "restore" else "active")
+        expected = m.why_not_change(actor, ident, memory_id)
+        status = None if expected else m.items[memory_id].status
+        if action == "edit":
+            expected = InvalidInputError if status not in (None, "active") else expected
+            content = self._content(actor)
+            result = self._call("edit_memory", expected, self.service.edit_memory, memory_id, user_id=actor,
+                                **ident, content=content)
+            if expected is None:
+                assert not isinstance(result, Rejection), result
+                m.items[memory_id].content = content
+                assert _row(result) == m.items[memory_id].row()
+        elif action == "restore":
+            expected = InvalidInputError if status not in (None, "archived") else expected
+            result = self._call("restore_memory", expected, self.service.restore_memory, memory_id, user_id=actor,
+                                **ident)
+            if expected is None:
+                m.items[memory_id].status = "active"
+                assert _row(result) == m.items[memory_id].row()
+        else:
+            hard = action == "delete_hard"
+            self._call(f"{action}_memory", expected, self.service.delete_memory, memory_id,
+                       user_id=actor, **ident, hard=hard)
+            if expected is None and hard:
+                del m.items[memory_id]
+                m.gone.append(memory_id)
+            elif expected is None:
+                m.items[memory_id].status = "archived"
+        self._check_database()
+
+    def _purge_archived(self, data: st.DataObject) -> None:
+        """Purging deletes only the caller's own archived memories that they may still change."""
+        self._step("purge_archived")
+        m = self.model
+        actor, ident = self._user(data), self._ident(data)
+        doomed = [i for i, item in m.items.items() if item.creator == actor and item.status == "archived"
+                  and m.visible(actor, ident, item) and m.may_change_own(actor, item)]
+        n = self._call("purge_archived", None, self.service.purge_archived, user_id=actor, **ident)
+        assert n == len(doomed), f"purge_archived deleted {n}, the model says {len(doomed)}"
+        for i in doomed:
+            del m.items[i]
+            m.gone.append(i)
+        self._check_database()
+
+    # --- reads -------------------------------------------------------------------------------
+
+    @rule(data=st.data())
+    @capped
+    def read_memories(self, data: st.DataObject) -> None:
+        self._step("read_memories")
+        self._check_reads(self._user(data), self._ident(data))
+
+    @precondition(lambda self: self.model.items or self.model.gone)
+    @rule(data=st.data())
+    @capped
+    def get_memories(self, data: st.DataObject) -> None:
+        """get_memory on a few ids: visible ones come back as they are, the rest are not found."""
+        self._step("get_memory")
+        m = self.model
+        every = [*m.items, *m.gone]
+        for memory_id in data.draw(st.lists(st.sampled_from(every), min_size=1, max_size=3, unique=True)):
+            item = m.items.get(memory_id)
+            user = self._user(data, self._involved(item))
+            natural = item is not None and data.draw(st.booleans())
+            ident = self._natural_ident(item) if natural else self._ident(data)
+            seen = item is not None and m.visible(user, ident, item)
+            got = self._call("get_memory", None if seen else MemoryNotFoundError, self.service.get_memory,
+                             memory_id, user_id=user, **ident)
+            if seen:
+                assert _row(got) == item.row()
+
+    @rule(data=st.data())
+    @capped
+    def read_members(self, data: st.DataObject) -> None:
+        """memberships() is the user's own roles (of one kind, below a prefix by whole segments:
+        ``w…`` covers ``w…/web``, never ``w…-corp``); list_members() the scope's, for its members only."""
+        self._step("read_members")
+        m = self.model
+        user = self._user(data)
+        kind = data.draw(st.sampled_from([None, *KINDS]))
+        prefix = data.draw(st.sampled_from([None, *sorted({sid for ids in self.ids.values() for sid in ids})]))
+        mine = {(s.scope.value, s.scope_id, s.role.value) for s in self._call(
+            "memberships", None, self.service.memberships, user_id=user, scope=kind, prefix=prefix)}
+        assert mine == {(k, s, roles[user]) for (k, s), roles in m.members.items() if user in roles
+                        and kind in (None, k) and (prefix is None or s == prefix or s.startswith(prefix + "/"))}
+        kind, sid = self._scope_target(data)
+        expected = None if m.role(user, kind, sid) else PermissionDeniedError
+        got = self._call("list_members", expected, self.service.list_members, kind, sid, user_id=user)
+        if expected is None:
+            assert {x.user_id: x.role.value for x in got} == m.members[(kind, sid)]
+
+    def teardown(self) -> None:
+        """The whole world, read by every user under identities naming each scope in turn."""
+        if not hasattr(self, "model"):
+            return
+        self._check_database()
+        for n, user in enumerate(self.users):
+            session = self.sessions[n % 2]
+            idents: list[Ident] = [
+                {"project_id": p, "session_id": session, "team_id": None, "org_id": None}
+                for p in [None, *self.ids["project"]]
+            ]
+            idents += [{"project_id": None, "session_id": None, "team_id": t, "org_id": o}
+                       for t in self.ids["team"] for o in self.ids["org"]]
+            for ident in idents:
+                self._check_reads(user, ident, search=False)
+
+
+def _row(item: MemoryItem) -> tuple[Any, ...]:
+    return (item.scope.value, item.scope_id, item.user_id, item.visibility.value, item.status.value, item.content,
+            item.session_id)
+
+
+@pytest.fixture(scope="module")
+def world_service(fresh_dsn: Callable[[], str]) -> Iterator[tuple[MemoryService, psycopg.Connection]]:
+    """A service with hash embeddings on a database of its own, and a plain connection to inspect it."""
+    dsn = fresh_dsn()
+    with MemoryService(dsn, config=MemoryConfig(), embeddings=HashEmbeddings()) as service, \
+            psycopg.connect(dsn, autocommit=True) as conn:
+        yield service, conn
+
+
+def test_access_control_matches_the_model(world_service, record_property) -> None:
+    service, conn = world_service
+    before = STATS["steps"]
+    started = time.perf_counter()
+    run_state_machine_as_test(
+        lambda: AccessMachine(service, conn),
+        settings=settings(
+            max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True, database=None,
+            # no shrinking: against the database it can take minutes, and the failing step's message
+            # already names the call, the caller and what differs (add Phase.shrink to minimize)
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+        ),
+    )
+    steps = STATS["steps"] - before
+    summary = (f"{steps} operations ({STATS['calls']} service calls) in {STATS['examples']} examples, "
+               f"{time.perf_counter() - started:.1f} s")
+    print(summary)
+    for key in sorted(k for k in STATS if ":" in k or k.startswith("rule ")):
+        print(f"  {key}: {STATS[key]}")
+    record_property("access_operations", steps)
+    assert steps >= MIN_STEPS, summary
