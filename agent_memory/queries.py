@@ -18,6 +18,9 @@ from .models import Identity, MemoryType, Scope, Status
 
 __all__ = [
     "ITEM_COLUMNS",
+    "granted_to",
+    "member_of",
+    "shared_with",
     "vector_literal",
     "visible_filter",
 ]
@@ -39,17 +42,24 @@ def vector_literal(vector: Sequence[float]) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
-#: the caller is a member of the project
-_PROJECT_MEMBER = (
-    "EXISTS (SELECT 1 FROM memory_members mm WHERE mm.kind = 'project' AND mm.scope_id = %(vf_project)s"
-    " AND mm.user_id = %(vf_user)s)"
-)
-#: the project is shared with the caller, or with a team or org the caller is a member of
-_PROJECT_SHARED = (
-    "EXISTS (SELECT 1 FROM memory_project_shares ps WHERE ps.project_id = %(vf_project)s AND"
-    " ((ps.grantee_kind = 'user' AND ps.grantee_id = %(vf_user)s) OR EXISTS (SELECT 1 FROM memory_members gm"
-    " WHERE gm.kind = ps.grantee_kind AND gm.scope_id = ps.grantee_id AND gm.user_id = %(vf_user)s)))"
-)
+def member_of(kind: str, scope_id: str, user: str, alias: str = "mm") -> str:
+    """SQL: ``user`` is a member of the project/team/org ``(kind, scope_id)``. The arguments are
+    SQL expressions (a column, a literal or a placeholder), so every read builds its membership
+    test here, whether it names the scope by parameter or by column."""
+    return (f"EXISTS (SELECT 1 FROM memory_members {alias} WHERE {alias}.kind = {kind}"
+            f" AND {alias}.scope_id = {scope_id} AND {alias}.user_id = {user})")
+
+
+def granted_to(user: str, share: str = "ps") -> str:
+    """SQL: the project share row ``share`` is granted to ``user``, or to a team or org of theirs."""
+    return (f"(({share}.grantee_kind = 'user' AND {share}.grantee_id = {user}) OR "
+            + member_of(f"{share}.grantee_kind", f"{share}.grantee_id", user, "gm") + ")")
+
+
+def shared_with(project_id: str, user: str) -> str:
+    """SQL: the project ``project_id`` is shared with ``user`` (directly or through a team/org)."""
+    return (f"EXISTS (SELECT 1 FROM memory_project_shares ps WHERE ps.project_id = {project_id}"
+            f" AND {granted_to(user)})")
 
 
 def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) -> Query:
@@ -75,8 +85,9 @@ def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) ->
         params["vf_project"] = identity.project_id
         parts.append(sql.SQL(
             "(m.scope = 'project' AND m.scope_id = %(vf_project)s AND ("
-            "(" + _PROJECT_MEMBER + " AND (m.visibility <> 'owner_only' OR m.user_id = %(vf_user)s))"
-            " OR (m.visibility = 'public' AND " + _PROJECT_SHARED + ")))"
+            "(" + member_of("'project'", "%(vf_project)s", "%(vf_user)s")
+            + " AND (m.visibility <> 'owner_only' OR m.user_id = %(vf_user)s))"
+            " OR (m.visibility = 'public' AND " + shared_with("%(vf_project)s", "%(vf_user)s") + ")))"
         ))
     for scope, chosen in ((Scope.TEAM, identity.team_id), (Scope.ORG, identity.org_id)):
         if scope not in scopes:

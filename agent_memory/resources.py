@@ -22,7 +22,7 @@ from typing import Any
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from . import access
+from . import access, queries
 from .config import MemoryConfig
 from .db.requests import Op, Sql
 from .errors import InvalidInputError, MemoryNotFoundError
@@ -83,8 +83,8 @@ def visible_filter(identity: Identity) -> tuple[sql.Composable, dict[str, Any]]:
     params: dict[str, Any] = {"rv_user": identity.user_id}
     if identity.project_id is not None:  # project resources: its members (any role)
         parts.append(sql.SQL(
-            "(r.scope = 'project' AND r.scope_id = %(rv_project)s AND EXISTS (SELECT 1 FROM memory_members mm"
-            " WHERE mm.kind = 'project' AND mm.scope_id = %(rv_project)s AND mm.user_id = %(rv_user)s))"
+            "(r.scope = 'project' AND r.scope_id = %(rv_project)s AND "
+            + queries.member_of("'project'", "%(rv_project)s", "%(rv_user)s") + ")"
         ))
         params["rv_project"] = identity.project_id
     return sql.SQL("(") + sql.SQL(" OR ").join(parts) + sql.SQL(")"), params

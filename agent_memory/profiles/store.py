@@ -222,8 +222,7 @@ def get_profiles(identity: Identity) -> Op[AgentProfiles]:
     # one round trip: both profiles, and whether the caller is a member of the project at all
     found = yield Sql(
         "SELECT pr.kind, pr.subject_id, pr.fields, pr.manual, pr.dirty, pr.built_by, pr.built_at, pr.edited_at,"
-        " a.member FROM (SELECT EXISTS (SELECT 1 FROM memory_members WHERE kind = 'project' AND scope_id = %(p)s"
-        " AND user_id = %(u)s) AS member) a LEFT JOIN memory_profiles pr ON (pr.kind = 'user' AND pr.subject_id ="
+        " a.member FROM (SELECT " + queries.member_of("'project'", "%(p)s", "%(u)s") + " AS member) a LEFT JOIN memory_profiles pr ON (pr.kind = 'user' AND pr.subject_id ="
         " %(u)s) OR (pr.kind = 'project' AND pr.subject_id = %(p)s AND a.member)",
         {"u": identity.user_id, "p": identity.project_id},
     )

@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 from ..db.requests import Commit, Embed, Op, Sql
 from ..errors import InvalidInputError
 from ..models import Identity
-from ..queries import vector_literal
+from ..queries import granted_to, member_of, shared_with, vector_literal
 from .format import (
     _SECTIONS,
     _SHOWN,
@@ -44,15 +44,13 @@ Query = tuple[sql.Composable, dict[str, Any]]
 # --- export: SQL (pure) -----------------------------------------------------------------------
 
 
-def _member(kind: str, scope_id: str, alias: str = "mm") -> str:
+def _member(kind: str, scope_id: str) -> str:
     """The user ``%(u)s`` is a member of the scope ``(kind, scope_id)`` (SQL expressions)."""
-    return (f"EXISTS (SELECT 1 FROM memory_members {alias} WHERE {alias}.kind = {kind}"
-            f" AND {alias}.scope_id = {scope_id} AND {alias}.user_id = %(u)s)")
+    return member_of(kind, scope_id, "%(u)s")
 
 
 #: the share ``ps`` is granted to the user, or to a team or org the user is a member of
-_SHARED_WITH_USER = ("((ps.grantee_kind = 'user' AND ps.grantee_id = %(u)s) OR "
-                     + _member("ps.grantee_kind", "ps.grantee_id", "gm") + ")")
+_SHARED_WITH_USER = granted_to("%(u)s")
 
 #: ``m`` rows the user may read, in all their sessions, projects, teams and orgs: the rule of
 #: :func:`agent_memory.queries.visible_filter`, over every membership instead of the current ids
@@ -61,8 +59,7 @@ _READABLE_ITEMS = (
     " OR (m.scope = 'session' AND m.user_id = %(u)s)"
     " OR (m.scope IN ('project', 'team', 'org') AND " + _member("m.scope", "m.scope_id")
     + " AND (m.visibility <> 'owner_only' OR m.user_id = %(u)s))"
-    " OR (m.scope = 'project' AND m.visibility = 'public' AND EXISTS (SELECT 1 FROM memory_project_shares ps"
-    " WHERE ps.project_id = m.scope_id AND " + _SHARED_WITH_USER + ")))"
+    " OR (m.scope = 'project' AND m.visibility = 'public' AND " + shared_with("m.scope_id", "%(u)s") + "))"
 )
 
 _WHERE: dict[str, dict[str, str]] = {
@@ -72,8 +69,8 @@ _WHERE: dict[str, dict[str, str]] = {
                      + _member("'project'", "x.scope_id") + "))",
         "profiles": "((x.kind = 'user' AND x.subject_id = %(u)s) OR (x.kind = 'project' AND "
                     + _member("'project'", "x.subject_id") + "))",
-        "scopes": "(" + _member("x.kind", "x.scope_id") + " OR (x.kind = 'project' AND EXISTS (SELECT 1 FROM"
-                  " memory_project_shares ps WHERE ps.project_id = x.scope_id AND " + _SHARED_WITH_USER + ")))",
+        "scopes": "(" + _member("x.kind", "x.scope_id") + " OR (x.kind = 'project' AND "
+                  + shared_with("x.scope_id", "%(u)s") + "))",
         "shares": _SHARED_WITH_USER,
     },
     "owned": {
