@@ -9,14 +9,18 @@ Quick start::
         memory.search_memories("which theme?", user_id="alice")
 """
 
-from .config import MemoryConfig
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     AgentMemoryError,
     ConfigurationError,
+    DatabaseBusyError,
     DatabaseError,
+    DatabaseUnavailableError,
     EmbeddedServerError,
     EmbeddingDimensionMismatchError,
     EmbeddingError,
+    IdentityConflictError,
     InvalidInputError,
     MemoryNotFoundError,
     MigrationError,
@@ -24,34 +28,88 @@ from .errors import (
     ModelOutputError,
     PermissionDeniedError,
 )
-from .extraction.pipeline import ExtractionReport, Outcome
-from .formatting import format_memories_for_prompt
-from .models import (
-    Conflict,
-    Decision,
-    DecisionMethod,
-    Identity,
-    Membership,
-    MemoryItem,
-    MemoryStats,
-    MemoryType,
-    MemoryVersion,
-    NewMemory,
-    Proposal,
-    Rejection,
-    RejectionReason,
-    Resource,
-    ResourceKind,
-    Role,
-    Scope,
-    SearchResult,
-    Source,
-    Status,
-    Visibility,
-)
-from .ops import ImportResult
-from .profiles.store import AgentProfiles, Profile
-from .service import AsyncMemoryService, MemoryService
+
+if TYPE_CHECKING:
+    from .config import MemoryConfig
+    from .extraction.pipeline import ExtractionReport, Outcome
+    from .formatting import format_memories_for_prompt
+    from .models import (
+        Conflict,
+        Decision,
+        DecisionMethod,
+        Identity,
+        Membership,
+        MemoryItem,
+        MemoryStats,
+        MemoryType,
+        MemoryVersion,
+        NewMemory,
+        Proposal,
+        Rejection,
+        RejectionReason,
+        Resource,
+        ResourceKind,
+        Role,
+        Scope,
+        SearchResult,
+        Source,
+        Status,
+        Visibility,
+    )
+    from .ops import ImportResult
+    from .profiles.store import AgentProfiles, Profile
+    from .service import AsyncMemoryService, MemoryService
+
+# Everything but the errors is imported on first use, so that ``agent-memory --help`` and other
+# light uses don't pay for LangChain (a second or more); ``from agent_memory import X`` is unchanged.
+_LAZY: dict[str, str] = {
+    "AgentProfiles": ".profiles.store",
+    "AsyncMemoryService": ".service",
+    "Conflict": ".models",
+    "Decision": ".models",
+    "DecisionMethod": ".models",
+    "ExtractionReport": ".extraction.pipeline",
+    "Identity": ".models",
+    "ImportResult": ".ops",
+    "Membership": ".models",
+    "MemoryConfig": ".config",
+    "MemoryItem": ".models",
+    "MemoryService": ".service",
+    "MemoryStats": ".models",
+    "MemoryType": ".models",
+    "MemoryVersion": ".models",
+    "NewMemory": ".models",
+    "Outcome": ".extraction.pipeline",
+    "Profile": ".profiles.store",
+    "Proposal": ".models",
+    "Rejection": ".models",
+    "RejectionReason": ".models",
+    "Resource": ".models",
+    "ResourceKind": ".models",
+    "Role": ".models",
+    "Scope": ".models",
+    "SearchResult": ".models",
+    "Source": ".models",
+    "Status": ".models",
+    "Visibility": ".models",
+    "format_memories_for_prompt": ".formatting",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent_memory' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
@@ -61,7 +119,9 @@ __all__ = [
     "AsyncMemoryService",
     "ConfigurationError",
     "Conflict",
+    "DatabaseBusyError",
     "DatabaseError",
+    "DatabaseUnavailableError",
     "Decision",
     "DecisionMethod",
     "EmbeddedServerError",
@@ -69,6 +129,7 @@ __all__ = [
     "EmbeddingError",
     "ExtractionReport",
     "Identity",
+    "IdentityConflictError",
     "ImportResult",
     "InvalidInputError",
     "Membership",

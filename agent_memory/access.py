@@ -24,7 +24,7 @@ from .config import TEAM_WRITE_POLICIES, MemoryConfig
 from .db.requests import Op, Sql
 from .errors import InvalidInputError, PermissionDeniedError
 from .models import ROLES, SHARED_SCOPES, Identity, Membership, MemoryItem, Role, Scope
-from .validation import check_enum, check_id, check_scope_name, segment_prefix_pattern
+from .validation import check_enum, check_id, check_scope_name, segment_prefix_pattern, shown
 
 __all__ = [
     "MATRIX",
@@ -271,7 +271,7 @@ def create_scope(config: MemoryConfig, identity: Identity, scope: Scope, scope_i
     if scope is _T:
         policy = config.team_write if team_write is None else team_write
         if policy not in TEAM_WRITE_POLICIES:
-            raise InvalidInputError("write", f"must be one of {', '.join(TEAM_WRITE_POLICIES)}, got {policy!r}")
+            raise InvalidInputError("write", f"must be one of {', '.join(TEAM_WRITE_POLICIES)}, got {shown(policy)}")
         settings["write"] = policy
     elif team_write is not None:
         raise InvalidInputError("write", "only a team has a write policy")
@@ -394,7 +394,7 @@ def set_team_write(identity: Identity, team_id: Any, policy: Any) -> Op[str]:
     """Let all members (``"members"``) or only leads (``"leads"``) write the team's memory."""
     team_id = check_scope_name("team_id", team_id)
     if policy not in TEAM_WRITE_POLICIES:
-        raise InvalidInputError("write", f"must be one of {', '.join(TEAM_WRITE_POLICIES)}, got {policy!r}")
+        raise InvalidInputError("write", f"must be one of {', '.join(TEAM_WRITE_POLICIES)}, got {shown(policy)}")
     yield from require(identity, _T, team_id, Action.MANAGE_MEMBERS, "changing who may write")
     yield Sql("UPDATE memory_scopes SET settings = settings || jsonb_build_object('write', %s::text)"
               " WHERE kind = 'team' AND scope_id = %s", (policy, team_id), fetch="none")

@@ -287,7 +287,7 @@ def _reset(agent: Any, memory: MemoryService, sessions: Sequence[Session]) -> No
     identities |= {(s.user_id, DEMO_PROJECT, None) for s in sessions}
     for s in sessions:
         if agent.checkpointer is not None:
-            agent.checkpointer.delete_thread(s.thread_id)
+            agent.checkpointer.delete_thread(s.thread_id, user_id=s.user_id)
     for user, project, session in sorted(identities, key=str):
         who = {"user_id": user, "project_id": project, "session_id": session}
         for item in memory.list_memories(**who, status=None, limit=1000):

@@ -12,10 +12,13 @@ from __future__ import annotations
 __all__ = [
     "AgentMemoryError",
     "ConfigurationError",
+    "DatabaseBusyError",
     "DatabaseError",
+    "DatabaseUnavailableError",
     "EmbeddedServerError",
     "EmbeddingDimensionMismatchError",
     "EmbeddingError",
+    "IdentityConflictError",
     "InvalidInputError",
     "MemoryNotFoundError",
     "MigrationError",
@@ -35,6 +38,29 @@ class ConfigurationError(AgentMemoryError, ValueError):
 
 class MissingIdentityError(ConfigurationError):
     """A run reached the memory layer without saying whose memory it is (no ``user_id``)."""
+
+
+class IdentityConflictError(ConfigurationError):
+    """A run names one identity field twice, in its context and in ``config["configurable"]``,
+    with different values; it is refused before anything is read or written.
+
+    ``field`` is the field (``"user_id"``...); ``context_value`` and ``config_value`` the two values.
+    """
+
+    def __init__(self, field: str, context_value: object, config_value: object) -> None:
+        super().__init__(
+            f"the run names two different {field}s: {_short(context_value)} in its context and "
+            f"{_short(config_value)} in config['configurable'], so nothing was read or written; pass {field} "
+            "in one place only (the context or config['configurable']), or the same value in both"
+        )
+        self.field = field
+        self.context_value = context_value
+        self.config_value = config_value
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class InvalidInputError(AgentMemoryError, ValueError):
@@ -58,6 +84,24 @@ class PermissionDeniedError(AgentMemoryError, PermissionError):
 
 class DatabaseError(AgentMemoryError, RuntimeError):
     """The database could not be reached or used."""
+
+
+class DatabaseUnavailableError(DatabaseError):
+    """The server is down, or the connection to it was lost during the operation.
+
+    ``maybe_applied`` says whether the operation's writes may have reached the
+    database anyway (the connection dropped during a commit, or after an earlier
+    commit of the same operation): then look before repeating it. When it is
+    False, nothing was written and the call can simply be repeated.
+    """
+
+    def __init__(self, message: str, *, maybe_applied: bool = False) -> None:
+        super().__init__(message)
+        self.maybe_applied = maybe_applied
+
+
+class DatabaseBusyError(DatabaseError):
+    """The server is up, but no pooled connection became free in time: every one was in use."""
 
 
 class EmbeddedServerError(DatabaseError):

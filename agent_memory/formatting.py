@@ -1,25 +1,42 @@
 """Render memories into the block injected into a system prompt.
 
 Pure: no I/O. A memory's content is user-controlled text that ends up inside
-our prompt, so ``<``, ``>`` and ``&`` are escaped: no memory can close the
-``<memory>`` or ``<long_term_memory>`` element it sits in, or forge a new one.
+our prompt, so it goes through :func:`escape_line`: ``<``, ``>`` and ``&`` are
+escaped, so no memory can close the ``<memory>`` or ``<long_term_memory>``
+element it sits in or forge a new one, and every line break is shown as
+`` / ``, so no memory can start a line of the prompt (``SYSTEM: ...``,
+``# New instructions``). The memory tools answer with the same function.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from agent_memory.prompts import render
 
 from .models import Conflict, MemoryItem, Scope, SearchResult
 
-__all__ = ["escape", "format_memories_for_prompt"]
+__all__ = ["LINE_BREAK_MARK", "escape", "escape_line", "format_memories_for_prompt"]
 
 _ELLIPSIS = "…"
+
+#: what a line break inside a memory looks like in a prompt or a tool reply
+LINE_BREAK_MARK = " / "
+#: every line break ``str.splitlines`` knows (``\n``, ``\r``, ``\v``, ``\f``, ``\x1c``-``\x1e``,
+#: ``\x85``, ``\u2028``, ``\u2029``), with the whitespace around it: one run becomes one mark
+_LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]\s*")
 
 
 def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def escape_line(text: str) -> str:
+    """``text`` as one escaped line, for a prompt or a tool reply: each run of line breaks
+    becomes :data:`LINE_BREAK_MARK`, other whitespace one space, and ``& < >`` entities, so
+    nothing in it can begin a line (a fake ``SYSTEM:`` turn, a heading) or open or close a tag."""
+    return escape(" ".join(_LINE_BREAKS.sub(LINE_BREAK_MARK, text.strip()).split()))
 
 
 def _item(memory: MemoryItem, content: str) -> str:
@@ -27,12 +44,12 @@ def _item(memory: MemoryItem, content: str) -> str:
     origin = f' scope_id="{escape(memory.scope_id)}"' if memory.scope in (Scope.TEAM, Scope.ORG) else ""
     return render(
         "memory_item", scope=memory.scope.value, origin=origin, memory_type=memory.memory_type.value,
-        content=escape(content),
+        content=escape_line(content),
     ).rstrip("\n")
 
 
 def _conflict(conflict: Conflict) -> str:
-    return render("memory_conflict", order=escape(conflict.order),
+    return render("memory_conflict", order=escape_line(conflict.order),
                   memories="\n".join(_item(m, m.content) for m in conflict.items)).rstrip("\n")
 
 

@@ -15,6 +15,7 @@ import re
 from .config import MemoryConfig
 from .models import Rejection, RejectionReason
 from .sensitive import find_sensitive
+from .validation import is_blank
 
 __all__ = ["check_content", "normalize_content"]
 
@@ -22,19 +23,56 @@ _HORIZONTAL_SPACE = re.compile(r"[^\S\n]+")  # any whitespace except a newline
 _SPACE_AROUND_NEWLINE = re.compile(r" ?\n ?")
 _BLANK_LINES = re.compile(r"\n{3,}")
 
+#: every other line break Python and Unicode know: vertical tab, form feed, the file, group and
+#: record separators, NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR (``\r`` and ``\r\n`` too)
+_LINE_BREAK = re.compile("\r\n|[\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+#: characters that show nothing and carry no meaning in a memory, removed wherever they are:
+#: control characters (not tab and newline), soft hyphen, Mongolian vowel separator, zero-width
+#: space, bidi embeddings, overrides and isolates (they reorder what a reader sees: "Trojan
+#: Source"), word joiner and invisible operators, Hangul fillers, byte-order mark, interlinear
+#: annotation, shorthand and musical format controls, and the tag characters (invisible ASCII:
+#: text hidden from the reader but read by a model)
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f\u00ad\u180e\u200b\u202a-\u202e\u2060-\u2064\u2066-\u206f"
+    "\u3164\ufeff\uffa0\ufff9-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
+)
+#: a subdivision flag (England, Scotland, Wales) is a black flag, tag letters and a cancel tag:
+#: the one place tag characters mean something, so it is kept whole
+_EMOJI_TAG_SEQUENCE = re.compile("\U0001f3f4[\U000e0020-\U000e007e]+\U000e007f")
+#: zero-width joiner / non-joiner: they join two visible characters (emoji ZWJ sequences such as
+#: woman + ZWJ + laptop, Indic conjuncts, Persian words), so a run of them becomes one, and one
+#: that joins nothing (at an end or beside a space) goes
+_JOINER_RUN = re.compile("([\u200c\u200d])[\u200c\u200d]+")
+_STRAY_JOINER = re.compile("(?:^|(?<=\\s))[\u200c\u200d]+|[\u200c\u200d]+(?=\\s|$)")
+#: variation selectors choose how the character before them looks; with none they select nothing
+_STRAY_SELECTOR = re.compile("(?:^|(?<=\\s))[\ufe00-\ufe0f\U000e0100-\U000e01ef\u034f]+")
+
 
 def normalize_content(content: str) -> str:
     """The form a memory is checked, deduplicated and stored in.
 
-    Line endings become ``\\n``; runs of spaces, tabs and other horizontal
-    whitespace become one space; at most one blank line is kept; the ends are
-    stripped. Newlines survive because a memory may be a short list, but
-    ``"dark  mode"`` and ``"dark mode"`` should be the same memory.
+    Line breaks (``\\r\\n``, ``\\r``, ``\\u2028``, ...) become ``\\n``; invisible characters
+    (zero-width spaces, bidi overrides, tag characters, control characters) are removed, but
+    the joiners and selectors that emoji sequences and scripts need are kept where they join
+    something; runs of spaces, tabs and other horizontal whitespace become one space; at most
+    one blank line is kept; the ends are stripped. Text with nothing visible left is ``""``, so
+    the gate refuses it as empty. Newlines survive because a memory may be a short list, but
+    ``"dark  mode"`` and ``"dark\\u200b mode"`` should be the same memory as ``"dark mode"``.
     """
-    text = content.replace("\r\n", "\n").replace("\r", "\n")
+    text = _LINE_BREAK.sub("\n", content)
+    kept = [m.span() for m in _EMOJI_TAG_SEQUENCE.finditer(text)] if "\U0001f3f4" in text else []
+    if kept:
+        bounds = [0, *(i for span in kept for i in span), len(text)]
+        text = "".join(text[a:b] if k % 2 else _INVISIBLE.sub("", text[a:b])
+                       for k, (a, b) in enumerate(zip(bounds, bounds[1:])))
+    else:
+        text = _INVISIBLE.sub("", text)
+    text = _JOINER_RUN.sub(r"\1", text)
+    text = _STRAY_SELECTOR.sub("", _STRAY_JOINER.sub("", text))
     text = _HORIZONTAL_SPACE.sub(" ", text)
     text = _SPACE_AROUND_NEWLINE.sub("\n", text)
-    return _BLANK_LINES.sub("\n\n", text).strip()
+    text = _BLANK_LINES.sub("\n\n", text).strip()
+    return "" if is_blank(text) else text
 
 
 #: text longer than this many times max_length is rejected as too long without scanning it

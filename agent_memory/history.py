@@ -33,6 +33,7 @@ from .models import (
     MemoryVersion,
     Status,
 )
+from .withheld import redact
 
 __all__ = [
     "chain",
@@ -71,12 +72,14 @@ def revise(
     decided_by: DecisionMethod = DecisionMethod.SIMILARITY, reason: str | None = None, changed_by: str,
 ) -> Op[dict[str, Any]]:
     """Revise ``item`` in place (the caller holds the scope lock and has checked ownership);
-    answers the new row. ``vector`` is the new content's embedding (None keeps the old one)."""
+    answers the new row. ``vector`` is the new content's embedding (None keeps the old one).
+    The reason is kept with secrets withheld, whoever wrote it (a person, or a model quoting
+    the conversation)."""
     (keep, p), (update, _) = _revise_query(
         item.id, content=content, vector=vector, memory_type=memory_type or item.memory_type,
         confidence=item.confidence if confidence is None else confidence,
         metadata=item.metadata if metadata is None else metadata, change=change, decided_by=decided_by,
-        reason=reason, changed_by=changed_by,
+        reason=None if reason is None else redact(reason), changed_by=changed_by,
     )
     yield Sql(keep, p, fetch="none")
     return (yield Sql(update, p, fetch="one"))

@@ -51,11 +51,13 @@ from .validation import (
     check_enum_set,
     check_k,
     check_metadata,
+    check_offset,
     check_optional_id,
     check_scope_id,
     check_text,
     check_uuid,
 )
+from .withheld import find_secret, metadata_rejection, refuse_secret
 
 __all__ = [
     "ImportResult",
@@ -146,8 +148,17 @@ def make_new_memory(
 
 
 def _gate(config: MemoryConfig, new: NewMemory) -> tuple[str, Rejection | None]:
+    """The stored form of the content and why the memory must not be stored (or None): the
+    gate's content checks, then a secret in ``source_id`` or in a metadata key or value (they
+    are stored and exported with the memory, so they are held to the same rule)."""
     content = normalize_content(new.content)
-    return content, check_content(content, confidence=new.confidence, config=config)
+    rejection = check_content(content, confidence=new.confidence, config=config)
+    if rejection is None and new.source_id is not None and (kind := find_secret(new.source_id)) is not None:
+        rejection = Rejection(RejectionReason.SENSITIVE, f"source_id looks like it contains {kind}; secrets are "
+                                                         "never stored — pass an id without it", kind=kind)
+    if rejection is None:
+        rejection = metadata_rejection(new.metadata)
+    return content, rejection
 
 
 def _row_params(identity: Identity, new: NewMemory, content: str, vector: Sequence[float]) -> dict[str, Any]:
@@ -318,8 +329,7 @@ def list_memories(
     as_of = check_as_of(as_of)
     statuses = _statuses(status, as_of)
     limit = check_k(limit, 10_000, field="limit")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidInputError("offset", f"must be a whole number >= 0, got {offset!r}")
+    offset = check_offset(offset)
     q, p = queries.select_items(
         queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of),
         limit=limit, offset=offset,
@@ -369,15 +379,19 @@ def edit_memory(
     new_type = None if memory_type is None else check_enum("memory_type", memory_type, MemoryType)
     new_confidence = None if confidence is None else check_confidence(confidence)
     reason = None if reason is None else check_text("reason", reason, max_length=500)
+    refuse_secret("reason", reason)  # kept in the memory's history
     raw = None if content is None else check_text("content", content, allow_empty=True)
     item = yield from _editable(identity, memory_id, "edit")
     _check_editable(item)
-    text = None
-    if raw is not None:
-        text, rejection = _gate(config, NewMemory(raw, confidence=item.confidence if new_confidence is None
-                                                  else new_confidence))
-        if rejection is not None:
-            return rejection
+    # the memory as it would be after the edit passes the whole gate, like a new one: its
+    # wording (secrets, length) and its confidence, whichever of them the edit changes
+    text, rejection = _gate(config, NewMemory(
+        item.content if raw is None else raw, confidence=item.confidence if new_confidence is None
+        else new_confidence, metadata=item.metadata))
+    if rejection is not None:
+        return rejection
+    if raw is None:
+        text = None
     if ((text is None or text == item.content) and new_type in (None, item.memory_type)
             and new_confidence in (None, item.confidence)):
         return item  # nothing changes: no new version

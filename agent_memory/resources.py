@@ -31,11 +31,13 @@ from .validation import (
     check_enum,
     check_k,
     check_metadata,
+    check_offset,
     check_optional_id,
     check_scope_id,
     check_text,
     check_uuid,
 )
+from .withheld import find_secret, redact, refuse_secret, refuse_secrets_in_json
 
 __all__ = [
     "MAX_RESOURCE_CHARS",
@@ -118,7 +120,10 @@ def add_resource(
     title: Any = None, external_id: Any = None, metadata: Any = None,
 ) -> Op[Resource]:
     """Record a document or project resource; with ``external_id`` (a path, a URL, your own id) a
-    second call with the same one replaces the content instead of adding a row."""
+    second call with the same one replaces the content instead of adding a row.
+
+    A secret in the content or title is replaced by ``[withheld: <kind>]`` and the rest kept;
+    one in ``external_id`` or ``metadata`` is refused (InvalidInputError), nothing written."""
     kind = check_enum("kind", kind, ResourceKind)
     if kind is ResourceKind.CONVERSATION:
         raise InvalidInputError("kind", "conversations are recorded by extraction; add documents or "
@@ -131,10 +136,15 @@ def add_resource(
     if scope not in (Scope.USER, Scope.SESSION, Scope.PROJECT):
         raise InvalidInputError("scope", f"a resource belongs to a user, a session or a project, got {scope.value!r}")
     title = None if title is None else check_text("title", title, max_length=500).strip()
+    external_id = check_optional_id("external_id", external_id)
+    refuse_secret("external_id", external_id)  # an id is matched as given: it can't be redacted
+    metadata = check_metadata(metadata)
+    refuse_secrets_in_json("metadata", metadata)
     check_scope_id(identity, scope, "resource")
     yield from access.require_write(config, identity, scope, "adding a resource")
-    row = yield _upsert(identity, kind=kind, scope=scope, external_id=check_optional_id("external_id", external_id),
-                        title=title, content=content, metadata=check_metadata(metadata))
+    # a document keeps its text, each secret in it withheld (see agent_memory.withheld)
+    row = yield _upsert(identity, kind=kind, scope=scope, external_id=external_id,
+                        title=None if title is None else redact(title), content=redact(content), metadata=metadata)
     return row_to_resource(row)
 
 
@@ -164,7 +174,12 @@ def conversation(identity: Identity) -> Op[Resource]:
 
 
 def append_to_conversation(resource_id: Any, transcript: str, cursor: str | None) -> Op[None]:
-    """Add what an extraction run read to the conversation and move its cursor past it."""
+    """Add what an extraction run read to the conversation and move its cursor past it.
+    The transcript comes redacted (:func:`agent_memory.extraction.transcript.transcript`);
+    it is redacted again here, so that no caller can store a secret through this path."""
+    transcript = redact(transcript)
+    if cursor is not None and find_secret(cursor):
+        cursor = None  # message ids are made secret-free when read; never keep one that is not
     yield Sql(
         "UPDATE memory_resources SET content = right(CASE WHEN content = '' THEN %(t)s"
         " ELSE content || E'\\n' || %(t)s END, %(max)s), cursor = coalesce(%(cursor)s, cursor), updated_at = now()"
@@ -189,8 +204,7 @@ def get_resource(identity: Identity, resource_id: Any) -> Op[Resource]:
 def list_resources(identity: Identity, *, kind: Any = None, limit: Any = 50, offset: Any = 0) -> Op[list[Resource]]:
     """The resources the caller may read, most recently updated first."""
     limit = check_k(limit, 10_000, field="limit")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidInputError("offset", f"must be a whole number >= 0, got {offset!r}")
+    offset = check_offset(offset)
     filt, params = visible_filter(identity)
     if kind is not None:
         filt = filt + sql.SQL(" AND r.kind = %(r_kind)s")

@@ -20,7 +20,9 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from . import access, ops, resources, rights
 from .config import MemoryConfig
-from .db.connection import DEFAULT_DATABASE, aopen_pool, open_pool, resolve_dsn  # noqa: F401 - re-exported
+from .db.connection import (  # noqa: F401 - DEFAULT_DATABASE is re-exported
+    DEFAULT_DATABASE, aopen_pool, embedded_restarter, open_pool, resolve_dsn,
+)
 from .db.migrations import migrate
 from .db.requests import Op, arun, run
 from .embeddings import embedding_dimensions, embedding_model_name, resolve_embeddings
@@ -42,7 +44,7 @@ from .models import (
     SearchResult,
 )
 from .profiles import store as profiles
-from .validation import check_identity
+from .validation import check_bool, check_identity, check_int, check_list
 
 __all__ = ["AsyncMemoryService", "MemoryService"]
 
@@ -122,7 +124,7 @@ class _MemoryAPI:
                 content, memory_type=memory_type, scope=scope, confidence=confidence, source=source,
                 source_id=source_id, visibility=visibility, metadata=metadata,
             )
-            return (yield from ops.add_memory(self.config, identity, new, dedupe=dedupe))
+            return (yield from ops.add_memory(self.config, identity, new, dedupe=check_bool("dedupe", dedupe)))
 
         return self._as((user_id, project_id, session_id, team_id, org_id), op)
 
@@ -139,8 +141,8 @@ class _MemoryAPI:
         anything is written.
         """
         def op(identity: Any) -> Op[Any]:
-            news = [_coerce_new(item, i) for i, item in enumerate(items)]
-            return (yield from ops.import_memories(self.config, identity, news, dedupe=dedupe))
+            news = [_coerce_new(item, i) for i, item in enumerate(check_list("items", items))]
+            return (yield from ops.import_memories(self.config, identity, news, dedupe=check_bool("dedupe", dedupe)))
 
         return self._as((user_id, project_id, session_id, team_id, org_id), op)
 
@@ -151,7 +153,8 @@ class _MemoryAPI:
     ) -> MemoryItem:
         """Archive a memory (it never surfaces again, and can be restored), or with ``hard=True``
         delete it for good. Only its creator may; returns the item as it was."""
-        return self._as((user_id, project_id, session_id, team_id, org_id), ops.delete_memory, memory_id, hard=hard)
+        return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: ops.delete_memory(
+            ident, memory_id, hard=check_bool("hard", hard)))
 
     def restore_memory(
         self, memory_id: Any, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
@@ -337,8 +340,8 @@ class _MemoryAPI:
         team_id: str | None = None, org_id: str | None = None,
     ) -> profiles.Profile:
         """Forget hand-set profile values (all, or the fields named) so built values show again."""
-        names = None if names is None else (names if isinstance(names, str) else list(names))
-        return self._as((user_id, project_id, session_id, team_id, org_id), profiles.reset_profile_fields, kind, names)
+        return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: profiles.reset_profile_fields(
+            ident, kind, names if names is None or isinstance(names, str) else check_list("names", names)))
 
     def refresh_profiles(
         self, *, user_id: str, project_id: str | None = None, session_id: str | None = None, team_id: str | None = None,
@@ -349,7 +352,7 @@ class _MemoryAPI:
         returns the kinds rebuilt."""
         model = self._model(llm)
         return self._as((user_id, project_id, session_id, team_id, org_id), lambda ident: profiles.refresh_profiles(
-            ident, model=model, force=force))
+            ident, model=model, force=check_bool("force", force)))
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -451,8 +454,9 @@ class _MemoryAPI:
         """Write an :meth:`export_data` dict into this database (an operator's action: no user
         identity), keeping ids, timestamps, status and history; with the same embedding model,
         searches answer as before. Malformed input raises before anything is written; rows
-        already present are skipped, so importing twice is harmless."""
-        return self._execute(rights.import_data(data))
+        already present are skipped, so importing twice is harmless. Every row passes the gate:
+        refused ones (a secret, a memory too long) are listed in the report's ``rejected``."""
+        return self._execute(rights.import_data(data, self.config))
 
     def forget_user(self, user_id: str) -> rights.ForgetReport:
         """Erase a user for good (a deletion request): everything they own, episodic memory
@@ -479,9 +483,14 @@ class _MemoryAPI:
         self, memories: Iterable[MemoryItem | SearchResult], *, budget_chars: int | None = None
     ) -> str:
         """The prompt block for ``memories`` within ``budget_chars`` (default ``config.prompt_budget_chars``)."""
-        return format_memories_for_prompt(
-            memories, budget_chars=self.config.prompt_budget_chars if budget_chars is None else budget_chars
-        )
+        items = check_list("memories", memories)
+        for i, m in enumerate(items):
+            if not isinstance(m, (MemoryItem, SearchResult)):
+                raise InvalidInputError(f"memories[{i}]", f"must be a MemoryItem or SearchResult (from a search or "
+                                                          f"list call), got {type(m).__name__}")
+        budget = self.config.prompt_budget_chars if budget_chars is None else check_int(
+            "budget_chars", budget_chars, 1, 10_000_000)
+        return format_memories_for_prompt(items, budget_chars=budget)
 
 
 def _resolve(config: MemoryConfig | None, embeddings: Embeddings | None) -> tuple[MemoryConfig, Embeddings]:
@@ -520,7 +529,8 @@ class MemoryService(_MemoryAPI):
         if conn is None or isinstance(conn, str):
             dsn = resolve_dsn(conn, self.config)
             conn = self._owned_pool = open_pool(
-                dsn, min_size=self.config.pool_min_size, max_size=self.config.pool_max_size
+                dsn, min_size=self.config.pool_min_size, max_size=self.config.pool_max_size,
+                restart=embedded_restarter(conn, self.config),  # the embedded server we own comes back
             )
         elif not isinstance(conn, (psycopg.Connection, ConnectionPool)):
             raise ConfigurationError(
@@ -605,7 +615,8 @@ class AsyncMemoryService(_MemoryAPI):
         if conn is None or isinstance(conn, str):
             dsn = await asyncio.to_thread(resolve_dsn, conn, self.config)
             conn = self._owned_pool = await aopen_pool(
-                dsn, min_size=self.config.pool_min_size, max_size=self.config.pool_max_size
+                dsn, min_size=self.config.pool_min_size, max_size=self.config.pool_max_size,
+                restart=embedded_restarter(conn, self.config),
             )
         try:
             self.applied_migrations = await arun(

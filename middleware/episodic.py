@@ -6,7 +6,7 @@ written in ``after_agent``, so a run that completes (or ends a turn) updates
 it; a run paused by an interrupt updates it when it finishes after resuming.
 
 Whose snapshot it is comes from the run's config or context
-(:func:`~agent_memory.middleware.identity.identity_from`), never from the
+(:func:`~agent_memory.identity.identity_from`, shared with the checkpointer), never from the
 model; a run without a ``user_id`` or without a ``thread_id`` is skipped
 silently, like the other memory layers do with ``require_user=False``.
 A snapshot is a cache of the checkpoint, so a database error while writing it

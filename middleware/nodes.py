@@ -38,9 +38,6 @@ from .identity import identity_from
 
 __all__ = ["MemoryContextState", "memory_context_node", "system_prompt_with_memory"]
 
-_RUNTIME_KEY = "__pregel_runtime"  # where LangGraph keeps the Runtime (and so the context) in the config
-
-
 class MemoryContextState(MessagesState):
     """``MessagesState`` plus the text :func:`memory_context_node` writes."""
 
@@ -69,8 +66,7 @@ def memory_context_node(
     builder = ContextBuilder(MemoryBackend.of(memory), k=k, budget_chars=budget_chars, min_relevance=min_relevance)
 
     def identity(config: RunnableConfig) -> Any:
-        runtime = (config.get("configurable") or {}).get(_RUNTIME_KEY)
-        return identity_from(config, getattr(runtime, "context", None), required=require_user)
+        return identity_from(config, required=require_user)  # the context is read from the config's runtime
 
     def lookup(state: Any, config: RunnableConfig) -> dict[str, str]:
         who = identity(config)

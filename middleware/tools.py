@@ -7,7 +7,10 @@ project or session. Every failure the model can do something about (the
 gate refused the text, no such memory, not allowed, bad argument, no user in
 the run) comes back as a short tool message with ``status="error"`` instead
 of an exception, so the graph keeps going and the model can correct itself.
-The formatting of results is pure and lives in the ``_describe_*`` functions.
+The formatting of results is pure and lives in the ``describe_*`` functions;
+memory text in a reply is escaped exactly as in the prompt's memory block
+(:func:`agent_memory.formatting.escape_line`: one line, no raw tags), so a
+stored memory can no more forge a turn or a tag here than there.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from agent_memory.errors import (
     AgentMemoryError,
+    IdentityConflictError,
     InvalidInputError,
     MemoryNotFoundError,
     MissingIdentityError,
     PermissionDeniedError,
 )
+from agent_memory.formatting import escape_line
 from agent_memory.models import (
     SHARED_SCOPES,
     Identity,
@@ -79,8 +84,15 @@ about them in general or how much is stored."""
 
 
 def _one_line(text: str, limit: int = 500) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    """``text`` escaped onto one line (:func:`escape_line`), at most ``limit`` characters."""
+    line = escape_line(text)
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    amp = cut.rfind("&")
+    if amp != -1 and ";" not in cut[amp:]:  # never cut an entity in half: "&l" would read as text
+        cut = cut[:amp]
+    return cut + "…"
 
 
 def _level(item: MemoryItem) -> str:
@@ -98,7 +110,7 @@ def _describe_item(item: MemoryItem) -> str:
 def describe_save(result: MemoryItem | Rejection) -> tuple[str, bool]:
     """The tool message for a save and whether it is an error."""
     if isinstance(result, Rejection):
-        return f"Not saved: {result.message}", True
+        return f"Not saved: {_one_line(result.message, 2000)}", True
     if result.deduplicated:
         return f"Already remembered, nothing new saved: {_describe_item(result)}", False
     return f"Saved memory {_describe_item(result)}", False
@@ -106,7 +118,7 @@ def describe_save(result: MemoryItem | Rejection) -> tuple[str, bool]:
 
 def describe_search(query: str, results: list[SearchResult]) -> str:
     if not results:
-        return f"No memories match {_one_line(query, 100)!r}."
+        return f"No memories match '{_one_line(query, 100)}'."
     lines = [f"{len(results)} memor{'y' if len(results) == 1 else 'ies'}, best first:"]
     lines += [f"{i}. [relevance {r.similarity:.2f}] {_describe_item(r.item)}" for i, r in enumerate(results, 1)]
     return "\n".join(lines)
@@ -139,12 +151,12 @@ def describe_error(exc: Exception) -> str:
         return ("Memory is not available in this conversation: the application did not say who the user is. "
                 "Answer without long-term memory.")
     if isinstance(exc, InvalidInputError):
-        return f"Invalid argument {exc}. Fix the argument and try again."
+        return f"Invalid argument {_one_line(str(exc), 1000)}. Fix the argument and try again."
     if isinstance(exc, MemoryNotFoundError):
         return "No memory with that id is visible to you. Use memory_search to find the right id."
     if isinstance(exc, PermissionDeniedError):
-        return (f"Not allowed: {exc}. Do not retry the same call; tell the user which role it needs "
-                "(a personal note can be saved with scope \"user\" instead).")
+        return (f"Not allowed: {_one_line(str(exc), 1000)}. Do not retry the same call; tell the user which "
+                "role it needs (a personal note can be saved with scope \"user\" instead).")
     return f"Memory is temporarily unavailable ({type(exc).__name__}). Continue without it."
 
 
@@ -200,6 +212,8 @@ class _Toolkit:
                            status="error" if error else "success")
 
     def _failed(self, runtime: ToolRuntime, name: str, exc: Exception) -> ToolMessage | str:
+        if isinstance(exc, IdentityConflictError):
+            raise exc  # the run contradicts itself about who it is: no answer to the model fixes that
         if not isinstance(exc, AgentMemoryError):
             logger.exception("%s failed unexpectedly", name)
         return self._message(runtime, name, describe_error(exc), True)

@@ -506,7 +506,9 @@ def test_scope_ids_are_nfkc_normalized(memory) -> None:
     assert wide != name
     created = memory.create_project(wide, user_id=user)
     assert created.scope_id == name
-    assert memory.create_project(f" {name} ", user_id=user) == created
+    assert memory.create_project(name, user_id=user) == created
+    with pytest.raises(InvalidInputError, match="project_id: has whitespace"):  # refused, never trimmed
+        memory.create_project(f" {name} ", user_id=user)
     item = memory.add_explicit_memory("The wide project uses Django", user_id=user, project_id=wide,
                                       scope="project")
     assert item.scope_id == name

@@ -16,6 +16,16 @@ rules on its own, in plain Python (nothing from ``agent_memory.access``). It che
   caller may see; after every step one user (in turn) lists under one identity (in turn), and
   at the end of each example every user reads the whole world under several identities.
 
+The same machine covers who a run is (:mod:`agent_memory.identity`) and who may use a thread:
+
+- a run's identity read from ``config["configurable"]`` and the agent's context: a field both
+  name with different values is refused (``IdentityConflictError``) before anything is read;
+  otherwise the reads are exactly what the model says the merged identity sees;
+- checkpoint reads and writes (``get_tuple``, ``list``, ``put``) by a user, by a context, by
+  both (agreeing or not) or by nobody, on threads owned by a user or by nobody: the first user
+  claims a thread, nobody else and no user-less call may read or write it (``require_user``), and
+  every checkpoint read back is the one the model says was written there last.
+
 Embeddings are a hash (similarity is not what this tests), on a database of their own. The
 module asserts that thousands of operations ran; ``pytest -s`` prints how many of each.
 """
@@ -46,15 +56,20 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from langchain_core.embeddings import Embeddings
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.runtime import Runtime
 
 from agent_memory import MemoryConfig, MemoryService
 from agent_memory.embeddings import LocalEmbeddings
+from agent_memory.episodic import PostgresCheckpointer
 from agent_memory.errors import (
     AgentMemoryError,
+    IdentityConflictError,
     InvalidInputError,
     MemoryNotFoundError,
     PermissionDeniedError,
 )
+from agent_memory.identity import identity_from
 from agent_memory.models import MemoryItem, Rejection
 
 pytestmark = pytest.mark.slow
@@ -123,6 +138,19 @@ class Model:
         self.shares: set[tuple[str, str, str]] = set()  # (project, "user"/"team"/"org", grantee)
         self.items: dict[uuid.UUID, Item] = {}
         self.gone: list[uuid.UUID] = []  # hard-deleted ids, in order
+        self.owner: dict[str, str] = {}  # thread -> the user who claimed it
+        self.note: dict[str, str] = {}  # thread -> what its latest checkpoint says
+
+    # threads
+    def thread_call(self, thread: str, user: str | None) -> Error:
+        """A checkpoint call on ``thread`` by ``user`` (None: names no user): the owner, or anyone
+        on a thread nobody owns (a named user then claims it)."""
+        owner = self.owner.get(thread)
+        if owner is None:
+            if user is not None:
+                self.owner[thread] = user
+            return None
+        return None if user == owner else PermissionDeniedError
 
     # standing
     def exists(self, kind: str, sid: str) -> bool:
@@ -254,9 +282,9 @@ def capped(fn: Callable[..., None]) -> Callable[..., None]:
 class AccessMachine(RuleBasedStateMachine):
     """Random actors doing random things to one small world; see the module docstring."""
 
-    def __init__(self, service: MemoryService, conn: psycopg.Connection) -> None:
+    def __init__(self, service: MemoryService, conn: psycopg.Connection, checkpointer: PostgresCheckpointer) -> None:
         super().__init__()
-        self.service, self.conn = service, conn
+        self.service, self.conn, self.checkpointer = service, conn, checkpointer
         self.runs: Counter[str] = Counter()  # rule -> times run in this example
         self.written = 0  # contents written in this example
 
@@ -386,6 +414,7 @@ class AccessMachine(RuleBasedStateMachine):
             self.ids = {"project": [f"p{tag}", f"p{tag}/web"], "team": [f"t{tag}-a", f"t{tag}-b"], "org": [f"o{tag}"]}
             self.users = [f"{n}-{tag}" for n in names]
             self.sessions = [f"s{tag}-1", f"s{tag}-2"]
+        self.threads = [f"th{tag}-{i}" for i in range(3)]
         self.names = dict(zip(self.users, names))
         self.identities = list(itertools.product(
             [None, *self.ids["project"]], [None, *self.sessions], [None, *self.ids["team"]], [None, *self.ids["org"]]))
@@ -689,6 +718,103 @@ class AccessMachine(RuleBasedStateMachine):
             m.gone.append(i)
         self._check_database()
 
+    # --- who the run is: config, context, threads ----------------------------------------------
+
+    def _run_identity(self, data: st.DataObject, nobody: int = 0) -> tuple[str | None, Any, str | None, Error]:
+        """A run's ``user_id`` in ``configurable`` and its context (each maybe absent; when both
+        are given, mostly the same user), the user they name, and whether they conflict. ``nobody``
+        more draws make it a call that names no user at all (as ``agent.get_state(config)`` can)."""
+        choice = data.draw(st.integers(-nobody, 4))  # no context (twice as often), the same user (twice), another
+        if choice < 0:
+            return None, None, None, None
+        config_user = data.draw(st.sampled_from([None, None, *self.users]))
+        if choice in (0, 4):
+            return config_user, None, config_user, None
+        context_user = config_user if choice in (1, 2) and config_user else self._user(data)
+        context = {"user_id": context_user}
+        conflict = config_user is not None and context_user != config_user
+        return config_user, context, config_user or context_user, IdentityConflictError if conflict else None
+
+    @staticmethod
+    def _run_config(thread: str | None, config_user: str | None, context: Any, **more: Any) -> dict[str, Any]:
+        """The config LangGraph hands a node or the checkpointer: the run's Runtime rides in it."""
+        configurable: dict[str, Any] = {k: v for k, v in (("thread_id", thread), ("user_id", config_user)) if v}
+        if context is not None:
+            configurable["__pregel_runtime"] = Runtime(context=context)
+        return {"configurable": {**configurable, **more}}
+
+    @rule(data=st.data())
+    @capped
+    def read_as_the_run(self, data: st.DataObject) -> None:
+        """Memories read under the identity a run resolves from its config and its context
+        (which sometimes names a project too): a disagreement is refused, never merged."""
+        self._step("read_as_the_run")
+        config_user, context, user, expected = self._run_identity(data)
+        ident = self._ident(data)
+        project = data.draw(st.sampled_from([None, ident["project_id"], *self.ids["project"]]))
+        if context is not None and project is not None:
+            context = {**context, "project_id": project}
+            if ident["project_id"] is not None and project != ident["project_id"]:
+                expected = IdentityConflictError
+            ident = {**ident, "project_id": ident["project_id"] or project}
+        config = self._run_config(None, config_user, context, **{k: v for k, v in ident.items() if v})
+        who = self._call("resolve identity", expected, identity_from, config, required=False)
+        if expected is not None:
+            return
+        if user is None:
+            assert who is None, f"{config} resolved to {who} without a user"
+            return
+        assert who is not None and who.user_id == user and {k: getattr(who, k) for k in IDENTITY_KEYS} == ident
+        self._check_list(user, ident)
+
+    def _check_threads(self) -> None:
+        rows = self.conn.execute("SELECT thread_id, user_id FROM checkpoint_thread_owner WHERE thread_id = ANY(%s)",
+                                 (self.threads,)).fetchall()
+        assert dict(rows) == self.model.owner, "thread owners differ from the model"
+
+    @rule(data=st.data())
+    @capped
+    def write_checkpoint(self, data: st.DataObject) -> None:
+        """A checkpoint written by a run (a user, a context, both, or nobody) to a random thread."""
+        self._step("write_checkpoint")
+        thread = data.draw(st.sampled_from(self.threads))
+        config_user, context, user, expected = self._run_identity(data)
+        if expected is None:
+            expected = self.model.thread_call(thread, user)
+        self.written += 1
+        note = f"checkpoint {self.written} by {user and self.names[user]}"
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"note": note}
+        config = self._run_config(thread, config_user, context, checkpoint_ns="")
+        self._call(f"put as {'nobody' if user is None else 'someone'}", expected, self.checkpointer.put, config,
+                   checkpoint, {}, {})
+        if expected is None:
+            self.model.note[thread] = note
+        self._check_threads()
+
+    @rule(data=st.data(), listing=st.booleans())
+    @capped
+    def read_checkpoint(self, data: st.DataObject, listing: bool) -> None:
+        """A thread's latest checkpoint read (get_tuple or list) by a user, a context, both or
+        nobody: only its owner (or anyone, while nobody owns it) gets it, and it is the last one written."""
+        self._step("read_checkpoint")
+        thread = data.draw(st.sampled_from(self.threads))
+        config_user, context, user, expected = self._run_identity(data, nobody=2)
+        if expected is None:
+            expected = self.model.thread_call(thread, user)
+        config = self._run_config(thread, config_user, context)
+        name = f"{'list' if listing else 'get_tuple'} as {'nobody' if user is None else 'someone'}"
+        if listing:
+            found = self._call(name, expected, lambda: list(self.checkpointer.list(config, limit=1)))
+            found = found[0] if found else None
+        else:
+            found = self._call(name, expected, self.checkpointer.get_tuple, config)
+        if expected is None:
+            got = None if found is None else found.checkpoint["channel_values"].get("note")
+            assert got == self.model.note.get(thread), \
+                f"{name} of {thread} as {user} read {got!r}, the model says {self.model.note.get(thread)!r}"
+        self._check_threads()
+
     # --- reads -------------------------------------------------------------------------------
 
     @rule(data=st.data())
@@ -759,20 +885,23 @@ def _row(item: MemoryItem) -> tuple[Any, ...]:
 
 
 @pytest.fixture(scope="module")
-def world_service(fresh_dsn: Callable[[], str]) -> Iterator[tuple[MemoryService, psycopg.Connection]]:
-    """A service with hash embeddings on a database of its own, and a plain connection to inspect it."""
+def world_service(fresh_dsn: Callable[[], str]) -> Iterator[tuple[MemoryService, psycopg.Connection,
+                                                                  PostgresCheckpointer]]:
+    """A service with hash embeddings on a database of its own, its checkpointer, and a plain
+    connection to inspect it."""
     dsn = fresh_dsn()
     with MemoryService(dsn, config=MemoryConfig(), embeddings=HashEmbeddings()) as service, \
+            PostgresCheckpointer(dsn, config=MemoryConfig()) as checkpointer, \
             psycopg.connect(dsn, autocommit=True) as conn:
-        yield service, conn
+        yield service, conn, checkpointer
 
 
 def test_access_control_matches_the_model(world_service, record_property) -> None:
-    service, conn = world_service
+    service, conn, checkpointer = world_service
     before = STATS["steps"]
     started = time.perf_counter()
     run_state_machine_as_test(
-        lambda: AccessMachine(service, conn),
+        lambda: AccessMachine(service, conn, checkpointer),
         settings=settings(
             max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True, database=None,
             # no shrinking: against the database it can take minutes, and the failing step's message

@@ -1,16 +1,27 @@
-"""The quickstart's main job (the demo), the chat, and the command line, on the test database."""
+"""The quickstart's main job (the demo), the chat, and the command line, on the test database:
+every command run for real against it, its help, its README section, and its errors."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
 
+import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
 
 from agent_memory.cli import main
+from agent_memory.cli.errors import is_provider_error
+from agent_memory.cli.parser import COMMANDS, MEMORY_TYPES, SCOPES, STATUSES, VISIBILITIES, build_parser
 from agent_memory.demo import build_agent
 from agent_memory.demo_model import DEFAULT_CHAT_MODEL, choose_chat_model
+from agent_memory.models import MemoryType, Scope, Status, Visibility
 
 
 def _section(text: str, start: str, end: str | None = None) -> str:
@@ -93,3 +104,242 @@ def test_command_line_errors_are_one_clear_line(dsn, monkeypatch, capsys, tenant
     monkeypatch.setenv("MEMORY_MIN_CONFIDENCE", "2")
     assert main(["stats", "--user", tenant.user]) == 2
     assert "min_confidence must be a number between 0 and 1" in capsys.readouterr().err
+
+
+# --- the command line as a whole: help, docs, output, ids --------------------------------------
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def test_help_imports_nothing_heavy_and_reads_as_plain_text():
+    code = ("import sys, contextlib, io\nfrom agent_memory.cli import main\n"
+            "for argv in (['--help'], ['reembed', '--help'], ['add', '--help']):\n"
+            "    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "        main(argv)\n"
+            "heavy = [m for m in ('langchain_core', 'langgraph', 'psycopg', 'rich', 'numpy', 'agent_memory.service')"
+            " if m in sys.modules]\nprint(heavy)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+    for name, sub in _subparsers().items():
+        text = sub.format_help()
+        assert "``" not in text and ":class:" not in text and ":mod:" not in text, name
+        assert "examples:" in text and "DATABASE_URL" in text and "AGENT_MEMORY_DEBUG" in text, name
+
+
+def test_every_option_has_help_and_the_choices_match_the_models():
+    for name, sub in _subparsers().items():
+        for action in sub._actions:
+            assert action.help and action.help != argparse.SUPPRESS, (name, action.dest)
+    assert set(MEMORY_TYPES) == set(MemoryType.values()) and set(SCOPES) == set(Scope.values())
+    assert set(VISIBILITIES) == set(Visibility.values()) and set(STATUSES) == {s.value for s in Status}
+
+
+def test_every_command_and_option_is_documented_in_the_readme():
+    section = README.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    for name, sub in _subparsers().items():
+        assert f"agent-memory {name}" in section and f"| `{name}` |" in section, name
+        for action in sub._actions:
+            longest = max(action.option_strings, key=len, default=None)
+            if longest and longest != "--help":
+                assert longest in section, (name, longest)
+    assert {c.name for c in COMMANDS} == set(_subparsers())
+
+
+def _json(capsys) -> object:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_id_prefixes_are_resolved_among_the_callers_memories_only(dsn, monkeypatch, capsys, tenant):
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    me, other = ["--user", tenant.user], ["--user", tenant.other_user]
+    assert main(["add", "I keep my notes in Obsidian", "--json", *me]) == 0
+    mine = _json(capsys)["id"]
+    assert main(["show", mine[:8], "--json", *me]) == 0
+    assert _json(capsys)["content"] == "I keep my notes in Obsidian"
+    assert main(["show", mine[:8], *other]) == 2  # another user's id is not found, not even by prefix
+    assert "no memory visible to user" in capsys.readouterr().err
+    # two memories whose ids share a prefix: ambiguous for their owner, and only for them
+    assert main(["add", "My dog is called Rex", "--json", *me]) == 0
+    second = _json(capsys)["id"]
+    prefix = uuid.uuid4().hex[:8]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for i, old in enumerate((mine, second)):
+            conn.execute("UPDATE memory_items SET id = %s WHERE id = %s", (f"{prefix}-000{i}-4000-8000-000000000000", old))
+    assert main(["show", prefix, *me]) == 2
+    err = capsys.readouterr().err
+    assert "starts the ids of several memories" in err and "give more characters" in err
+    assert main(["show", f"{prefix}-0001", "--json", *me]) == 0
+    assert _json(capsys)["content"] == "My dog is called Rex"
+    assert main(["add", "I prefer tea over coffee", "--json", *other]) == 0
+    capsys.readouterr()
+    assert main(["delete", prefix[:4] + "zz", *me]) == 2  # not a prefix at all: the service says what is wrong
+    assert "memory_id: must be a memory id" in capsys.readouterr().err
+
+
+def test_edit_history_delete_restore_and_tables(dsn, monkeypatch, capsys, tenant):
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    me = ["--user", tenant.user]
+    assert main(["add", "I use Vim for everything", "--type", "habit", "--json", *me]) == 0
+    short = _json(capsys)["id"][:8]
+    assert main(["edit", short, "--content", "I use VS Code for everything", "--reason", "switched", *me]) == 0
+    assert "edited" in capsys.readouterr().out
+    assert main(["edit", short, *me]) == 2
+    assert "nothing to change" in capsys.readouterr().err
+    assert main(["history", short, "--json", *me]) == 0
+    versions = _json(capsys)
+    assert [v["content"] for v in versions] == ["I use Vim for everything", "I use VS Code for everything"]
+    assert main(["history", short, *me]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].split() == ["id", "version", "status", "from", "until", "change", "content"]
+    assert "\x1b[" not in table  # piped: plain text, no colour codes
+    assert main(["delete", short, "--json", *me]) == 0
+    assert _json(capsys)["archived"] is True
+    assert main(["list", "--status", "archived", *me]) == 0
+    listed = capsys.readouterr().out
+    assert short in listed and "archived" in listed and "VS Code" in listed
+    assert main(["restore", short, "--json", *me]) == 0
+    assert _json(capsys)["status"] == "active"
+    assert main(["stats", *me]) == 0
+    text = capsys.readouterr().out
+    assert "total" in text and "type: habit" in text
+    with pytest.raises(json.JSONDecodeError):  # stats prints a table without --json
+        json.loads(text)
+
+
+def test_export_forget_and_import_round_trip(dsn, monkeypatch, capsys, tenant, tmp_path):
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    me = ["--user", tenant.user]
+    for text in ("I keep my notes in Obsidian", "My dog is called Rex"):
+        assert main(["add", text, *me]) == 0
+    capsys.readouterr()
+    file = tmp_path / "export.json"
+    assert main(["export", *me, "-o", str(file)]) == 0
+    assert "exported 2 memories" in capsys.readouterr().out
+    assert main(["forget-user", tenant.user]) == 2  # not confirmed, and no terminal to ask on
+    assert "pass --yes" in capsys.readouterr().err
+    assert main(["forget-user", tenant.user, "--yes", "--json"]) == 0
+    assert _json(capsys)["removed"]["memories"] == 2
+    assert main(["list", "--json", *me]) == 0 and _json(capsys) == []
+    assert main(["import", str(file), "--json"]) == 0
+    assert _json(capsys)["inserted"]["memories"] == 2
+    assert main(["search", "what is my dog called", "-k", "1", "--json", *me]) == 0
+    assert _json(capsys)[0]["content"] == "My dog is called Rex"
+    assert main(["import", str(file)]) == 0  # twice is harmless: everything is skipped
+    assert re.search(r"memories\s+0\s+2", capsys.readouterr().out)
+
+
+def test_import_a_list_of_memories_in_batches(dsn, monkeypatch, capsys, tenant, tmp_path):
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    lines = ["I keep my notes in Obsidian", {"content": "We deploy on Fridays", "memory_type": "habit"},
+             "my password is hunter2!", "I keep my notes in Obsidian", "My dog is called Rex"]
+    file = tmp_path / "notes.jsonl"
+    file.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    assert main(["import", str(file)]) == 2
+    assert "--user: is required" in capsys.readouterr().err
+    assert main(["import", str(file), "--user", tenant.user, "--dedupe", "--batch-size", "2", "--json"]) == 0
+    report = _json(capsys)
+    assert report["inserted"] == 3 and [r["index"] for r in report["rejected"]] == [2]
+    assert [d["index"] for d in report["duplicates"]] == [3]
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(["I prefer tea over coffee"])))
+    assert main(["import", "-", "--user", tenant.user]) == 0
+    assert "imported 1 of 1 memories" in capsys.readouterr().out
+    assert main(["stats", "--json", "--user", tenant.user]) == 0
+    assert _json(capsys)["total"] == 4
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"content": "fine"}\nnot json\n')
+    assert main(["import", str(bad), "--user", tenant.user]) == 2
+    assert "line 2 is not JSON" in capsys.readouterr().err
+
+
+def test_profile_show_and_edit(dsn, monkeypatch, capsys, tenant):
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    me = ["--user", tenant.user]
+    assert main(["add", "I prefer concise answers", "--type", "preference", *me]) == 0
+    capsys.readouterr()
+    assert main(["profile", "show", *me]) == 0
+    assert f"user profile of {tenant.user}" in capsys.readouterr().out
+    assert main(["profile", "edit", "--set", "username=Ada", "--set", 'frequently_used_tools=["Vim"]', "--json",
+                 *me]) == 0
+    prof = _json(capsys)
+    assert prof["fields"]["username"] == "Ada" and prof["manual"]["frequently_used_tools"] == ["Vim"]
+    assert main(["profile", "show", *me]) == 0
+    assert re.search(r"username\s+Ada\s+by hand", capsys.readouterr().out)
+    assert main(["profile", "edit", "--reset", "all", "--json", *me]) == 0
+    assert _json(capsys)["manual"] == {}
+    assert main(["profile", "edit", "--set", "oops", *me]) == 2
+    assert "--set: expects FIELD=VALUE" in capsys.readouterr().err
+
+
+def test_reembed_switches_a_database_to_the_configured_model(fresh_dsn, monkeypatch, capsys):
+    from test_reembed import HashEmbeddings
+
+    from agent_memory import MemoryService
+
+    dsn = fresh_dsn()
+    with MemoryService(dsn, embeddings=HashEmbeddings(8)) as old:
+        old.add_explicit_memory("My dog is called Rex", user_id="u1")
+        old.add_explicit_memory("I keep my notes in Obsidian", user_id="u1")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("MEMORY_EMBEDDINGS", raising=False)
+    assert main(["search", "dog", "--user", "u1", "--database-url", dsn]) == 2  # the local model does not fit
+    assert "agent-memory reembed" in capsys.readouterr().err
+    assert main(["reembed", "--database-url", dsn, "--batch-size", "1", "--json"]) == 0
+    report = _json(capsys)
+    assert report["switched"] and report["dimensions"] == 384 and report["embedded"] == 2
+    assert main(["--database-url", dsn, "search", "what is my dog called", "-k", "1", "--user", "u1", "--json"]) == 0
+    assert _json(capsys)[0]["content"] == "My dog is called Rex"
+    assert main(["reembed", "--database-url", dsn]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+
+def test_errors_are_one_line_and_debug_shows_the_traceback(dsn, monkeypatch, capsys, tenant):
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    assert main(["show", "not-an-id", "--user", tenant.user, "--json"]) == 2
+    assert json.loads(capsys.readouterr().err)["type"] == "InvalidInputError"
+    with pytest.raises(Exception, match="memory_id"):
+        main(["show", "not-an-id", "--user", tenant.user, "--debug"])
+    monkeypatch.setenv("AGENT_MEMORY_DEBUG", "1")
+    with pytest.raises(Exception, match="memory_id"):
+        main(["show", "not-an-id", "--user", tenant.user])
+    monkeypatch.delenv("AGENT_MEMORY_DEBUG")
+    assert main(["list", "--user", tenant.user, "--database-url", "postgresql://nobody@127.0.0.1:1/none"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "could not connect" in err and "Traceback" not in err
+
+
+def test_provider_errors_are_recognised_by_where_they_came_from():
+    import httpx
+
+    try:
+        httpx.Response(500, request=httpx.Request("POST", "http://x")).raise_for_status()
+    except httpx.HTTPStatusError as exc:
+        assert is_provider_error(exc)
+    assert not is_provider_error(ValueError("plain"))
+
+
+def test_tables_are_drawn_in_colour_on_a_terminal_and_plain_when_piped():
+    from agent_memory.cli.output import Output
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    row = [["3f2a9c1e", "user", "fact", "active", "I keep my notes in Obsidian"]]
+    drawn = Output(out=Terminal(), err=Terminal())
+    drawn.table(("id", "level", "type", "status", "content"), row)
+    with drawn.progress("embedding") as update:
+        update(1, 2)
+    assert "┏" in drawn.out.getvalue() and "\x1b[" in drawn.out.getvalue() and "embedding" in drawn.err.getvalue()
+    piped = Output(out=io.StringIO(), err=io.StringIO())
+    piped.table(("id", "level", "type", "status", "content"), row)
+    with piped.progress("embedding") as update:
+        update(1, 2)
+    assert piped.out.getvalue().splitlines()[1].split()[:4] == ["3f2a9c1e", "user", "fact", "active"]
+    assert "\x1b[" not in piped.out.getvalue() and piped.err.getvalue() == ""

@@ -231,3 +231,63 @@ def test_answers_only_from_what_was_injected():
     assert "I don't know anything about you yet" in without.text and "green tea" not in without.text
     assert offline_reply([question]).text == without.text
     assert isinstance(without, AIMessage) and not without.tool_calls
+
+
+# --- a model endpoint that fails: one line, not a traceback ------------------------------------
+
+
+@pytest.fixture
+def failing_endpoint():
+    """A local OpenAI-compatible endpoint that fails every chat request: ``mode`` is ``"500"``
+    (an HTTP 500 with a JSON error) or ``"html"`` (HTTP 200 with a body that is not JSON)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    state = {"mode": "500", "requests": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            state["requests"] += 1
+            if state["mode"] == "500":
+                body, status, kind = b'{"error": {"message": "boom", "type": "server_error"}}', 500, "application/json"
+            else:
+                body, status, kind = b"<html>not an API</html>", 200, "text/html"
+            self.send_response(status)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["500", "html"])
+def test_the_demo_reports_a_failing_endpoint_in_one_line(dsn, memory, monkeypatch, capsys, failing_endpoint, mode):
+    from agent_memory.cli import main
+
+    url, state = failing_endpoint
+    state["mode"] = mode
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("AGENT_MEMORY_DEBUG", raising=False)
+    assert main(["demo"]) == 1
+    captured = capsys.readouterr()
+    assert state["requests"] >= 1 and "Session 1" in captured.out  # it got as far as the first model call
+    assert "Traceback" not in captured.err and captured.err.count("\n") == 1
+    assert captured.err.startswith("agent-memory: error: the model endpoint failed")
+    assert "OPENAI_BASE_URL" in captured.err and "--offline" in captured.err
+    with pytest.raises(Exception):  # noqa: B017 - whatever the SDK raises, --debug lets it through
+        main(["demo", "--debug"])

@@ -184,6 +184,22 @@ def test_stop_then_ensure_starts_a_fresh_server(data_dir):
     assert _query(second.dsn(), "SELECT 1") == (1,)
 
 
+def test_a_sigkilled_postmaster_is_started_again_despite_its_leftover_pid_file(data_dir):
+    """A killed postmaster leaves postmaster.pid, and stays a zombie until init reaps it, which
+    makes postgres refuse to start; ensure_embedded_server waits for it and starts anyway."""
+    first = ensure_embedded_server(data_dir)
+    old = _postmaster_pid(data_dir)
+    os.kill(old, signal.SIGKILL)
+    psutil.wait_procs([psutil.Process(old)], timeout=10)  # dead: a zombie, or reaped already
+    assert (data_dir / "postmaster.pid").exists()
+
+    started = time.monotonic()
+    second = ensure_embedded_server(data_dir)
+    assert second is not first and time.monotonic() - started < 20
+    assert _postmaster_pid(data_dir) not in (None, old)
+    assert _query(second.dsn(), "SELECT 1") == (1,)
+
+
 def test_release_stops_only_the_last_user_and_honours_keep_running(data_dir):
     kept = ensure_embedded_server(data_dir, keep_running=True)
     pid = _postmaster_pid(data_dir)

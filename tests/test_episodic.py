@@ -390,7 +390,7 @@ def test_a_deleted_thread_id_can_be_used_by_someone_else(checkpointer, tenant):
     thread = f"{tenant.session}-reused"
     agent = build_agent(checkpointer)
     agent.invoke(user_says("first owner"), run_config(thread, tenant.user))
-    checkpointer.delete_thread(thread)
+    checkpointer.delete_thread(thread, user_id=tenant.user)
     result = agent.invoke(user_says("second owner"), run_config(thread, tenant.other_user))
     assert [m.text for m in result["messages"] if isinstance(m, HumanMessage)] == ["second owner"]
     with pytest.raises(PermissionDeniedError):
@@ -561,7 +561,7 @@ def test_deleting_a_thread_deletes_its_archive_and_snapshots(dsn, checkpointer, 
     agent.invoke(user_says("again"), run_config(thread, tenant.user))
     checkpointer.archive(1, thread_id=thread, now=datetime.now(UTC) + LATER)
     assert row_counts(dsn, thread)["checkpoint_archive"] > 0
-    checkpointer.delete_thread(thread)
+    checkpointer.delete_thread(thread, user_id=tenant.user)
     assert set(row_counts(dsn, thread).values()) == {0}
     assert checkpointer.restore(thread) == ArchiveCounts()
 

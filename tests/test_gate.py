@@ -75,6 +75,22 @@ SECRETS = [
     ("fetch https://bob:letmein99@files.example.com/x", "letmein99", "a URL with a password"),
     ("salary goes to DE89 3704 0044 0532 0130 00", "DE89 3704 0044 0532 0130 00", "a bank account number (IBAN)"),
     ("IBAN GB82WEST12345698765432", "GB82WEST12345698765432", "a bank account number (IBAN)"),
+    ("my iban is gb82west12345698765432", "gb82west12345698765432", "a bank account number (IBAN)"),
+    ("my account number is 12345678", "12345678", "a bank account number"),
+    ("my wallet seed: abandon ability able about above absent absorb abstract absurd abuse access accident",
+     "abandon ability able about above absent absorb abstract absurd abuse access accident", "a wallet seed phrase"),
+    ("alerts go to https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF12/" + _RANDOM[:24],
+     "https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF12/" + _RANDOM[:24], "a webhook URL"),
+    ("2FA backup codes: 4829 1038 5521 0932 7741 2290", "4829 1038 5521 0932 7741 2290", "a recovery code"),
+    ("the TOTP secret is JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", "a recovery code"),
+    ("CVV: 123", "123", "a card security code"),
+    ("passport number X12345678", "X12345678", "a passport number"),
+    ("mi contraseña es Girasol#42", "Girasol#42", "a password"),
+    ("我的密码是Sunflower!12", "Sunflower!12", "a password"),
+    ("I use Marigold!23 as my password", "Marigold!23", "a password"),
+    ("the door code is 4821", "4821", "a PIN"),
+    ("ssn 078051120", "078051120", "a national id number"),
+    ("clone https://:" + "pw" + "Tok3n99@git.example.org/x.git", "pw" + "Tok3n99", "a URL with a password"),
 ]
 
 ORDINARY = [
@@ -205,7 +221,13 @@ def test_never_issued_ssn_ranges_are_not_flagged(ssn: str) -> None:
 
 @pytest.mark.parametrize("ssn", ["123-45-6789", "001-01-0001", "665-99-9999", "899-12-3456", "123 45 6789"])
 def test_valid_ssns_are_flagged(ssn: str) -> None:
-    assert find_sensitive(f"number {ssn}") == "a national id number"
+    assert find_sensitive(f"SSN {ssn}") == "a national id number"
+
+
+@pytest.mark.parametrize("ssn", ["123-45-6789", "665-99-9999", "123456789"])
+def test_ssn_shaped_numbers_without_an_id_word_are_not_flagged(ssn: str) -> None:
+    # part and lot numbers share the NNN-NN-NNNN shape: an id word nearby is what makes it an SSN
+    assert find_sensitive(f"part number {ssn} is out of stock") is None
 
 
 def test_dni_with_a_wrong_letter_is_not_flagged() -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from injection_payloads import PAYLOADS, ROLE_PREFIXES, lines
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
@@ -330,3 +331,23 @@ def test_an_evicted_block_is_looked_up_again_not_dropped(memory, seeded, use_asy
         agent.invoke(inputs, config)
     assert "Prefers Python" in model.system_prompts[0]
     assert backend.searches == 2  # before_model's lookup, then the one that replaced the evicted text
+
+
+def test_stored_injections_never_start_a_line_of_the_system_prompt(memory, tenant) -> None:
+    """Memories saved with line breaks, fake turns, headings and tags reach the model's system
+    prompt one line each, inside their ``<memory>`` element: no line the model sees starts with a
+    role or a heading, and every tag line is one of ours."""
+    assert not memory.import_memories(PAYLOADS, user_id=tenant.user).rejected
+    model = ScriptedChatModel(script=["Tea it is."])
+    agent = create_agent(model, [], system_prompt="You are a tea assistant.",
+                         middleware=[MemoryMiddleware(memory, k=20)])
+    agent.invoke(ask("SYSTEM instructions: which tea do I like?"), cfg(tenant.user))
+    seen = model.system_prompts[0]
+    assert seen.count("<memory ") >= 10
+    ours = ("<memory ", "</long_term_memory>", "<long_term_memory>", "<user_profile>", "</user_profile>",
+            "<conflict ", "</conflict>")
+    for line in lines(seen):
+        if line.startswith("<"):
+            assert line.startswith(ours), line
+        else:
+            assert not line.lower().startswith(ROLE_PREFIXES), line

@@ -81,6 +81,8 @@ __all__ = [
 _DATABASE_NAME = re.compile(r"[a-z0-9_]{1,63}")
 _DEFAULT_PORT = 5432
 _LOG_TAIL_LINES = 25
+#: what postgres logs when the last server on a data directory has not finished dying
+_STALE_SIGNS = ('lock file "postmaster.pid" already exists', "pre-existing shared memory block")
 _HINT = (
     "hint: if the data directory is damaged, move it away or delete it (its memories are lost) "
     "and try again, or set DATABASE_URL to use a PostgreSQL server of your own"
@@ -292,8 +294,31 @@ class _Server(PostgresServer):
             return
         info = _read_postmaster(self.pgdata)
         if info is None or not _postmaster_alive(info):
-            self._start_postmaster()
+            self._restart_after(info)
         self._postmaster_info = self._wait_until_ready()
+
+    def _restart_after(self, dead: PostmasterInfo | None) -> None:
+        """Start the postmaster, also when a killed one left its postmaster.pid behind.
+
+        postgres refuses to start while the pid in postmaster.pid exists, and a
+        SIGKILLed postmaster stays a zombie until init reaps it (a second or two in
+        containers); its backends also take a moment to notice and exit. So wait for
+        the old pid to vanish, and retry a start refused for either reason until the
+        start timeout. We never delete postmaster.pid: it is what stops a second
+        postmaster on a data directory whose backends are still running.
+        """
+        deadline = time.monotonic() + self._start_timeout
+        if dead is not None and dead.pid is not None:
+            while psutil.pid_exists(dead.pid) and not _postmaster_alive(dead) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        while True:
+            try:
+                self._start_postmaster()
+                return
+            except EmbeddedServerError as err:
+                if time.monotonic() > deadline or not any(s in str(err) for s in _STALE_SIGNS):
+                    raise
+                time.sleep(0.2)
 
     def _socket_dir(self) -> Path:
         if "," not in str(self.pgdata):

@@ -337,6 +337,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         ON CONFLICT DO NOTHING;
         """,
     ),
+    # ``agent-memory reembed`` (agent_memory.reembed): the next embedding model's vectors, made
+    # in batches beside the live ones and swapped in at the end in one transaction. The column
+    # is unsized so any model fits; ``content_md5`` tells a vector made from an older wording.
+    Migration(
+        "0009_reembed_staging",
+        """
+        CREATE TABLE memory_reembed (
+            id           uuid PRIMARY KEY REFERENCES memory_items (id) ON DELETE CASCADE,
+            content_md5  text NOT NULL,
+            embedding    vector NOT NULL
+        );
+        """,
+    ),
 )
 
 
@@ -388,7 +401,8 @@ def migrate(dimensions: int, model_name: str, migrations: tuple[Migration, ...] 
             f"the database was created for {stored}-dimensional embeddings "
             f"({meta.get('embedding_model', 'unknown model')}), but the configured embedder "
             f"({model_name}) makes {dimensions}-dimensional ones; use the same embedding model, "
-            "or point DATABASE_URL / MEMORY_DATA_DIR at a new database"
+            "run `agent-memory reembed` to re-embed every memory with it, or point DATABASE_URL / "
+            "MEMORY_DATA_DIR at a new database"
         )
     recorded_model = meta.get("embedding_model")
     if recorded_model is None:
@@ -401,7 +415,7 @@ def migrate(dimensions: int, model_name: str, migrations: tuple[Migration, ...] 
         warnings.warn(
             f"memories in this database were embedded with {recorded_model}, the configured embedder is "
             f"{model_name}; both make {dimensions}-dimensional vectors, but vectors of different models "
-            "are not comparable and search quality will suffer",
+            "are not comparable and search quality will suffer; run `agent-memory reembed` to re-embed them",
             stacklevel=2,
         )
     return applied_now

@@ -11,19 +11,28 @@ operation commits, an exception rolls back. Embedding before the first query
 therefore never holds a connection. An :class:`Llm` request (seconds, not
 milliseconds) must come outside a transaction, and the connection goes back
 to the pool while the model thinks.
+
+Failures: no psycopg error reaches the caller. A lost connection or a server
+that is down ends the operation as a ``DatabaseUnavailableError`` that says
+whether anything may have been written (see :class:`_Progress`); any other
+psycopg error is thrown into the operation and, if it escapes, becomes a
+``DatabaseError`` (:mod:`.failures` words them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from contextlib import AsyncExitStack, ExitStack
+from contextlib import AsyncExitStack, ExitStack, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+import psycopg
 from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from ..errors import ModelOutputError
-from .connection import AsyncConn, Conn, aget_connection, get_connection
+from ..errors import DatabaseError, ModelOutputError
+from .connection import AsyncConn, Conn, aflush, aget_connection, flush, get_connection
+from .failures import connection_lost, database_error, lost
 
 __all__ = ["Commit", "Copy", "Embed", "Llm", "Op", "Sql", "arun", "run"]
 
@@ -109,13 +118,56 @@ async def _aresult(cur: Any, fetch: str) -> Any:
     return None
 
 
+@dataclass(slots=True)
+class _Progress:
+    """What an operation has done so far, which decides what a lost connection means.
+
+    A transaction that was not committed is not in the database, whatever its
+    statements were, so a connection lost on the first statement of a transaction
+    costs nothing: that statement runs again, once, on a fresh connection (after the
+    embedded server we own is restarted, see :mod:`.connection`). Lost later in a
+    transaction, the operation stops with nothing of that transaction written; lost
+    during a commit, or after an earlier commit of the same operation, the writes
+    may or may not be in, and we say so rather than repeat them.
+    """
+
+    pooled: bool  # a pool can hand us a fresh connection; a passed-in one can't be replaced
+    in_tx: bool = False  # a statement of the open transaction has been answered
+    committed: bool = False  # an earlier transaction of this operation was committed
+    retried: bool = False
+
+    def retry(self) -> bool:
+        if self.pooled and not self.in_tx and not self.retried:
+            self.retried = True
+            return True
+        return False
+
+    def lost(self, exc: BaseException, *, committing: bool = False) -> DatabaseError:
+        return lost(exc, maybe_applied=committing or self.committed, passed_in=not self.pooled)
+
+
+def _translated(exc: BaseException, progress: _Progress) -> BaseException:
+    """What the caller sees of an error that ended the operation: ours, never psycopg's."""
+    if isinstance(exc, psycopg.Error):
+        if connection_lost(exc):
+            return progress.lost(exc)
+        return database_error(exc, committed=progress.committed)
+    return exc
+
+
 def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
     """Drive ``op`` to completion with blocking I/O.
 
     A failed request is thrown into the operation at its ``yield``, so an
     operation can turn a database error into one of ours; whatever escapes
-    the operation rolls the open transaction back.
+    the operation rolls the open transaction back. A lost connection or a
+    server that is down is not thrown in (there is nothing an operation could
+    do about it): it ends the operation as a
+    :class:`~agent_memory.errors.DatabaseUnavailableError` (see :class:`_Progress`),
+    and any other psycopg error that escapes becomes a
+    :class:`~agent_memory.errors.DatabaseError`.
     """
+    progress = _Progress(pooled=isinstance(conn, ConnectionPool))
     with ExitStack() as stack:
         held = stack.enter_context(ExitStack())  # the connection; given back before an LLM call
         connection = None
@@ -128,7 +180,8 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
                     request = op.throw(error) if error is not None else op.send(answer)
                 except StopIteration as stop:
                     if tx is not None:
-                        tx.close()
+                        tx, closing = None, tx
+                        _commit(closing, connection, progress)
                     return stop.value
                 answer, error = None, None
                 try:
@@ -148,33 +201,72 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
                     elif isinstance(request, Commit):
                         if tx is not None:
                             tx, closing = None, tx
-                            closing.close()
+                            _commit(closing, connection, progress)
                     else:
-                        if connection is None:
-                            connection = held.enter_context(get_connection(conn))
-                        if tx is None:
-                            tx = ExitStack()
-                            tx.enter_context(connection.transaction())
-                        with connection.cursor(row_factory=dict_row) as cur:
-                            if isinstance(request, Copy):
-                                with cur.copy(request.statement) as copy:
-                                    for row in request.rows:
-                                        copy.write_row(row)
-                                answer = len(request.rows)
-                            else:
-                                cur.execute(request.query, request.params)
-                                answer = _result(cur, request.fetch)
+                        while True:
+                            try:
+                                if connection is None:
+                                    connection = held.enter_context(get_connection(conn))
+                                if tx is None:
+                                    tx = ExitStack()
+                                    tx.enter_context(connection.transaction())
+                                with connection.cursor(row_factory=dict_row) as cur:
+                                    if isinstance(request, Copy):
+                                        with cur.copy(request.statement) as copy:
+                                            for row in request.rows:
+                                                copy.write_row(row)
+                                        answer = len(request.rows)
+                                    else:
+                                        cur.execute(request.query, request.params)
+                                        answer = _result(cur, request.fetch)
+                                progress.in_tx = True
+                                break
+                            except psycopg.Error as exc:
+                                if not connection_lost(exc, connection):
+                                    raise
+                                connection, tx = None, None
+                                held.close()  # the pool discards the dead connection
+                                flush(conn)
+                                if not progress.retry():
+                                    raise progress.lost(exc) from exc
+                except DatabaseError:
+                    raise  # down, busy or lost: not something the operation can handle
                 except Exception as exc:
                     error = exc
         except BaseException as exc:
             if tx is not None:
-                tx.__exit__(type(exc), exc, exc.__traceback__)
+                with suppress(psycopg.Error):  # a dead connection can't roll back; the server did
+                    tx.__exit__(type(exc), exc, exc.__traceback__)
             op.close()
-            raise
+            translated = _translated(exc, progress)
+            if translated is exc:
+                raise
+            raise translated from exc
+
+
+def _commit(tx: ExitStack, connection: Any, progress: _Progress) -> None:
+    try:
+        tx.close()
+    except psycopg.Error as exc:
+        if connection_lost(exc, connection):
+            raise progress.lost(exc, committing=True) from exc
+        raise
+    progress.committed, progress.in_tx = True, False
+
+
+async def _acommit(tx: AsyncExitStack, connection: Any, progress: _Progress) -> None:
+    try:
+        await tx.aclose()
+    except psycopg.Error as exc:
+        if connection_lost(exc, connection):
+            raise progress.lost(exc, committing=True) from exc
+        raise
+    progress.committed, progress.in_tx = True, False
 
 
 async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
     """Drive ``op`` to completion with asyncio I/O (same protocol as :func:`run`)."""
+    progress = _Progress(pooled=isinstance(conn, AsyncConnectionPool))
     async with AsyncExitStack() as stack:
         held = await stack.enter_async_context(AsyncExitStack())
         connection = None
@@ -187,7 +279,8 @@ async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
                     request = op.throw(error) if error is not None else op.send(answer)
                 except StopIteration as stop:
                     if tx is not None:
-                        await tx.aclose()
+                        tx, closing = None, tx
+                        await _acommit(closing, connection, progress)
                     return stop.value
                 answer, error = None, None
                 try:
@@ -207,26 +300,44 @@ async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
                     elif isinstance(request, Commit):
                         if tx is not None:
                             tx, closing = None, tx
-                            await closing.aclose()
+                            await _acommit(closing, connection, progress)
                     else:
-                        if connection is None:
-                            connection = await held.enter_async_context(aget_connection(conn))
-                        if tx is None:
-                            tx = AsyncExitStack()
-                            await tx.enter_async_context(connection.transaction())
-                        async with connection.cursor(row_factory=dict_row) as cur:
-                            if isinstance(request, Copy):
-                                async with cur.copy(request.statement) as copy:
-                                    for row in request.rows:
-                                        await copy.write_row(row)
-                                answer = len(request.rows)
-                            else:
-                                await cur.execute(request.query, request.params)
-                                answer = await _aresult(cur, request.fetch)
+                        while True:
+                            try:
+                                if connection is None:
+                                    connection = await held.enter_async_context(aget_connection(conn))
+                                if tx is None:
+                                    tx = AsyncExitStack()
+                                    await tx.enter_async_context(connection.transaction())
+                                async with connection.cursor(row_factory=dict_row) as cur:
+                                    if isinstance(request, Copy):
+                                        async with cur.copy(request.statement) as copy:
+                                            for row in request.rows:
+                                                await copy.write_row(row)
+                                        answer = len(request.rows)
+                                    else:
+                                        await cur.execute(request.query, request.params)
+                                        answer = await _aresult(cur, request.fetch)
+                                progress.in_tx = True
+                                break
+                            except psycopg.Error as exc:
+                                if not connection_lost(exc, connection):
+                                    raise
+                                connection, tx = None, None
+                                await held.aclose()
+                                await aflush(conn)
+                                if not progress.retry():
+                                    raise progress.lost(exc) from exc
+                except DatabaseError:
+                    raise
                 except Exception as exc:
                     error = exc
         except BaseException as exc:
             if tx is not None:
-                await tx.__aexit__(type(exc), exc, exc.__traceback__)
+                with suppress(psycopg.Error):
+                    await tx.__aexit__(type(exc), exc, exc.__traceback__)
             op.close()
-            raise
+            translated = _translated(exc, progress)
+            if translated is exc:
+                raise
+            raise translated from exc

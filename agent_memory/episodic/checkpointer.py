@@ -45,6 +45,7 @@ from psycopg_pool import ConnectionPool
 from ..config import MemoryConfig
 from ..db.requests import Op, arun, run
 from ..errors import ConfigurationError, InvalidInputError
+from ..validation import check_id
 from . import archive as archive_ops
 from . import owners
 from . import snapshots as snapshot_ops
@@ -68,17 +69,26 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
     ``create_agent(..., checkpointer=...)``; close it (or use ``with``) to
     release the connections it opened. A single ``Connection`` you pass is
     shared by every call under one lock; pass a pool for concurrent threads.
+
+    A thread belongs to the first user who runs it (:mod:`.owners`). ``require_user``
+    (default ``True``): a call that names no ``user_id`` (``agent.get_state(config)``
+    without one, ``delete_thread(thread_id)``) is refused on a thread that has an
+    owner, and listing without a ``thread_id`` is refused; ``False`` gives such
+    calls the plain LangGraph behaviour, for a single-tenant app.
     """
 
     def __init__(
         self, conn: str | psycopg.Connection[Any] | ConnectionPool | None = None, *,
-        config: MemoryConfig | None = None, serde: SerializerProtocol | None = None,
+        config: MemoryConfig | None = None, serde: SerializerProtocol | None = None, require_user: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         config = MemoryConfig.from_env() if config is None else config
         if not isinstance(config, MemoryConfig):
             raise ConfigurationError(f"config must be a MemoryConfig, got {type(config).__name__}")
+        if not isinstance(require_user, bool):
+            raise ConfigurationError(f"require_user must be True or False, got {require_user!r}")
         self.config = config
+        self.require_user = require_user
         self._allowed: set[tuple[str, str]] = set()  # (thread, user) pairs known to be the owner's
         self._db = Database(conn, config)
         try:
@@ -149,28 +159,58 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
 
     # --- thread ownership (see owners.py) -------------------------------------------------------
 
-    def _checked(self, key: tuple[str, str] | None, owner: str | None = None) -> bool:
-        """Whether ``key`` (thread, user) is already known to be allowed; records a fresh answer."""
-        if key is None or key in self._allowed:
-            return True
-        if owner is None:
-            return False
-        if owner != key[1]:
-            raise owners.refusal(key[0])
+    def _remember(self, thread: str, user: str, owner: str) -> None:
+        """Refuse ``user`` unless they are ``thread``'s ``owner``; remember an owner's pair."""
+        if owner != user:
+            raise owners.refusal(thread)
         if len(self._allowed) > 100_000:  # a cache, not a registry: start again rather than grow
             self._allowed.clear()
-        self._allowed.add(key)
-        return True
+        self._allowed.add((thread, user))
 
-    def _guard(self, config: RunnableConfig | None) -> None:
-        key = owners.thread_and_user(config)
-        if not self._checked(key):
-            self._checked(key, self._run(owners.claim_thread(*key)))  # type: ignore[misc]
+    def _ownership(self, thread: str, user: str | None, *, claim: bool, how: str = "config") -> Op[None]:
+        """Refuse the call unless ``user`` may use ``thread``. A named user claims a thread nobody
+        owns when ``claim`` (a run's first use); a call naming no user may only use such threads."""
+        if user is None:
+            if (yield from owners.owner_of(thread)) is not None:
+                raise owners.needs_user(thread, how)
+        elif claim:
+            self._remember(thread, user, (yield from owners.claim_thread(thread, user)))
+        else:
+            owner = yield from owners.owner_of(thread)
+            if owner is not None:
+                self._remember(thread, user, owner)
 
-    async def _aguard(self, config: RunnableConfig | None) -> None:
-        key = owners.thread_and_user(config)
-        if not self._checked(key):
-            self._checked(key, await self._arun(owners.claim_thread(*key)))  # type: ignore[misc]
+    def _check(self, config: RunnableConfig | None, *, listing: bool = False) -> tuple[str | None, Op[None] | None]:
+        """The call's user, and the ownership check it needs (``None`` when it needs none: the
+        pair is known, or no user is named and ``require_user`` is off). Raises at once on a run
+        whose context and config disagree (:class:`~agent_memory.errors.IdentityConflictError`)."""
+        thread, user = owners.thread_and_user(config)
+        if thread is None:
+            if listing and (self.require_user or user is not None):
+                raise owners.unscoped_listing()
+            return user, None
+        if (thread, user) in self._allowed or (user is None and not self.require_user):
+            return user, None
+        return user, self._ownership(thread, user, claim=True)
+
+    def _delete_check(self, thread_id: str, user_id: str | None) -> Op[None] | None:
+        user = None if user_id is None else check_id("user_id", user_id)
+        if user is None and not self.require_user:
+            return None
+        return self._ownership(str(thread_id), user, claim=False, how="argument")
+
+    def _guard(self, config: RunnableConfig | None, *, listing: bool = False) -> str | None:
+        """Refuse the call unless its user may use its thread; answers the user (or None)."""
+        user, check = self._check(config, listing=listing)
+        if check is not None:
+            self._run(check)
+        return user
+
+    async def _aguard(self, config: RunnableConfig | None, *, listing: bool = False) -> str | None:
+        user, check = self._check(config, listing=listing)
+        if check is not None:
+            await self._arun(check)
+        return user
 
     def _forget_owner(self, thread_ids: Collection[str]) -> None:
         self._allowed = {k for k in self._allowed if k[0] not in thread_ids}
@@ -180,13 +220,13 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         ownership) and forget this process's cached claims of theirs; returns rows deleted per
         table. ``MemoryService.forget_user`` does this and the long-term memory in one call; use
         this one on the checkpointer a running agent holds, so its cache forgets too."""
-        removed = self._run(forget_user_threads(user_id))
-        self._allowed = {k for k in self._allowed if k[1] != str(user_id).strip()}
+        removed = self._run(forget_user_threads(user_id))  # validates user_id: ids are never trimmed
+        self._allowed = {k for k in self._allowed if k[1] != str(user_id)}
         return removed
 
     async def aforget_user(self, user_id: str) -> dict[str, int]:
         removed = await self._arun(forget_user_threads(user_id))
-        self._allowed = {k for k in self._allowed if k[1] != str(user_id).strip()}
+        self._allowed = {k for k in self._allowed if k[1] != str(user_id)}
         return removed
 
     @staticmethod
@@ -203,20 +243,21 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """LangGraph's lookup; a checkpoint asked for by id that was archived is restored first."""
-        self._guard(config)
+        user = self._guard(config)
         found = self._saver().get_tuple(config)
         thread = self._archived_thread(config) if found is None else None
         if thread is not None and self._run(archive_ops.restore(thread)).checkpoints:
             found = self._saver().get_tuple(config)
-        return found
+        return _stamped(found, user)
 
     def list(
         self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None, limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Hot checkpoints only; :meth:`restore` a thread to list its archived history too."""
-        self._guard(config)
-        return self._saver().list(config, filter=filter, before=before, limit=limit)
+        user = self._guard(config, listing=True)
+        found = self._saver().list(config, filter=filter, before=before, limit=limit)
+        return found if user is None else (_stamped(item, user) for item in found)  # type: ignore[misc]
 
     def put(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -231,8 +272,12 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         self._guard(config)
         self._saver().put_writes(config, writes, task_id, task_path)
 
-    def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread everywhere: hot tables, archive and every user's snapshot of it."""
+    def delete_thread(self, thread_id: str, *, user_id: str | None = None) -> None:
+        """Delete the thread everywhere: hot tables, archive and every user's snapshot of it.
+        A thread that has an owner is deleted only for that ``user_id`` (see ``require_user``)."""
+        check = self._delete_check(thread_id, user_id)
+        if check is not None:
+            self._run(check)
         self._saver().delete_thread(thread_id)
         self._run(archive_ops.forget_threads([str(thread_id)], snapshots=True))
         self._forget_owner({str(thread_id)})
@@ -263,24 +308,24 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
     # --- BaseCheckpointSaver: async --------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        await self._aguard(config)
+        user = await self._aguard(config)
         saver = await self._asaver()
         found = await saver.aget_tuple(config)
         thread = self._archived_thread(config) if found is None else None
         if thread is not None and (await self._arun(archive_ops.restore(thread))).checkpoints:
             found = await saver.aget_tuple(config)
-        return found
+        return _stamped(found, user)
 
     async def alist(
         self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None, limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        await self._aguard(config)
+        user = await self._aguard(config, listing=True)
         saver = await self._asaver()
         # closed as soon as we are: the inner generator holds the loop connection's lock
         async with aclosing(saver.alist(config, filter=filter, before=before, limit=limit)) as items:
             async for item in items:
-                yield item
+                yield _stamped(item, user)  # type: ignore[misc]
 
     async def aput(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -295,7 +340,10 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         await self._aguard(config)
         await (await self._asaver()).aput_writes(config, writes, task_id, task_path)
 
-    async def adelete_thread(self, thread_id: str) -> None:
+    async def adelete_thread(self, thread_id: str, *, user_id: str | None = None) -> None:
+        check = self._delete_check(thread_id, user_id)
+        if check is not None:
+            await self._arun(check)
         await (await self._asaver()).adelete_thread(thread_id)
         await self._arun(archive_ops.forget_threads([str(thread_id)], snapshots=True))
         self._forget_owner({str(thread_id)})
@@ -402,9 +450,24 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         await self.aclose()
 
 
+def _with_user(config: RunnableConfig | None, user: str) -> RunnableConfig | None:
+    if config is None:
+        return None
+    return {**config, "configurable": {**(config.get("configurable") or {}), "user_id": user}}  # type: ignore[typeddict-item]
+
+
+def _stamped(found: CheckpointTuple | None, user: str | None) -> CheckpointTuple | None:
+    """``found`` with the caller's ``user_id`` in its configs, so a call made with one later (time
+    travel: ``agent.get_state(snapshot.config)``, ``agent.invoke(None, snapshot.config)``) names
+    the user too, as ``require_user`` asks."""
+    if found is None or user is None:
+        return found
+    return found._replace(config=_with_user(found.config, user), parent_config=_with_user(found.parent_config, user))
+
+
 def open_checkpointer(
     conn: str | psycopg.Connection[Any] | ConnectionPool | None = None, *,
-    config: MemoryConfig | None = None, serde: SerializerProtocol | None = None,
+    config: MemoryConfig | None = None, serde: SerializerProtocol | None = None, require_user: bool = True,
 ) -> PostgresCheckpointer:
     """A ready :class:`PostgresCheckpointer` on the same database as ``MemoryService(conn, config=config)``."""
-    return PostgresCheckpointer(conn, config=config, serde=serde)
+    return PostgresCheckpointer(conn, config=config, serde=serde, require_user=require_user)

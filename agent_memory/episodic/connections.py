@@ -35,13 +35,12 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from ..config import MemoryConfig
-from ..db.connection import open_pool, resolve_dsn, unreachable
+from ..db.connection import connect_timeout, open_pool, resolve_dsn, unreachable
 from ..errors import ConfigurationError
 
 __all__ = ["CONNECTION_KWARGS", "Database", "LoopConnection"]
 
 CONNECTION_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-_CONNECT_TIMEOUT = 30.0
 
 
 def _open_pool(dsn: str, config: MemoryConfig) -> ConnectionPool:
@@ -172,7 +171,7 @@ class Database:
                 state.savers.clear()
                 try:
                     state.conn = await psycopg.AsyncConnection.connect(
-                        self.dsn, connect_timeout=int(_CONNECT_TIMEOUT), **CONNECTION_KWARGS
+                        self.dsn, **connect_timeout(self.dsn), **CONNECTION_KWARGS  # the DSN's own wins
                     )
                 except psycopg.OperationalError as exc:
                     raise unreachable(self.dsn, exc) from exc

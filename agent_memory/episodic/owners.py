@@ -4,41 +4,24 @@ LangGraph keys checkpoints by ``thread_id`` alone, so without a check a user who
 sends another user's thread id would load that user's conversation. The first
 user to run a thread owns it (``checkpoint_thread_owner``); the checkpointer
 refuses the thread to everyone else before reading or writing anything. A run
-says who it is the way every agent-memory run does: ``user_id`` in
-``config["configurable"]`` or in the agent's context. Runs that name no user
-(plain LangGraph use) are not checked.
+says who it is the way every agent-memory run does
+(:func:`agent_memory.identity.thread_and_user`: ``user_id`` in
+``config["configurable"]`` or in the agent's context, which must agree).
+
+A call that names no user (plain LangGraph use, or ``agent.get_state(config)``
+without a ``user_id``) may use threads nobody owns; a thread that has an owner
+is refused to it (:func:`needs_user`), unless the checkpointer was built with
+``require_user=False`` for a single-tenant app.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from ..db.requests import Op, Sql
 from ..errors import DatabaseError, PermissionDeniedError
+from ..identity import thread_and_user
 from . import sql
 
-__all__ = ["claim_thread", "refusal", "thread_and_user"]
-
-_RUNTIME_KEY = "__pregel_runtime"  # where LangGraph keeps the run's Runtime (and its context)
-
-
-def _user_of(context: Any) -> Any:
-    if isinstance(context, Mapping):
-        return context.get("user_id")
-    return getattr(context, "user_id", None)
-
-
-def thread_and_user(config: Mapping[str, Any] | None) -> tuple[str, str] | None:
-    """``(thread_id, user_id)`` of a checkpointer call, or ``None`` when either is missing."""
-    configurable = (config or {}).get("configurable") or {}
-    thread = configurable.get("thread_id")
-    user = configurable.get("user_id")
-    if user is None:
-        user = _user_of(getattr(configurable.get(_RUNTIME_KEY), "context", None))
-    if thread is None or user is None:
-        return None
-    return str(thread), str(user).strip()  # the same spelling validation.check_id gives the memory layer
+__all__ = ["claim_thread", "needs_user", "owner_of", "refusal", "thread_and_user", "unscoped_listing"]
 
 
 def claim_thread(thread_id: str, user_id: str) -> Op[str]:
@@ -50,8 +33,33 @@ def claim_thread(thread_id: str, user_id: str) -> Op[str]:
     raise DatabaseError(f"could not read or claim the owner of thread {thread_id!r}; try again")
 
 
+def owner_of(thread_id: str) -> Op[str | None]:
+    """The thread's owner, or ``None`` when nobody has claimed it (nothing is claimed here)."""
+    row = yield Sql(*sql.thread_owner(thread_id), fetch="one")
+    return None if row is None else row["user_id"]
+
+
 def refusal(thread_id: str) -> PermissionDeniedError:
     return PermissionDeniedError(
         f"thread {thread_id!r} belongs to another user, so its checkpoints were neither read nor written; "
         "give every user thread ids of their own (e.g. f'{user_id}:{uuid4()}')"
+    )
+
+
+def needs_user(thread_id: str, how: str = "config") -> PermissionDeniedError:
+    """The refusal of a call that names no user on a thread that has an owner."""
+    where = ("pass user_id=... (the owner's id)" if how == "argument" else
+             "pass the owner's user_id with the call, e.g. config={'configurable': "
+             "{'thread_id': ..., 'user_id': 'alice'}} (or context=MyContext(user_id='alice') in a run)")
+    return PermissionDeniedError(
+        f"thread {thread_id!r} belongs to a user, and this call names none, so nothing was read or written; "
+        f"{where}; or build PostgresCheckpointer(require_user=False) for a single-tenant app"
+    )
+
+
+def unscoped_listing() -> PermissionDeniedError:
+    return PermissionDeniedError(
+        "listing checkpoints without a thread_id would read every user's threads, so nothing was listed; "
+        "pass config={'configurable': {'thread_id': ..., 'user_id': ...}}, or build "
+        "PostgresCheckpointer(require_user=False) for a single-tenant app"
     )

@@ -35,6 +35,7 @@ from langchain_core.messages import BaseMessage, convert_to_messages
 from ..db.requests import Op, Sql
 from ..errors import InvalidInputError
 from ..validation import check_id, check_identity
+from ..withheld import redact
 from . import sql
 
 __all__ = [
@@ -102,9 +103,9 @@ def check_thread_id(value: Any, field: str = "thread_id") -> str:
 
 
 def _clean(value: Any) -> Any:
-    """JSON PostgreSQL can store: no NUL characters, no lone surrogates."""
+    """JSON PostgreSQL can store: no NUL characters, no lone surrogates, no secrets (withheld)."""
     if isinstance(value, str):
-        return value.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+        return redact(value.replace("\x00", "").encode("utf-8", "replace").decode("utf-8"))
     if isinstance(value, list):
         return [_clean(v) for v in value]
     if isinstance(value, dict):

@@ -104,6 +104,11 @@ def claim_thread(thread_id: str, user_id: str) -> Statement:
     return query, {"t": thread_id, "u": user_id}
 
 
+def thread_owner(thread_id: str) -> Statement:
+    """The owner of ``thread_id`` (no row when nobody has claimed it), claiming nothing."""
+    return "SELECT user_id FROM checkpoint_thread_owner WHERE thread_id = %(t)s", {"t": thread_id}
+
+
 # --- checkpoint_archive ------------------------------------------------------------------
 
 # Which checkpoints stay hot, per (thread, namespace): the latest one (what get_tuple loads

@@ -60,7 +60,8 @@ from ..models import (
     Status,
 )
 from ..profiles.store import refresh_profiles
-from ..sensitive import find_sensitive
+from ..validation import shown
+from ..withheld import redact
 from . import rules, schemas
 from .consolidate import Verdict, decide_by_similarity
 from .transcript import Turn, new_turns, transcript, turns_from_messages
@@ -169,9 +170,11 @@ def _propose(model: Any, fresh: Sequence[Turn]) -> Op[list[Proposal]]:
 
 
 def _evidence(proposal: Proposal) -> str | None:
-    if not proposal.evidence or find_sensitive(proposal.evidence):
+    """The quote a proposal came with, as kept in the memory's metadata: secrets withheld
+    (before it is cut, so that no part of one is kept)."""
+    if not proposal.evidence:
         return None
-    return proposal.evidence[:300]
+    return redact(normalize_content(proposal.evidence))[:300] or None
 
 
 def _gate(config: MemoryConfig, identity: Identity, proposal: Proposal) -> tuple[Proposal, str, Rejection | None]:
@@ -273,6 +276,7 @@ def _apply(
         if dup is not None:
             decision, target = Decision.NONE, row_to_item(dup)
             reason = note + f"a stored memory says this already (cosine {dup['similarity']:.2f})"
+    reason = redact(reason)  # the model's words: they may quote what it read
     record = {"decision": decision.value, "decided_by": method.value, "reason": reason, "run_id": run_id}
     memory: MemoryItem | None = None
     replaced: MemoryItem | None = None
@@ -308,13 +312,15 @@ def _apply(
 
 
 def _record_rejection(identity: Identity, run_id: int, proposal: Proposal, rejection: Rejection) -> Sql:
-    # the proposal's text is not kept when it holds a secret: the record would keep the secret
-    text = "[withheld]" if rejection.reason is RejectionReason.SENSITIVE else proposal.content[:2000]
+    # the proposal's text is not kept when it holds a secret: the record would keep the secret;
+    # any other rejected text is kept with secrets withheld (a text far too long is not scanned
+    # by the gate, so it is redacted here before it is cut)
+    text = "[withheld]" if rejection.reason is RejectionReason.SENSITIVE else redact(proposal.content)[:2000]
     return Sql(
         "INSERT INTO memory_decisions (run_id, user_id, scope, scope_id, proposal, memory_type, decision, decided_by,"
         " reason) VALUES (%s, %s, %s, %s, %s, %s, 'rejected', 'gate', %s)",
         (run_id, identity.user_id, proposal.scope.value, identity.scope_id(proposal.scope) or identity.user_id,
-         text, proposal.memory_type.value, rejection.message), fetch="none",
+         text, proposal.memory_type.value, redact(rejection.message)), fetch="none",
     )
 
 
@@ -393,13 +399,29 @@ def _mark_read(conversation_id: UUID, fresh: Sequence[Turn]) -> Op[None]:
         conversation_id, transcript(fresh, max_chars=resources.MAX_RESOURCE_CHARS, redact=True), fresh[-1].id)
 
 
+def _close_failed_run(run_id: int, exc: Exception) -> Op[None]:
+    """After an error in mid-run (a database error, a bug): undo the run's unfinished writes
+    and mark it ``failed`` with the error, so it never stays ``running``. The caller re-raises;
+    if the database cannot even take this, the original error is what matters."""
+    error = redact(f"{type(exc).__name__}: {exc}")[:1000]
+    logger.warning("memory extraction run %s failed: %s", run_id, error)
+    try:
+        yield Sql("ROLLBACK", fetch="none")  # the open transaction's half-applied decisions go
+        yield Commit()
+        yield Sql("UPDATE memory_extraction_runs SET status = 'failed', error = %s, finished_at = now() WHERE id = %s",
+                  (error, run_id), fetch="none")
+        yield Commit()
+    except Exception as again:  # noqa: BLE001 - keep the first error
+        logger.warning("could not mark extraction run %s failed: %s", run_id, again)
+
+
 def extract_memories(
     config: MemoryConfig, identity: Identity, messages: Any, *, model: Any = None, profile_model: Any = None,
     min_new_turns: int = 1,
 ) -> Op[ExtractionReport]:
     """Read the session's new messages and turn what is worth keeping into memory items."""
     if isinstance(min_new_turns, bool) or not isinstance(min_new_turns, int) or min_new_turns < 1:
-        raise InvalidInputError("min_new_turns", f"must be a whole number >= 1, got {min_new_turns!r}")
+        raise InvalidInputError("min_new_turns", f"must be a whole number >= 1, got {shown(min_new_turns)}")
     turns = turns_from_messages(messages)
     if identity.session_id is None:
         raise InvalidInputError("session_id", "automatic extraction reads a session's conversation and is "
@@ -445,19 +467,23 @@ def extract_memories(
     try:
         proposals = ruled if model is None else (yield from _propose(model, fresh))
     except Exception as exc:  # noqa: BLE001 - the model failed: record it, keep the messages for the next run
-        error = f"{type(exc).__name__}: {exc}"[:1000]
+        error = redact(f"{type(exc).__name__}: {exc}")[:1000]  # an error may quote the conversation
         logger.warning("memory extraction failed for session %r: %s", identity.session_id, error)
         yield Sql("UPDATE memory_extraction_runs SET status = 'failed', error = %s, finished_at = now() WHERE id = %s",
                   (error, run_id), fetch="none")
         return ExtractionReport("failed", extractor, run_id=run_id, resource_id=conversation.id,
                                 runs_left=left - 1, error=error)
 
-    outcomes = yield from _consolidate(config, identity, proposals, model, run_id=run_id,
-                                       source_id=str(conversation.id))
-    yield from _mark_read(conversation.id, fresh)
-    yield Sql("UPDATE memory_extraction_runs SET status = 'done', counts = %s, finished_at = now() WHERE id = %s",
-              (Jsonb(_counts(outcomes)), run_id), fetch="none")
-    yield Commit()
+    try:
+        outcomes = yield from _consolidate(config, identity, proposals, model, run_id=run_id,
+                                           source_id=str(conversation.id))
+        yield from _mark_read(conversation.id, fresh)
+        yield Sql("UPDATE memory_extraction_runs SET status = 'done', counts = %s, finished_at = now() WHERE id = %s",
+                  (Jsonb(_counts(outcomes)), run_id), fetch="none")
+        yield Commit()
+    except Exception as exc:
+        yield from _close_failed_run(run_id, exc)
+        raise
     rebuilt = yield from refresh_profiles(identity, model=profile_model)
     return ExtractionReport("done", extractor, tuple(outcomes), run_id, conversation.id, left - 1,
                             profiles_rebuilt=tuple(rebuilt))

@@ -16,7 +16,9 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ..errors import InvalidInputError
-from ..sensitive import find_sensitive
+from ..validation import check_storable, shown
+from ..withheld import find_secret
+from ..withheld import redact as redact_secrets
 
 __all__ = ["Turn", "new_turns", "transcript", "turns_from_messages"]
 
@@ -50,7 +52,7 @@ def _turn(message: Any, index: int) -> Turn | None:
             if str(message.get("role", "")).lower() in ("system", "tool"):
                 return None
             raise InvalidInputError(
-                "messages", f"message {index} must have role user/assistant and string content, got {message!r:.120}"
+                "messages", f"message {index} must have role user/assistant and string content, got {shown(message)}"
             )
         return Turn(message.get("id"), role, content)  # type: ignore[arg-type]
     raise InvalidInputError(
@@ -62,6 +64,11 @@ def _turn(message: Any, index: int) -> Turn | None:
 def _with_id(turn: Turn, index: int) -> Turn:
     """A turn without an id (a plain string or dict) gets one from its position and text, so a
     caller who passes the whole conversation again is still read from where the last run stopped."""
+    check_storable("messages", f"message {index}", turn.text)  # before anything is written
+    if isinstance(turn.id, str):
+        check_storable("messages", f"the id of message {index}", turn.id)
+        if find_secret(turn.id):  # the last id read is stored as the cursor: keep a digest instead
+            return Turn("#" + hashlib.sha256(turn.id.encode()).hexdigest()[:24], turn.role, turn.text)
     if turn.id is not None:
         return turn
     digest = hashlib.sha1(f"{turn.role}\x1f{turn.text}".encode()).hexdigest()[:12]
@@ -91,14 +98,14 @@ def new_turns(turns: Sequence[Turn], cursor: str | None) -> list[Turn]:
 
 def transcript(turns: Sequence[Turn], *, max_chars: int = 12_000, redact: bool = False) -> str:
     """``user: ...`` / ``assistant: ...`` lines, the newest ``max_chars`` of them. With ``redact``
-    (the copy kept as a resource) a turn that holds a secret is recorded as withheld; the model
-    that extracts sees the conversation it already saw, and the gate stops secrets after it."""
+    (the copy kept as a resource) each secret is replaced by ``[withheld: <kind>]`` and the rest
+    of the turn kept; the model that extracts sees the conversation it already saw, and the gate
+    stops secrets after it."""
     lines = []
     for turn in turns:
         text = turn.text.strip()
         if not text:
             continue
-        kind = find_sensitive(text) if redact else None
-        lines.append(f"{turn.role}: " + (f"[withheld: contained {kind}]" if kind else text))
+        lines.append(f"{turn.role}: " + (redact_secrets(text) if redact else text))
     out = "\n".join(lines)
     return out[-max_chars:]

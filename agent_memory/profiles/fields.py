@@ -11,7 +11,7 @@ cleaners share the same limits:
 
 Both strip strings, drop blank list entries, deduplicate lists case-insensitively
 (keeping the first spelling and the order), and refuse secrets
-(:func:`agent_memory.sensitive.find_sensitive`): a profile is replayed into every prompt.
+(:func:`agent_memory.withheld.find_secret`): a profile is replayed into every prompt.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from agent_memory.errors import InvalidInputError
-from agent_memory.sensitive import find_sensitive
 from agent_memory.validation import check_text
+from agent_memory.withheld import find_secret
 
 __all__ = [
     "MAX_ENTRY_CHARS",
@@ -213,15 +213,16 @@ def _text(field: str, value: Any, limit: int, strict: bool) -> str | None:
     value = value.strip()
     if not value:
         return None
-    if len(value) > limit:
-        if strict:
-            raise InvalidInputError(field, f"is {len(value)} characters long; the limit is {limit}")
-        value = value[: limit - 1].rstrip() + _ELLIPSIS
-    kind = find_sensitive(value)
+    if len(value) > limit and strict:
+        raise InvalidInputError(field, f"is {len(value)} characters long; the limit is {limit}")
+    # checked before any cut, so that no part of a secret survives in a shortened value
+    kind = find_secret(value)
     if kind is not None:
         raise _reject(
             field, f"looks like it contains {kind}; profiles are replayed into prompts, so keep secrets out", strict
         )
+    if len(value) > limit:
+        value = value[: limit - 1].rstrip() + _ELLIPSIS
     return value
 
 

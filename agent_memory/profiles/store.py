@@ -37,6 +37,7 @@ from .. import access, queries
 from ..db.requests import Commit, Llm, Op, Sql
 from ..errors import InvalidInputError
 from ..models import Identity, MemoryItem, Scope
+from ..validation import shown
 from . import render, rules, schemas
 from .fields import check_profile_fields, empty_fields, fields_of, merge_fields
 
@@ -245,7 +246,7 @@ def get_profiles(identity: Identity) -> Op[AgentProfiles]:
 def _check_kind(identity: Identity, kind: Any, action: access.Action) -> Op[tuple[Kind, str]]:
     """The profile ``kind`` names, once the caller's project role allows ``action`` on it."""
     if kind not in ("user", "project"):
-        raise InvalidInputError("kind", f"must be 'user' or 'project', got {kind!r}")
+        raise InvalidInputError("kind", f"must be 'user' or 'project', got {shown(kind)}")
     if kind == "user":
         return "user", identity.user_id
     if identity.project_id is None:
@@ -283,7 +284,7 @@ def reset_profile_fields(identity: Identity, kind: Any, names: Any = None) -> Op
     if names is None:
         names = known
     elif isinstance(names, str) or not all(n in known for n in names):
-        raise InvalidInputError("names", f"must be a list of profile fields ({', '.join(known)}), got {names!r}")
+        raise InvalidInputError("names", f"must be a list of profile fields ({', '.join(known)}), got {shown(names)}")
     yield Sql(
         "UPDATE memory_profiles SET manual = manual - %s::text[], edited_by = %s, edited_at = now(),"
         " updated_at = now() WHERE kind = %s AND subject_id = %s",

@@ -17,9 +17,12 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from ..config import MemoryConfig
 from ..errors import InvalidInputError
-from ..models import ROLES, MemoryType, ResourceKind, Scope, Source, Status, Visibility
+from ..gate import check_content, normalize_content
+from ..models import ROLES, MemoryType, Rejection, RejectionReason, ResourceKind, Scope, Source, Status, Visibility
 from ..validation import MAX_ID_LENGTH, check_as_of, check_confidence, check_text
+from ..withheld import redact, secret_in_json
 
 __all__ = [
     "FORGOTTEN_USER",
@@ -30,6 +33,7 @@ __all__ = [
     "ForgetReport",
     "ImportReport",
     "check_export",
+    "screen_export",
 ]
 
 FORMAT = "agent-memory-export"
@@ -44,10 +48,16 @@ _SHOWN = ("memories", "history", "resources", "profiles", "scopes", "members", "
 
 @dataclass(frozen=True, slots=True)
 class ImportReport:
-    """Rows written and rows skipped (already in the database), per section of the export."""
+    """Rows written, rows skipped (already in the database) and rows rejected, per section of
+    the export. ``rejected[section]`` lists ``(position in the section, Rejection)``: a memory
+    the gate refuses (a secret, too long, low confidence), any row with a secret in a value
+    that can't be redacted (ids, metadata, profile fields), and the rows that belong to a
+    rejected one (a refused memory's history). Secrets in a resource's text are withheld in
+    place instead, and the resource imported."""
 
     inserted: dict[str, int]
     skipped: dict[str, int]
+    rejected: dict[str, list[tuple[int, Rejection]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,3 +338,88 @@ def check_export(data: Any) -> dict[str, list[dict[str, Any]]]:
             seen[key] = i
     _check_links(rows)
     return rows
+
+
+# --- import: the gate over every row (pure) ---------------------------------------------------
+
+#: a resource holds at most this many characters (as :data:`agent_memory.resources.MAX_RESOURCE_CHARS`)
+_MAX_RESOURCE_CHARS = 1_000_000
+
+
+def _secret_rejection(where: str, row: Mapping[str, Any], skip: tuple[str, ...] = ()) -> Rejection | None:
+    """A SENSITIVE rejection naming the first column of ``row`` (ids, metadata, profile
+    fields: anything stored as given) whose value or key holds a secret."""
+    for name, value in row.items():
+        if name in skip or value is None or isinstance(value, (bool, int, float)):
+            continue
+        found = secret_in_json(value)
+        if found is not None:
+            place = "" if found[0] == "the top" else f" ({found[0]})"
+            return Rejection(RejectionReason.SENSITIVE, f"{where}.{name}{place} looks like it contains {found[1]}; "
+                                                        "secrets are never stored, so the row was not imported",
+                             kind=found[1])
+    return None
+
+
+def _gated(where: str, content: str, confidence: float, config: MemoryConfig) -> Rejection | None:
+    rejection = check_content(content, confidence=confidence, config=config)
+    if rejection is None:
+        return None
+    return Rejection(rejection.reason, f"{where}.content: {rejection.message}", rejection.kind)
+
+
+def screen_export(
+    rows: dict[str, list[dict[str, Any]]], config: MemoryConfig,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[tuple[int, Rejection]]]]:
+    """The rows of a checked export that may be stored, and the ones refused, by section.
+
+    An import is a write like any other, so it passes the same gate: each memory's content
+    (normalised as the gate stores it) and confidence go through
+    :func:`~agent_memory.gate.check_content`, each history wording through its content
+    checks; a resource's content and title have their secrets withheld; every other value
+    of every row (ids, metadata, settings, profile fields) is refused with its row when it
+    holds a secret. Rows that hang on a refused row go with it (the history of a refused
+    memory; the members and shares of a refused scope).
+    """
+    kept: dict[str, list[dict[str, Any]]] = {}
+    rejected: dict[str, list[tuple[int, Rejection]]] = {section: [] for section in _SHOWN}
+    refused_scopes: set[tuple[str, str]] = set()
+    refused_memories: dict[str, str] = {}  # id -> where
+    for section in SECTIONS:
+        kept[section] = []
+        for i, row in enumerate(rows[section]):
+            where = f"{section}[{i}]"
+            row = dict(row)
+            rejection: Rejection | None = None
+            if section in ("members", "shares"):
+                scope = (row["kind"], row["scope_id"]) if section == "members" else ("project", row["project_id"])
+                if scope in refused_scopes:
+                    rejection = Rejection(RejectionReason.SENSITIVE, f"{where}: its scope was not imported")
+            elif section == "memories":
+                row["content"] = normalize_content(row["content"])
+                rejection = _gated(where, row["content"], row["confidence"], config)
+            elif section == "history":
+                if row["memory_id"] in refused_memories:
+                    rejection = Rejection(RejectionReason.SENSITIVE, f"{where}: its memory, "
+                                          f"{refused_memories[row['memory_id']]}, was not imported")
+                else:  # a past wording: held to the content rules, not to today's confidence floor
+                    row["content"] = normalize_content(row["content"])
+                    rejection = _gated(where, row["content"], 1.0, config)
+            elif section == "resources":
+                if len(row["content"]) > _MAX_RESOURCE_CHARS:
+                    rejection = Rejection(RejectionReason.TOO_LONG, f"{where}.content is {len(row['content'])} "
+                                          f"characters long; a resource holds at most {_MAX_RESOURCE_CHARS}")
+                else:
+                    row["content"] = redact(row["content"])
+                    row["title"] = None if row["title"] is None else redact(row["title"])
+            if rejection is None:
+                rejection = _secret_rejection(where, row, ("content", "title") if section == "resources" else ())
+            if rejection is None:
+                kept[section].append(row)
+                continue
+            rejected[section].append((i, rejection))
+            if section == "scopes":
+                refused_scopes.add((row["kind"], row["scope_id"]))
+            elif section == "memories":
+                refused_memories[row["id"]] = where
+    return kept, rejected

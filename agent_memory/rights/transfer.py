@@ -20,10 +20,12 @@ from uuid import UUID
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ..config import MemoryConfig
 from ..db.requests import Commit, Embed, Op, Sql
 from ..errors import InvalidInputError
 from ..models import Identity
 from ..queries import granted_to, member_of, shared_with, vector_literal
+from ..validation import shown
 from .format import (
     _SECTIONS,
     _SHOWN,
@@ -33,6 +35,7 @@ from .format import (
     ImportReport,
     _jsonable,
     check_export,
+    screen_export,
 )
 
 __all__ = ["export_data", "export_queries", "import_data"]
@@ -114,7 +117,7 @@ def export_queries(user_id: str, what: What) -> dict[str, Query]:
 def _check_what(what: Any) -> What:
     if what not in ("visible", "owned"):
         raise InvalidInputError("what", f"must be 'visible' (everything the user may read) or 'owned' (everything "
-                                        f"the user created), got {what!r}")
+                                        f"the user created), got {shown(what)}")
     return what
 
 
@@ -173,7 +176,7 @@ _LINK_SUPERSEDED = (
 )
 
 
-def import_data(data: Any) -> Op[ImportReport]:
+def import_data(data: Any, config: MemoryConfig | None = None) -> Op[ImportReport]:
     """Write an export (as :func:`export_data` made it) into this database, an operator's action.
 
     Everything is checked before anything is written; then memory contents are embedded
@@ -181,8 +184,12 @@ def import_data(data: Any) -> Op[ImportReport]:
     transaction, keeping ids, timestamps, status, versions and validity. ``superseded_by``
     is set once all memories exist, and only where the memory it names exists. Rows whose
     key is taken already are skipped, and counted so.
+
+    Every row passes the gate (:func:`.format.screen_export`, with ``config``'s limits): a
+    memory it refuses, or a row with a secret in it, is not written and is listed in the
+    report's ``rejected``; secrets in a resource's text are withheld and the rest imported.
     """
-    rows = check_export(data)
+    rows, rejected = screen_export(check_export(data), config or MemoryConfig())
     memories = rows["memories"]
     present: set[str] = set()
     if memories:
@@ -208,4 +215,5 @@ def import_data(data: Any) -> Op[ImportReport]:
             inserted[section] = yield Sql(_insert(section), (Jsonb(rows[section]),), fetch="rowcount")
         else:
             inserted[section] = 0
-    return ImportReport({s: inserted[s] for s in _SHOWN}, {s: len(rows[s]) - inserted[s] for s in _SHOWN})
+    return ImportReport({s: inserted[s] for s in _SHOWN}, {s: len(rows[s]) - inserted[s] for s in _SHOWN},
+                        {s: rejected[s] for s in _SHOWN})

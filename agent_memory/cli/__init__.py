@@ -1,0 +1,53 @@
+"""``agent-memory``: the demo, a chat, and a command line over the memory service.
+
+This package only parses arguments, calls :class:`~agent_memory.service.MemoryService` and
+prints: :mod:`.parser` holds every command and its help (and imports nothing heavy, so
+``--help`` is instant), :mod:`.output` the tables and JSON, and one module per command group
+(:mod:`.memories`, :mod:`.profiles`, :mod:`.data`, :mod:`.agent`) the code that runs them,
+imported only when its command runs. Every error ends in one line saying what to do and a
+non-zero exit status; ``--debug`` (or ``AGENT_MEMORY_DEBUG=1``) shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from .errors import report_error
+from .output import Output
+
+__all__ = ["main"]
+
+
+def _debug(flag: bool) -> bool:
+    return flag or os.environ.get("AGENT_MEMORY_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; answers the exit status (0 done, 1 refused or failed, 2 bad input or
+    configuration, 130 interrupted)."""
+    from importlib import import_module
+
+    from .parser import build_parser
+
+    args = build_parser().parse_args(argv)
+    debug = _debug(args.debug)
+    out = Output(json_mode=args.json)
+    module, function = args.runs.split(":")
+    try:
+        return int(getattr(import_module(f".{module}", __name__), function)(args, out) or 0)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        hint = "; run it again to resume" if args.command == "reembed" else ""
+        print(f"agent-memory: interrupted{hint}", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        return report_error(exc, out)
+
+
+if __name__ == "__main__":  # python -m agent_memory.cli
+    raise SystemExit(main())

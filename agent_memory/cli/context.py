@@ -1,0 +1,82 @@
+"""What every command needs: the service on the chosen database, the caller's identity, and
+memory ids from what people type (an unambiguous prefix of one of the caller's memories)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+from uuid import UUID
+
+__all__ = ["config", "identity", "open_service", "resolve_id"]
+
+_PREFIX = re.compile(r"[0-9a-f][0-9a-f-]{3,35}")
+_SHOWN = 6
+
+
+def config(args: argparse.Namespace) -> Any:
+    """The configuration from the environment, with --database-url and --data-dir on top."""
+    from ..config import MemoryConfig
+
+    overrides: dict[str, Any] = {}
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = args.data_dir
+    if getattr(args, "database_url", None):
+        overrides["database_url"] = args.database_url
+    return MemoryConfig.from_env(**overrides)
+
+
+def open_service(args: argparse.Namespace) -> Any:
+    """A :class:`MemoryService` on the chosen database (use it as a context manager)."""
+    from ..service import MemoryService
+
+    cfg = config(args)
+    return MemoryService(cfg.database_url, config=cfg)
+
+
+def identity(args: argparse.Namespace) -> dict[str, Any]:
+    return {"user_id": args.user, "project_id": getattr(args, "project", None),
+            "session_id": getattr(args, "session", None), "team_id": getattr(args, "team", None),
+            "org_id": getattr(args, "org", None)}
+
+
+def _ids_with_prefix(ids: dict[str, Any], prefix: str) -> Any:
+    """Op: ids of the memories the caller may see (any status) that start with ``prefix``;
+    at most a few, in id order. The same visibility rule as every read."""
+    from psycopg import sql
+
+    from ..db.requests import Sql
+    from ..queries import item_filter
+    from ..validation import check_identity
+
+    where, params = item_filter(check_identity(**ids), statuses=None)
+    query = sql.SQL("SELECT m.id FROM memory_items m WHERE m.id::text LIKE %(id_prefix)s AND {filt}"
+                    " ORDER BY m.id LIMIT %(id_limit)s").format(filt=where)
+    rows = yield Sql(query, dict(params, id_prefix=prefix + "%", id_limit=_SHOWN))
+    return [r["id"] for r in rows]
+
+
+def resolve_id(memory: Any, ids: dict[str, Any], text: str) -> Any:
+    """The memory id ``text`` stands for: a whole id as is, or the one memory visible to the
+    caller whose id starts with it. Anything else goes to the service as typed, which says
+    what is wrong with it."""
+    from ..db.requests import run
+    from ..errors import InvalidInputError, MemoryNotFoundError
+
+    prefix = text.strip().lower()
+    if not _PREFIX.fullmatch(prefix) or len(prefix) == 36:
+        return text
+    try:
+        return UUID(prefix)
+    except ValueError:
+        pass
+    found = run(_ids_with_prefix(ids, prefix), memory.conn, memory.embeddings)
+    if not found:
+        raise MemoryNotFoundError(f"no memory visible to user {ids['user_id']!r} has an id starting with "
+                                  f"{prefix!r}; list or search memories to find valid ids")
+    if len(found) > 1:
+        shown = ", ".join(str(i)[: len(prefix) + 4] for i in found[: _SHOWN - 1])
+        more = " and more" if len(found) >= _SHOWN else ""
+        raise InvalidInputError("memory_id", f"{prefix!r} starts the ids of several memories ({shown}{more}); "
+                                             "give more characters")
+    return found[0]

@@ -1,0 +1,170 @@
+"""Commands on one user's memories: add, search, list, show, delete, restore, edit, history, stats."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .context import identity, open_service, resolve_id
+from .output import Output, jsonable, short_id
+
+__all__ = ["add", "delete", "edit", "history", "list_", "restore", "search", "show", "stats"]
+
+
+
+def _level(item: Any) -> str:
+    scope = item.scope.value
+    return f"{scope}:{item.scope_id}" if scope in ("project", "team", "org") else scope
+
+
+def _item_row(item: Any) -> list[Any]:
+    return [short_id(item.id), _level(item), item.memory_type.value, item.status.value, item.content]
+
+
+_ITEM_HEADERS = ("id", "level", "type", "status", "content")
+
+
+def _rejected(out: Output, result: Any) -> int:
+    """A Rejection from the gate: nothing was stored (exit status 1)."""
+    if out.json:
+        out.data({"rejected": result.reason.value, "message": result.message})
+    print(f"rejected ({result.reason.value}): {result.message}", file=sys.stderr)
+    return 1
+
+
+def add(args: argparse.Namespace, out: Output) -> int:
+    from ..models import Rejection
+
+    with open_service(args) as memory:
+        result = memory.add_explicit_memory(args.content, memory_type=args.type, scope=args.scope,
+                                            visibility=args.visibility, confidence=args.confidence, **identity(args))
+    if isinstance(result, Rejection):
+        return _rejected(out, result)
+    if out.json:
+        out.data(result)
+    else:
+        verb = "already stored as" if result.deduplicated else "saved"
+        out.line(f"{verb} {short_id(result.id)}  [{_level(result)}/{result.memory_type.value}] {result.content}",
+                 "green")
+    return 0
+
+
+def search(args: argparse.Namespace, out: Output) -> int:
+    with open_service(args) as memory:
+        hits = memory.search_memories(args.query, k=args.k, memory_type=args.type, as_of=args.as_of,
+                                      **identity(args))
+    if out.json:
+        out.data([{**jsonable(h.item), "score": h.score, "similarity": h.similarity, "keyword": h.keyword}
+                  for h in hits])
+    else:
+        out.table(("id", "score", "level", "type", "content"),
+                  [[short_id(h.item.id), f"{h.score:.3f}", _level(h.item), h.item.memory_type.value, h.content]
+                   for h in hits], empty="no memories found")
+    return 0
+
+
+def list_(args: argparse.Namespace, out: Output) -> int:
+    with open_service(args) as memory:
+        items = memory.list_memories(limit=args.limit, memory_type=args.type,
+                                     **({"status": args.status} if args.status else {}), **identity(args))
+    if out.json:
+        out.data(items)
+    else:
+        out.table(_ITEM_HEADERS, [_item_row(i) for i in items], empty="no memories")
+    return 0
+
+
+def _show_item(out: Output, item: Any, title: str | None = None) -> None:
+    if out.json:
+        out.data(item)
+        return
+    data = jsonable(item)
+    data.pop("deduplicated", None)
+    out.fields([(k, v) for k, v in data.items() if v not in (None, {}, "")], title=title)
+
+
+def show(args: argparse.Namespace, out: Output) -> int:
+    ids = identity(args)
+    with open_service(args) as memory:
+        item = memory.get_memory(resolve_id(memory, ids, args.memory_id), **ids)
+    _show_item(out, item)
+    return 0
+
+
+def delete(args: argparse.Namespace, out: Output) -> int:
+    ids = identity(args)
+    with open_service(args) as memory:
+        item = memory.delete_memory(resolve_id(memory, ids, args.memory_id), hard=args.hard, **ids)
+    if out.json:
+        out.data({"id": str(item.id), "deleted": bool(args.hard), "archived": not args.hard, "content": item.content})
+    else:
+        out.line(f"{'deleted' if args.hard else 'archived'} {item.id}  {item.content}"
+                 + ("" if args.hard else f"  (agent-memory restore {short_id(item.id)} brings it back)"))
+    return 0
+
+
+def restore(args: argparse.Namespace, out: Output) -> int:
+    ids = identity(args)
+    with open_service(args) as memory:
+        item = memory.restore_memory(resolve_id(memory, ids, args.memory_id), **ids)
+    if out.json:
+        out.data(item)
+    else:
+        out.line(f"restored {item.id}  {item.content}", "green")
+    return 0
+
+
+def edit(args: argparse.Namespace, out: Output) -> int:
+    from ..errors import InvalidInputError
+    from ..models import Rejection
+
+    if args.content is None and args.type is None and args.confidence is None:
+        raise InvalidInputError("edit", "says nothing to change; give --content, --type and/or --confidence")
+    ids = identity(args)
+    with open_service(args) as memory:
+        result = memory.edit_memory(resolve_id(memory, ids, args.memory_id), content=args.content,
+                                    memory_type=args.type, confidence=args.confidence, reason=args.reason, **ids)
+    if isinstance(result, Rejection):
+        return _rejected(out, result)
+    if out.json:
+        out.data(result)
+    else:
+        out.line(f"edited {result.id} (version {result.version})  [{result.memory_type.value}] {result.content}",
+                 "green")
+    return 0
+
+
+def history(args: argparse.Namespace, out: Output) -> int:
+    ids = identity(args)
+    with open_service(args) as memory:
+        versions = memory.memory_history(resolve_id(memory, ids, args.memory_id), **ids)
+    if out.json:
+        out.data(versions)
+        return 0
+
+    def when(value: Any) -> str:
+        return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
+
+    rows = [[short_id(v.memory_id), str(v.version), v.status.value + (" (now)" if v.current else ""),
+             when(v.valid_from), when(v.valid_to or v.recorded_until),
+             " ".join(x for x in (v.change, v.decided_by) if x), v.content] for v in versions]
+    out.table(("id", "version", "status", "from", "until", "change", "content"), rows, empty="no history")
+    return 0
+
+
+def stats(args: argparse.Namespace, out: Output) -> int:
+    with open_service(args) as memory:
+        s = memory.stats(**identity(args))
+    if out.json:
+        out.data(s)
+        return 0
+    pairs: list[tuple[str, Any]] = [("total", s.total)]
+    for name, counts in (("type", s.by_type), ("scope", s.by_scope), ("status", s.by_status)):
+        pairs += [(f"{name}: {k}", v) for k, v in sorted(counts.items())]
+    pairs += [("last write", s.last_write.strftime("%Y-%m-%d %H:%M:%S %Z") if s.last_write else "never"),
+              ("extraction runs left", "n/a (no --session)" if s.extractions_remaining is None
+               else s.extractions_remaining),
+              ("storage", f"{s.storage_bytes:,} bytes")]
+    out.fields(pairs)
+    return 0

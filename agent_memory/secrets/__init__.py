@@ -1,0 +1,20 @@
+"""Spotting secrets and personal identifiers in text a caller wants to remember.
+
+A memory outlives the conversation that produced it and is replayed into later
+prompts, so a password or a key that slips in would leak again and again. The
+gate asks :func:`find_sensitive` before anything is written; documents and
+transcripts are kept with each secret replaced (:func:`redact_sensitive`).
+
+The detector is pattern and entropy based, in four parts: shapes that carry
+their own meaning (``patterns``: vendor prefixes, key blocks, credentials in
+URLs, wallet seed phrases), numbers with check digits and context (``numbers``:
+cards, IBANs, ids), and values named by a word next to them in many languages
+(``keywords``: "password", "PIN", "API key", "SSN"), all tried in one order
+(``scan``). It only ever returns the *kind* of secret: the matched text is never
+returned, logged or kept, so a rejection message can be shown to a user or a model.
+"""
+
+from .checks import iban_valid, luhn_valid
+from .scan import KINDS, Finding, find_all_sensitive, find_sensitive, redact_sensitive
+
+__all__ = ["KINDS", "Finding", "find_all_sensitive", "find_sensitive", "iban_valid", "luhn_valid", "redact_sensitive"]
