@@ -44,8 +44,10 @@ CONNECTION_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0,
 
 
 def _open_pool(dsn: str, config: MemoryConfig) -> ConnectionPool:
+    # check=True: LangGraph's savers can't retry a statement on a connection that died with the
+    # server, so the pool tests each one as it hands it out
     return open_pool(dsn, min_size=config.pool_min_size, max_size=config.pool_max_size, kwargs=CONNECTION_KWARGS,
-                     name="agent-memory-checkpoints")
+                     name="agent-memory-checkpoints", check=True)
 
 
 def _dsn_of(conn: psycopg.Connection[Any]) -> str:
