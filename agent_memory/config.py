@@ -1,8 +1,12 @@
 """Frozen, validated configuration; the only module that reads environment variables.
 
-``MemoryConfig()`` gives the documented defaults. ``MemoryConfig.from_env()``
-overlays the ``MEMORY_*`` / ``DATABASE_URL`` variables, and keyword arguments
-overlay both, so code always wins over the environment.
+One rule of precedence, whichever way a config is built: an argument given in
+code wins, then the environment variable (``MEMORY_*``, ``DATABASE_URL``), then
+the documented default. So ``MemoryConfig(keyword_weight=0)`` still uses the
+``DATABASE_URL`` a user has set: a config built in code never silently drops
+back to the embedded database. ``MemoryConfig.defaults()`` ignores the
+environment (for tests and reproducible benchmarks); ``from_env(environ)``
+reads a mapping of your own instead of ``os.environ``.
 """
 
 from __future__ import annotations
@@ -18,13 +22,29 @@ from typing import Any
 
 from .errors import ConfigurationError
 
-__all__ = ["ENV_VARS", "MemoryConfig", "default_data_dir"]
+__all__ = ["ENV_VARS", "FROM_ENV", "MemoryConfig", "default_data_dir"]
 
 EMBEDDING_PROVIDERS = ("local", "openai")
 EXTRACTION_MODES = ("inline", "background", "off")
 
 _DEFAULT_SCOPE_PRIORITY = MappingProxyType({"session": 1.0, "project": 0.8, "user": 0.6, "team": 0.4, "org": 0.2})
 TEAM_WRITE_POLICIES = ("members", "leads")
+
+
+def _read_env(env: Mapping[str, str], names: list[str]) -> dict[str, Any]:
+    """The values ``env`` sets for the config fields ``names`` (parsed); unset or blank variables are left out."""
+    values: dict[str, Any] = {}
+    for var, (name, parse) in ENV_VARS.items():
+        raw = env.get(var)
+        if name not in names or raw is None or raw.strip() == "":
+            continue
+        try:
+            values[name] = parse(raw.strip())
+        except ValueError:
+            raise ConfigurationError(
+                f"environment variable {var}={raw!r} is not a valid {parse.__name__}; fix or unset it"
+            ) from None
+    return values
 
 
 def boolean(raw: str) -> bool:
@@ -68,6 +88,17 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
 )
 
 
+class _FromEnv:
+    """The default of a field the environment may set: filled in when the config is built."""
+
+    def __repr__(self) -> str:
+        return "<from environment or default>"
+
+
+#: the value of a field nobody gave in code; typed Any so each field keeps its true type
+FROM_ENV: Any = _FromEnv()
+
+
 def default_data_dir() -> Path:
     """Per-user directory of the embedded PostgreSQL (``~/.local/share/agent-memory/pgdata`` on Linux).
 
@@ -80,6 +111,36 @@ def default_data_dir() -> Path:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         return Path("/var/lib/agent-memory/pgdata")
     return Path(platformdirs.user_data_dir("agent-memory", appauthor=False)) / "pgdata"
+
+
+#: the default of each field an environment variable may set
+_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "database_url": None,
+    "data_dir": None,
+    "embeddings": "local",
+    "embedding_model": None,
+    "embedding_threads": 1,
+    "min_confidence": 0.7,
+    "duplicate_threshold": 0.85,
+    "max_extractions": 3,
+    "extraction_window_hours": 24.0,
+    "min_length": 5,
+    "max_length": 2000,
+    "weight_similarity": 0.5,
+    "weight_confidence": 0.3,
+    "weight_scope": 0.2,
+    "keyword_weight": 0.5,
+    "min_relevance": 0.0,
+    "prompt_budget_chars": 4000,
+    "pool_max_size": 10,
+    "checkpoint_archive_days": 30.0,
+    "llm": None,
+    "extraction": "inline",
+    "extract_every": 1,
+    "auto_create_projects": True,
+    "team_write": "members",
+    "conflict_threshold": 0.4,
+})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,37 +180,46 @@ class MemoryConfig:
         are shown to the agent together as a conflict.
     """
 
-    database_url: str | None = None
-    data_dir: Path | None = None
-    embeddings: str = "local"
-    embedding_model: str | None = None
-    embedding_threads: int = 1
-    min_confidence: float = 0.7
-    duplicate_threshold: float = 0.85
-    max_extractions: int = 3
-    extraction_window_hours: float = 24.0
-    min_length: int = 5
-    max_length: int = 2000
-    weight_similarity: float = 0.5
-    weight_confidence: float = 0.3
-    weight_scope: float = 0.2
+    database_url: str | None = FROM_ENV
+    data_dir: Path | None = FROM_ENV
+    embeddings: str = FROM_ENV
+    embedding_model: str | None = FROM_ENV
+    embedding_threads: int = FROM_ENV
+    min_confidence: float = FROM_ENV
+    duplicate_threshold: float = FROM_ENV
+    max_extractions: int = FROM_ENV
+    extraction_window_hours: float = FROM_ENV
+    min_length: int = FROM_ENV
+    max_length: int = FROM_ENV
+    weight_similarity: float = FROM_ENV
+    weight_confidence: float = FROM_ENV
+    weight_scope: float = FROM_ENV
     scope_priority: Mapping[str, float] = field(default_factory=lambda: _DEFAULT_SCOPE_PRIORITY)
-    keyword_weight: float = 0.5
-    min_relevance: float = 0.0
+    keyword_weight: float = FROM_ENV
+    min_relevance: float = FROM_ENV
     candidate_pool: int = 50
     max_k: int = 100
-    prompt_budget_chars: int = 4000
+    prompt_budget_chars: int = FROM_ENV
     pool_min_size: int = 1
-    pool_max_size: int = 10
-    checkpoint_archive_days: float = 30.0
-    llm: str | None = None
-    extraction: str = "inline"
-    extract_every: int = 1
-    auto_create_projects: bool = True
-    team_write: str = "members"
-    conflict_threshold: float = 0.4
+    pool_max_size: int = FROM_ENV
+    checkpoint_archive_days: float = FROM_ENV
+    llm: str | None = FROM_ENV
+    extraction: str = FROM_ENV
+    extract_every: int = FROM_ENV
+    auto_create_projects: bool = FROM_ENV
+    team_write: str = FROM_ENV
+    conflict_threshold: float = FROM_ENV
+
 
     def __post_init__(self) -> None:
+        unset = [name for name in _DEFAULTS if getattr(self, name) is FROM_ENV]
+        if unset:
+            found = _read_env(os.environ, unset)
+            for name in unset:
+                object.__setattr__(self, name, found.get(name, _DEFAULTS[name]))
+        self._check()
+
+    def _check(self) -> None:
         def unit(name: str) -> None:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not (0.0 <= v <= 1.0) or math.isnan(v):
@@ -233,21 +303,18 @@ class MemoryConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> MemoryConfig:
-        """Defaults, then environment variables (see :data:`ENV_VARS`), then ``overrides``."""
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for var, (name, parse) in ENV_VARS.items():
-            raw = env.get(var)
-            if raw is None or raw.strip() == "":
-                continue
-            try:
-                values[name] = parse(raw.strip())
-            except ValueError:
-                raise ConfigurationError(
-                    f"environment variable {var}={raw!r} is not a valid {parse.__name__}; fix or unset it"
-                ) from None
-        values.update(overrides)
-        return cls(**values)
+        """``overrides``, then the variables of ``environ`` (default ``os.environ``; see
+        :data:`ENV_VARS`), then the defaults. ``MemoryConfig(**overrides)`` is the same with
+        ``os.environ``."""
+        if environ is None:
+            return cls(**overrides)
+        found = _read_env(environ, [name for name in _DEFAULTS if name not in overrides])
+        return cls(**{**_DEFAULTS, **found, **overrides})
+
+    @classmethod
+    def defaults(cls, **overrides: Any) -> MemoryConfig:
+        """The documented defaults and ``overrides``, whatever the environment says."""
+        return cls.from_env({}, **overrides)
 
     def replace(self, **changes: Any) -> MemoryConfig:
         """A copy with some fields changed (validated again)."""

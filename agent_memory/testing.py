@@ -108,6 +108,14 @@ class ScriptedChatModel(BaseChatModel):
             next((m.text for m in request if isinstance(m, SystemMessage)), "") for request in self._requests
         ]
 
+    def with_structured_output(self, schema: Any, **kwargs: Any) -> Any:
+        """Structured output as scripted in ``structured``; a model with none scripted can't give
+        any, and says so the way LangChain's models without tool calling do (NotImplementedError),
+        so the memory layer extracts with its rules instead of asking it."""
+        if not self._structured:
+            raise NotImplementedError("this ScriptedChatModel has no structured replies scripted")
+        return super().with_structured_output(schema, **kwargs)
+
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
         if kwargs.get("tool_choice") in (None, "auto", "none") or len(tools) != 1:
             return self

@@ -50,17 +50,47 @@ def _is_ours(checkpointer: Any) -> bool:
     return isinstance(checkpointer, PostgresCheckpointer)
 
 
+#: ``extraction_llm``'s default: the memory service's model when one is configured, else the agent's own
+AGENT_MODEL: Any = object()
+
+
+def extraction_model(model: BaseChatModel | None, backend: MemoryBackend, extraction_llm: Any = AGENT_MODEL) -> Any:
+    """The model automatic extraction uses, ``None`` meaning the offline rules.
+
+    Given explicitly, ``extraction_llm`` is used as it is. By default: the model configured for the
+    memory service (``MemoryService(llm=...)`` or ``MEMORY_LLM``) if there is one, else the agent's
+    own ``model``, because a user who wraps a capable model expects it to learn ("Rex, my dog,
+    barked all night" is beyond the rules). The rules remain for a model that can't give
+    structured output (``with_structured_output`` raises ``NotImplementedError``, as LangChain's
+    models without tool calling do). Each :class:`ExtractionReport` names the one used.
+    """
+    if extraction_llm is not AGENT_MODEL:
+        return extraction_llm
+    if backend.service.llm is not None:
+        return SERVICE_LLM
+    if model is None:
+        return None
+    from agent_memory.extraction.schemas import ExtractedMemories
+
+    try:
+        model.with_structured_output(ExtractedMemories)
+    except NotImplementedError:
+        return None
+    return model
+
+
 def memory_middleware_stack(
     model: BaseChatModel | None = None, memory: MemoryLike | MemoryBackend = None, *,
     working_memory: bool = True, summarization: bool | dict[str, Any] = True, extraction: bool | str = True,
-    extraction_llm: Any = SERVICE_LLM, extract_every: int | None = None, **memory_options: Any,
+    extraction_llm: Any = AGENT_MODEL, extract_every: int | None = None, **memory_options: Any,
 ) -> list[AgentMiddleware]:
     """The middleware of :func:`create_memory_agent`, for ``create_agent(..., middleware=[...])``.
 
     ``summarization`` is ``True`` (the memory-friendly defaults), ``False``, or a dict of options for
     :func:`~agent_memory.middleware.short_term.short_term_memory`; it summarizes with ``model``.
     ``extraction``: ``True`` (``MEMORY_EXTRACTION``, inline by default), ``"inline"``, ``"background"``
-    or ``False``; it uses ``extraction_llm`` (the service's model by default, ``None`` for the rules).
+    or ``False``; it uses ``extraction_llm`` (by default the service's model if one is configured, else
+    ``model``; ``None`` for the rules: see :func:`extraction_model`).
     ``memory_options`` go to :class:`MemoryMiddleware` (``k``, ``budget_chars``, ``require_user``...).
     """
     stack: list[AgentMiddleware] = []
@@ -79,7 +109,8 @@ def memory_middleware_stack(
         from .extraction import ExtractionMiddleware
 
         mode = None if extraction is True else ("off" if extraction is False else extraction)
-        stack.append(ExtractionMiddleware(backend, llm=extraction_llm, mode=mode, every=extract_every))
+        llm = extraction_model(model, backend, extraction_llm)
+        stack.append(ExtractionMiddleware(backend, llm=llm, mode=mode, every=extract_every))
     return stack
 
 
@@ -87,7 +118,7 @@ def create_memory_agent(
     model: BaseChatModel, tools: Sequence[BaseTool | Any] = (), *, system_prompt: str | None = None,
     memory: MemoryLike | MemoryBackend = None, checkpointer: Any = None, interrupt_on: dict[str, Any] | None = None,
     working_memory: bool = True, summarization: bool | dict[str, Any] = True, extraction: bool | str = True,
-    extraction_llm: Any = SERVICE_LLM, extract_every: int | None = None,
+    extraction_llm: Any = AGENT_MODEL, extract_every: int | None = None,
     middleware: Sequence[AgentMiddleware] = (), k: int = 6, require_user: bool = True, **agent_options: Any,
 ) -> Any:
     """A ready agent with working, short-term, long-term and episodic memory.
@@ -101,9 +132,9 @@ def create_memory_agent(
         ``HumanInTheLoopMiddleware`` (e.g. ``{"send_email": True}``); needs a checkpointer.
     extraction: learn from each run automatically (see :class:`ExtractionMiddleware`): ``True`` (the
         configured mode, ``MEMORY_EXTRACTION``: inline by default), ``"inline"``, ``"background"`` or
-        ``False``. extraction_llm: the model that extracts and decides: the memory service's
-        (``MemoryService(llm=...)``/``MEMORY_LLM``) by default, e.g. ``model`` to use the agent's own,
-        ``None`` for the offline rules. extract_every: extract once this many user turns are new.
+        ``False``. extraction_llm: the model that extracts and decides: by default the memory
+        service's (``MemoryService(llm=...)``/``MEMORY_LLM``) if one is configured, else the agent's
+        own ``model`` (the rules if it can't give structured output); ``None`` for the offline rules. extract_every: extract once this many user turns are new.
     middleware: your own middleware, run outside (before) the memory stack.
     Run it with ``config={"configurable": {"user_id": ..., "project_id": ..., "thread_id": ...}}``.
     """

@@ -84,7 +84,7 @@ def embeddings() -> LocalEmbeddings:
 
 @pytest.fixture(scope="session")
 def config() -> MemoryConfig:
-    return MemoryConfig()
+    return MemoryConfig.defaults()
 
 
 @pytest.fixture(scope="session")

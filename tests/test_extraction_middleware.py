@@ -242,3 +242,40 @@ def test_memory_search_with_history_marks_what_is_no_longer_true(memory: MemoryS
     [new_line] = [line for line in with_history.text.splitlines() if str(new.id) in line and line != old_line]
     assert "no longer true" not in new_line
     assert str(old.id) not in current.text and str(new.id) in current.text
+
+
+def test_create_memory_agent_extracts_with_the_agents_own_model_by_default(memory: MemoryService, tenant) -> None:
+    # "Rex, my dog, barked all night" states nothing the rules know; a real model does
+    rex = {"memories": [{"content": "Has a dog named Rex.", "memory_type": "fact", "scope": "user",
+                         "confidence": 0.9}]}
+    model = ScriptedChatModel(script=lambda messages: "ok", structured={
+        "ExtractedMemories": [rex], "UserProfileUpdate": [{}], "ConsolidationDecisions": [{"decisions": []}]})
+    agent = create_memory_agent(model, memory=memory, checkpointer=False)
+    agent.invoke(say("Rex, my dog, barked all night."), cfg(tenant.user, tenant.session))
+    assert contents(memory, tenant.user) == ["Has a dog named Rex."]
+    assert [name for name, _ in model.structured_requests][0] == "ExtractedMemories"
+    # asked for the rules, the same model is not asked, and the sentence teaches nothing
+    rules = create_memory_agent(model, memory=memory, checkpointer=False, extraction_llm=None)
+    asked = len(model.structured_requests)
+    rules.invoke(say("Rex, my dog, barked all night."), cfg(tenant.other_user, tenant.session))
+    assert len(model.structured_requests) == asked and memory.list_memories(user_id=tenant.other_user) == []
+
+
+def test_the_default_extractor_is_named_and_falls_back_to_rules(memory: MemoryService, tenant) -> None:
+    from agent_memory.middleware.agent import extraction_model
+    from agent_memory.middleware.backend import MemoryBackend
+    from agent_memory.service import SERVICE_LLM
+
+    backend = MemoryBackend.of(memory)
+    capable = ScriptedChatModel(script=["ok"], structured={"ExtractedMemories": [{"memories": []}]})
+    plain = ScriptedChatModel(script=["ok"])  # no structured output: like a model without tool calling
+    assert extraction_model(capable, backend) is capable
+    assert extraction_model(plain, backend) is None
+    assert extraction_model(capable, backend, None) is None
+    assert extraction_model(plain, backend, capable) is capable
+    configured = MemoryService(memory.conn, config=memory.config, embeddings=memory.embeddings, llm=capable)
+    assert extraction_model(plain, MemoryBackend.of(configured)) is SERVICE_LLM
+    # and the run's report says which one learned
+    agent, _, mw = agent_with(memory, llm=extraction_model(plain, backend))
+    agent.invoke(say("I prefer concise answers."), cfg(tenant.user, tenant.session))
+    assert mw.reports[-1].extractor == "rules"

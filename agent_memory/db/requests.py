@@ -30,7 +30,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from ..errors import DatabaseError, ModelOutputError
+from ..errors import AgentMemoryError, DatabaseError, EmbeddingError, ModelOutputError
 from .connection import AsyncConn, Conn, aflush, aget_connection, flush, get_connection
 from .failures import connection_lost, database_error, lost
 
@@ -79,6 +79,18 @@ class Llm:
     model: Any
     schema: Any
     messages: tuple[Any, ...]
+
+
+def embedding_failed(embeddings: Any, exc: Exception) -> EmbeddingError:
+    """A provider's error (HTTP 500, a body that is not JSON, a refused connection...) as our
+    :class:`EmbeddingError`, saying what to check; the operation is abandoned before it writes."""
+    detail = " ".join(str(exc).split())[:300] or type(exc).__name__
+    return EmbeddingError(
+        f"the embedding model ({type(embeddings).__name__}) failed: {type(exc).__name__}: {detail}; nothing was "
+        "written. For OpenAI or a compatible endpoint check OPENAI_BASE_URL, OPENAI_API_KEY and that the "
+        "endpoint serves embeddings; MEMORY_EMBEDDINGS=local uses the offline model instead (a database "
+        "made with another model then needs `agent-memory reembed`)"
+    )
 
 
 def _structured(request: Llm) -> Any:
@@ -194,10 +206,15 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
                         answer = _check_output(request, _structured(request).invoke(list(request.messages)))
                     elif isinstance(request, Embed):
                         texts = list(request.texts)
-                        if request.query and len(texts) == 1:
-                            answer = [embeddings.embed_query(texts[0])]
-                        else:
-                            answer = embeddings.embed_documents(texts)
+                        try:
+                            if request.query and len(texts) == 1:
+                                answer = [embeddings.embed_query(texts[0])]
+                            else:
+                                answer = embeddings.embed_documents(texts)
+                        except AgentMemoryError:
+                            raise
+                        except Exception as exc:
+                            raise embedding_failed(embeddings, exc) from exc
                     elif isinstance(request, Commit):
                         if tx is not None:
                             tx, closing = None, tx
@@ -293,10 +310,15 @@ async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
                         answer = _check_output(request, await _structured(request).ainvoke(list(request.messages)))
                     elif isinstance(request, Embed):
                         texts = list(request.texts)
-                        if request.query and len(texts) == 1:
-                            answer = [await embeddings.aembed_query(texts[0])]
-                        else:
-                            answer = await embeddings.aembed_documents(texts)
+                        try:
+                            if request.query and len(texts) == 1:
+                                answer = [await embeddings.aembed_query(texts[0])]
+                            else:
+                                answer = await embeddings.aembed_documents(texts)
+                        except AgentMemoryError:
+                            raise
+                        except Exception as exc:
+                            raise embedding_failed(embeddings, exc) from exc
                     elif isinstance(request, Commit):
                         if tx is not None:
                             tx, closing = None, tx

@@ -53,7 +53,12 @@ def _openai(model: str) -> Embeddings:
             "embeddings='openai' needs langchain-openai: pip install langchain-openai, or use embeddings='local'"
         ) from None
     try:
-        return OpenAIEmbeddings(model=model)
+        # check_embedding_ctx_length=False: LangChain would otherwise count tokens client-side with
+        # tiktoken, whose encoding file is downloaded on first use, so an OpenAI-compatible endpoint
+        # on a machine without internet failed before it was called. Memories are at most a few
+        # thousand characters, far inside every embedding model's context, so nothing is lost.
+        # Pass your own OpenAIEmbeddings(...) as embeddings= to choose otherwise.
+        return OpenAIEmbeddings(model=model, check_embedding_ctx_length=False)
     except openai.OpenAIError as exc:  # raised at construction when no API key is found
         raise ConfigurationError(
             f"could not set up OpenAI embeddings ({exc}); set OPENAI_API_KEY, or use embeddings='local' "
