@@ -3,7 +3,8 @@
 - :func:`create_memory_agent`: an agent with all four memory layers in one call.
 - :class:`MemoryMiddleware`: long-term memory (profiles and memories) for any ``create_agent`` agent.
 - :class:`ExtractionMiddleware`: learns memories from each run (inline or in the background).
-- :func:`memory_tools`: ``memory_save``/``memory_search``/``memory_delete``/``memory_stats``.
+- :func:`memory_tools`: ``memory_save``/``memory_search``/``memory_delete``/``memory_stats``
+  (with ``user_id=``: for plain LangChain); :class:`MemoryRetriever`: a retriever over memories.
 - :func:`memory_context_node`: the same context for a hand-built ``StateGraph``.
 - :class:`WorkingMemoryMiddleware`: per-invocation todos, notes and tool-call log.
 - :func:`short_term_memory`: summarization of long threads that never orphans a tool result.
@@ -15,6 +16,7 @@ from .context import MemoryContext, build_query, render_context
 from .extraction import ExtractionMiddleware
 from .identity import identity_from
 from .memory import MemoryMiddleware, MemoryState
+from .plain import MemoryRetriever, bound_memory_tools
 from .nodes import MemoryContextState, memory_context_node, system_prompt_with_memory
 from .short_term import (
     ToolPairGuard,
@@ -32,10 +34,12 @@ __all__ = [
     "MemoryContext",
     "MemoryContextState",
     "MemoryMiddleware",
+    "MemoryRetriever",
     "MemoryState",
     "ToolPairGuard",
     "WorkingMemoryMiddleware",
     "WorkingMemoryState",
+    "bound_memory_tools",
     "build_query",
     "create_memory_agent",
     "extractive_summary",

@@ -144,7 +144,8 @@ def create_memory_agent(
     if checkpointer is None:
         from agent_memory.episodic import open_checkpointer
 
-        checkpointer = open_checkpointer(_database_of(backend), config=backend.config)
+        # require_user=False is one switch for the whole agent: memory and checkpoints alike
+        checkpointer = open_checkpointer(_database_of(backend), config=backend.config, require_user=require_user)
     elif checkpointer is False:
         checkpointer = None
     stack = [*middleware]

@@ -243,11 +243,25 @@ def _tool(name: str, description: str, sync: Callable[..., Any], coro: Callable[
     return StructuredTool.from_function(func=sync, coroutine=coro, name=name, description=description)
 
 
-def memory_tools(memory: Any = None, *, max_k: int = 20) -> list[BaseTool]:
+def memory_tools(
+    memory: Any = None, *, max_k: int = 20, user_id: str | None = None, project_id: str | None = None,
+    session_id: str | None = None, team_id: str | None = None, org_id: str | None = None,
+) -> list[BaseTool]:
     """The four memory tools bound to ``memory`` (a MemoryService, AsyncMemoryService, database URL,
     :class:`MemoryBackend` or ``None`` for the default database). Use them in ``create_agent`` (the
     :class:`MemoryMiddleware` adds them for you) or in a LangGraph ``ToolNode``; either way the user,
-    project and session come from the run's config or context."""
+    project and session come from the run's config or context.
+
+    Outside a LangGraph run (plain LangChain, ``tool.invoke({...})``) there is no run to read
+    them from: pass ``user_id=`` (and the other ids) here, and the tools act for that identity
+    (:func:`~agent_memory.middleware.plain.bound_memory_tools`)."""
+    if any(v is not None for v in (user_id, project_id, session_id, team_id, org_id)):
+        from .plain import bound_memory_tools
+
+        if user_id is None:
+            raise MissingIdentityError("memory_tools(..., project_id=...) also needs user_id=: whose memory is it?")
+        return bound_memory_tools(memory, user_id=user_id, project_id=project_id, session_id=session_id,
+                                  team_id=team_id, org_id=org_id, max_k=max_k)
     kit = _Toolkit(MemoryBackend.of(memory), max_k=max_k)
 
     def memory_save(content: str, runtime: ToolRuntime, memory_type: MemoryTypeArg = "fact",

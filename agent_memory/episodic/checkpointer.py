@@ -44,9 +44,10 @@ from psycopg_pool import ConnectionPool
 
 from ..config import MemoryConfig
 from ..db.requests import Op, arun, run
-from ..errors import ConfigurationError, InvalidInputError
+from ..errors import ConfigurationError, InvalidInputError, MissingIdentityError
 from ..validation import check_id
 from . import archive as archive_ops
+from . import copy as copy_ops
 from . import owners
 from . import snapshots as snapshot_ops
 from .archive import ArchiveCounts
@@ -282,11 +283,34 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         self._run(archive_ops.forget_threads([str(thread_id)], snapshots=True))
         self._forget_owner({str(thread_id)})
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._saver().delete_for_runs(run_ids)
+    def _runs_caller(self, user_id: str | None) -> str | None:
+        """Whose threads ``delete_for_runs`` may touch: ``user_id``'s, or every thread when none is
+        named and ``require_user`` is off; run ids name no thread, so otherwise a user is needed."""
+        if user_id is not None:
+            return check_id("user_id", user_id)
+        if self.require_user:
+            raise MissingIdentityError(
+                "delete_for_runs needs user_id=...: run ids name no thread, so without a user it would reach "
+                "every user's threads; pass the owner's id, or build the checkpointer with require_user=False "
+                "for a single-tenant app"
+            )
+        return None
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._saver().copy_thread(source_thread_id, target_thread_id)
+    def _copy(self, source_thread_id: str, target_thread_id: str, user_id: str | None) -> Op[int]:
+        user = None if user_id is None else check_id("user_id", user_id)
+        check = self._delete_check(source_thread_id, user)  # reading the source needs its owner
+        if check is not None:
+            yield from check
+        return (yield from copy_ops.copy_thread(str(source_thread_id), str(target_thread_id), user))
+
+    def delete_for_runs(self, run_ids: Sequence[str], *, user_id: str | None = None) -> None:
+        """Delete the checkpoints (and their writes) of these runs in ``user_id``'s threads."""
+        self._run(copy_ops.delete_for_runs(run_ids, self._runs_caller(user_id)))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str, *, user_id: str | None = None) -> None:
+        """Copy a thread's whole history to a new thread id, owned by ``user_id``; the source must
+        be theirs (or nobody's). The target must not exist yet."""
+        self._run(self._copy(source_thread_id, target_thread_id, user_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """LangGraph's prune, which also drops the threads' archived checkpoints (and with
@@ -348,11 +372,11 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         await self._arun(archive_ops.forget_threads([str(thread_id)], snapshots=True))
         self._forget_owner({str(thread_id)})
 
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await (await self._asaver()).adelete_for_runs(run_ids)
+    async def adelete_for_runs(self, run_ids: Sequence[str], *, user_id: str | None = None) -> None:
+        await self._arun(copy_ops.delete_for_runs(run_ids, self._runs_caller(user_id)))
 
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await (await self._asaver()).acopy_thread(source_thread_id, target_thread_id)
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str, *, user_id: str | None = None) -> None:
+        await self._arun(self._copy(source_thread_id, target_thread_id, user_id))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await (await self._asaver()).aprune(thread_ids, strategy=strategy)

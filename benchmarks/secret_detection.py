@@ -1,6 +1,6 @@
 """Secret detection: catch rate and false positives of the detector, against detect-secrets and the old rules.
 
-Run ``python benchmarks/secrets.py`` from the repository root. It prints, for each
+Run ``python benchmarks/secret_detection.py`` from the repository root. It prints, for each
 detector, how many corpus secrets it flags (and, for ours, how many it withholds
 completely) and how many harmless look-alikes it flags:
 

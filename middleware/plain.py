@@ -1,0 +1,143 @@
+"""The memory tools and a retriever for plain LangChain, outside a LangGraph run.
+
+Inside an agent the tools read whose memory it is from the run (``ToolRuntime``); a plain
+LangChain chain, an ``AgentExecutor`` or a direct ``tool.invoke(...)`` has no run to read it
+from, and the runtime-taking tools failed there with ``ValidationError ... runtime Field
+required``. Here the identity is given once, explicitly, when the tools or the retriever are
+built (by your server code, never by the model), and every call acts as that principal.
+The tool bodies, descriptions and error texts are the agent tools' own (:mod:`.tools`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.tools import BaseTool
+from pydantic import ConfigDict, PrivateAttr
+
+from agent_memory.identity import IDENTITY_FIELDS
+from agent_memory.models import Identity, SearchResult
+from agent_memory.validation import check_identity
+
+from .backend import MemoryBackend
+from .tools import _DELETE, _SAVE, _SEARCH, _STATS, MemoryTypeArg, ScopeArg, _tool, _Toolkit
+
+__all__ = ["MemoryRetriever", "bound_memory_tools"]
+
+
+@dataclass(frozen=True)
+class _FixedRun:
+    """What the tool bodies read from a ``ToolRuntime``, for one fixed identity and no tool call."""
+
+    identity: Identity
+    context: Any = None
+    tool_call_id: str | None = None
+    config: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "config", {"configurable": self.identity.kwargs()})
+
+
+def bound_memory_tools(
+    memory: Any = None, *, user_id: str, project_id: str | None = None, session_id: str | None = None,
+    team_id: str | None = None, org_id: str | None = None, max_k: int = 20,
+) -> list[BaseTool]:
+    """``memory_save``/``memory_search``/``memory_delete``/``memory_stats`` acting for one user.
+
+    For plain LangChain (``tool.invoke({...})``, chains, any agent framework): the identity is
+    fixed here and cannot come from the model. ``memory_tools(memory, user_id=...)`` returns these.
+    Raises :class:`~agent_memory.errors.InvalidInputError` for a malformed id.
+    """
+    run = _FixedRun(check_identity(user_id, project_id, session_id, team_id, org_id))
+    kit = _Toolkit(MemoryBackend.of(memory), max_k=max_k)
+
+    def memory_save(content: str, memory_type: MemoryTypeArg = "fact", scope: ScopeArg = "user") -> Any:
+        return kit.run("memory_save", kit.save(run, content, memory_type, scope), run)
+
+    async def amemory_save(content: str, memory_type: MemoryTypeArg = "fact", scope: ScopeArg = "user") -> Any:
+        return await kit.arun("memory_save", kit.save(run, content, memory_type, scope), run)
+
+    def memory_search(query: str, k: int = 5, memory_type: MemoryTypeArg | None = None,
+                      scope: ScopeArg | None = None, include_history: bool = False) -> Any:
+        return kit.run("memory_search", kit.search(run, query, k, memory_type, scope, include_history), run)
+
+    async def amemory_search(query: str, k: int = 5, memory_type: MemoryTypeArg | None = None,
+                             scope: ScopeArg | None = None, include_history: bool = False) -> Any:
+        return await kit.arun("memory_search", kit.search(run, query, k, memory_type, scope, include_history), run)
+
+    def memory_delete(memory_id: str) -> Any:
+        return kit.run("memory_delete", kit.delete(run, memory_id), run)
+
+    async def amemory_delete(memory_id: str) -> Any:
+        return await kit.arun("memory_delete", kit.delete(run, memory_id), run)
+
+    def memory_stats() -> Any:
+        return kit.run("memory_stats", kit.stats(run), run)
+
+    async def amemory_stats() -> Any:
+        return await kit.arun("memory_stats", kit.stats(run), run)
+
+    return [
+        _tool("memory_save", _SAVE, memory_save, amemory_save),
+        _tool("memory_search", _SEARCH, memory_search, amemory_search),
+        _tool("memory_delete", _DELETE, memory_delete, amemory_delete),
+        _tool("memory_stats", _STATS, memory_stats, amemory_stats),
+    ]
+
+
+def _document(result: SearchResult) -> Document:
+    item = result.item
+    return Document(
+        page_content=item.content, id=str(item.id),
+        metadata={"id": str(item.id), "memory_type": str(item.memory_type.value), "scope": str(item.scope.value),
+                  "scope_id": item.scope_id, "confidence": item.confidence, "score": result.score,
+                  "created_at": item.created_at.isoformat()},
+    )
+
+
+class MemoryRetriever(BaseRetriever):
+    """A LangChain retriever over one principal's memories (what they may see), ranked as
+    ``search_memories`` ranks them: ``MemoryRetriever(memory=service, user_id="alice", k=5)``.
+
+    Each :class:`~langchain_core.documents.Document` is a memory: its content, and its id, type,
+    scope, confidence, score and creation time in ``metadata``. Works with a ``MemoryService``
+    or an ``AsyncMemoryService`` (``ainvoke`` awaits it); any other ``search_memories`` keyword
+    (``memory_type``, ``scope``, ``status``) goes in ``search_kwargs``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: Any = None
+    user_id: str
+    project_id: str | None = None
+    session_id: str | None = None
+    team_id: str | None = None
+    org_id: str | None = None
+    k: int = 5
+    search_kwargs: dict[str, Any] = {}
+    _backend: MemoryBackend = PrivateAttr()
+    _identity: Identity = PrivateAttr()
+
+    def __init__(self, **fields: Any) -> None:
+        # checked before pydantic sees them, so a bad id is our InvalidInputError naming the field
+        identity = check_identity(*(fields.get(name) for name in IDENTITY_FIELDS))
+        super().__init__(**fields)
+        self._identity = identity
+        self._backend = MemoryBackend.of(self.memory)
+
+    def _search(self) -> dict[str, Any]:
+        return {"k": self.k, **self.search_kwargs, **self._identity.kwargs()}
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        results = self._backend.sync_service().search_memories(query, **self._search())
+        return [_document(r) for r in results]
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+    ) -> list[Document]:
+        results = await self._backend.acall("search_memories", query=query, **self._search())
+        return [_document(r) for r in results]
