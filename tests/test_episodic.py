@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from agent_memory import (
     InvalidInputError,
     MemoryConfig,
     MemoryService,
+    MissingIdentityError,
     PermissionDeniedError,
 )
 from agent_memory.db.migrations import MIGRATIONS
@@ -246,10 +248,11 @@ def test_every_checkpoint_saver_method_is_delegated():
     assert sorted(base - built_on_the_others - set(vars(PostgresCheckpointer))) == []
 
 
-def test_methods_langgraph_postgres_lacks_still_say_so(checkpointer):
-    with pytest.raises(NotImplementedError):
-        checkpointer.copy_thread("a", "b")
-    with pytest.raises(NotImplementedError):
+def test_methods_langgraph_postgres_lacks_are_ours_now(checkpointer):
+    # copy_thread and delete_for_runs run on PostgreSQL (tests/test_checkpointer_conformance.py);
+    # a thread nobody owns copies as nothing, and run ids without a user would reach every thread
+    checkpointer.copy_thread(f"missing-{uuid.uuid4()}", f"copy-{uuid.uuid4()}")
+    with pytest.raises(MissingIdentityError, match="delete_for_runs needs user_id"):
         asyncio.run(checkpointer.adelete_for_runs(["run"]))
 
 
