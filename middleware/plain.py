@@ -24,7 +24,7 @@ from agent_memory.models import Identity, SearchResult
 from agent_memory.validation import check_identity
 
 from .backend import MemoryBackend
-from .tools import _DELETE, _SAVE, _SEARCH, _STATS, MemoryTypeArg, ScopeArg, _tool, _Toolkit
+from .tools import MemoryTypeArg, ScopeArg, _Toolkit, toolset
 
 __all__ = ["MemoryRetriever", "bound_memory_tools"]
 
@@ -81,12 +81,8 @@ def bound_memory_tools(
     async def amemory_stats() -> Any:
         return await kit.arun("memory_stats", kit.stats(run), run)
 
-    return [
-        _tool("memory_save", _SAVE, memory_save, amemory_save),
-        _tool("memory_search", _SEARCH, memory_search, amemory_search),
-        _tool("memory_delete", _DELETE, memory_delete, amemory_delete),
-        _tool("memory_stats", _STATS, memory_stats, amemory_stats),
-    ]
+    return toolset((memory_save, amemory_save), (memory_search, amemory_search), (memory_delete, amemory_delete),
+                   (memory_stats, amemory_stats))
 
 
 def _document(result: SearchResult) -> Document:

@@ -239,8 +239,13 @@ class _Toolkit:
         raise AssertionError("a tool body makes exactly one call")  # pragma: no cover
 
 
-def _tool(name: str, description: str, sync: Callable[..., Any], coro: Callable[..., Awaitable[Any]]) -> BaseTool:
-    return StructuredTool.from_function(func=sync, coroutine=coro, name=name, description=description)
+def toolset(*bodies: tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]) -> list[BaseTool]:
+    """The four tools from their (sync, async) functions, in the order of ``TOOL_NAMES``."""
+    descriptions = (_SAVE, _SEARCH, _DELETE, _STATS)
+    return [
+        StructuredTool.from_function(func=sync, coroutine=coro, name=name, description=description)
+        for name, description, (sync, coro) in zip(TOOL_NAMES, descriptions, bodies, strict=True)
+    ]
 
 
 def memory_tools(
@@ -293,9 +298,5 @@ def memory_tools(
     async def amemory_stats(runtime: ToolRuntime) -> ToolMessage | str:
         return await kit.arun("memory_stats", kit.stats(runtime), runtime)
 
-    return [
-        _tool("memory_save", _SAVE, memory_save, amemory_save),
-        _tool("memory_search", _SEARCH, memory_search, amemory_search),
-        _tool("memory_delete", _DELETE, memory_delete, amemory_delete),
-        _tool("memory_stats", _STATS, memory_stats, amemory_stats),
-    ]
+    return toolset((memory_save, amemory_save), (memory_search, amemory_search), (memory_delete, amemory_delete),
+                   (memory_stats, amemory_stats))
