@@ -161,7 +161,10 @@ def _gate(config: MemoryConfig, new: NewMemory) -> tuple[str, Rejection | None]:
     return content, rejection
 
 
-def _row_params(identity: Identity, new: NewMemory, content: str, vector: Sequence[float]) -> dict[str, Any]:
+def _row_params(identity: Identity, new: NewMemory, content: str, vector: Sequence[float], *,
+                binary: bool = False) -> dict[str, Any]:
+    """A row for :func:`queries.insert_item`, or with ``binary`` for the binary COPY of
+    :func:`queries.copy_items` (the vector as a float32 array)."""
     return {
         "id": uuid.uuid4(),
         "content": content,
@@ -176,7 +179,7 @@ def _row_params(identity: Identity, new: NewMemory, content: str, vector: Sequen
         "confidence": new.confidence,
         "visibility": new.visibility.value,
         "metadata": Jsonb(new.metadata),
-        "embedding": queries.vector_literal(vector),
+        "embedding": np.asarray(vector, dtype=np.float32) if binary else queries.vector_literal(vector),
     }
 
 
@@ -190,8 +193,7 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
     yield Sql(*queries.lock_scope(new.scope, scope_id, identity.user_id), fetch="none")
     yield from access.require_write(config, identity, new.scope)
     if dedupe:
-        where = queries.item_filter(identity, scopes=(new.scope,))
-        q, p = queries.find_duplicate(where, vector, config.duplicate_threshold)
+        q, p = queries.find_duplicate(identity, new.scope, vector, config.duplicate_threshold)
         existing = yield Sql(q, p, fetch="one")
         if existing is not None:
             q, p = queries.refresh_duplicate(existing["id"])
@@ -211,7 +213,7 @@ def check_duplicate(config: MemoryConfig, identity: Identity, content: Any, scop
     scope = check_enum("scope", scope, Scope)
     check_scope_id(identity, scope)
     [vector] = yield Embed((content,))
-    q, p = queries.find_duplicate(queries.item_filter(identity, scopes=(scope,)), vector, config.duplicate_threshold)
+    q, p = queries.find_duplicate(identity, scope, vector, config.duplicate_threshold)
     row = yield Sql(q, p, fetch="one")
     return None if row is None else row_to_item(row)
 
@@ -241,15 +243,18 @@ def search_memories(
         similarity=config.weight_similarity, confidence=config.weight_confidence,
         scope=config.weight_scope, keyword=config.keyword_weight,
     )
-    where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of)
-
     [vector] = yield Embed((query,), query=True)
-    q, p = queries.search_candidates(
-        where, query_vector=vector, query_text=query, pool=max(config.candidate_pool, k),
+    terms = dict(
+        query_vector=vector, query_text=query, pool=max(config.candidate_pool, k),
         vector_weight=weights.similarity * (1 - weights.keyword), confidence_weight=weights.confidence,
         scope_weight=weights.scope, scope_priority=dict(config.scope_priority),
         keyword_weight=weights.similarity * weights.keyword, k1=ranking.BM25_K1, half=ranking.BM25_HALF,
     )
+    if statuses == (Status.ACTIVE,) and as_of is None:  # what the search indexes hold
+        q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=k, min_relevance=floor, **terms)
+    else:
+        where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of)
+        q, p = queries.search_candidates(where, **terms)
     rows = yield Sql(q, p)
     df: dict[str, int] = dict(rows[0]["kw_df"] or {}) if rows else {}
     n_docs = int(rows[0]["kw_n"] or 0) if rows else 0
@@ -275,8 +280,8 @@ def find_conflicts(config: MemoryConfig, identity: Identity, results: Sequence[S
     anchors = [r.item for r in results if r.item.status is Status.ACTIVE]
     if not anchors:
         return []
-    q, p = queries.cross_level_neighbours(queries.item_filter(identity), [a.id for a in anchors],
-                                          config.conflict_threshold, CONFLICT_NEIGHBOURS)
+    q, p = queries.cross_level_neighbours(identity, [a.id for a in anchors], config.conflict_threshold,
+                                          CONFLICT_NEIGHBOURS)
     rows = yield Sql(q, p)
     items = {a.id: a for a in anchors} | {r["id"]: row_to_item(r) for r in rows}
     return conflicts.group_conflicts(
@@ -524,7 +529,8 @@ def import_memories(
     for scope in dict.fromkeys(new.scope for _, new, _ in accepted):
         yield from access.require_write(config, identity, scope, "importing memories")
     vectors = yield Embed(tuple(content for _, _, content in accepted))
-    rows = [_row_params(identity, new, content, vector) for (_, new, content), vector in zip(accepted, vectors)]
+    rows = [_row_params(identity, new, content, vector, binary=True)
+            for (_, new, content), vector in zip(accepted, vectors)]
     keep = list(range(len(accepted)))
     if dedupe:
         keep = []
@@ -534,10 +540,8 @@ def import_memories(
             by_scope.setdefault(new.scope, []).append(pos)
         for scope, positions in by_scope.items():
             yield Sql(*queries.lock_scope(scope, identity.scope_id(scope), identity.user_id), fetch="none")
-            q, p = queries.find_duplicates_bulk(
-                queries.item_filter(identity, scopes=(scope,)), [vectors[i] for i in positions],
-                config.duplicate_threshold,
-            )
+            q, p = queries.find_duplicates_bulk(identity, scope, [vectors[i] for i in positions],
+                                                config.duplicate_threshold)
             existing = {int(r["ord"]) - 1: r["id"] for r in (yield Sql(q, p))}
             kept_here: list[int] = []
             for j, pos in enumerate(positions):
@@ -557,5 +561,5 @@ def import_memories(
     copy_rows = [[rows[pos][c] for c in queries.COPY_COLUMNS] for pos in keep]
     result.inserted.extend(rows[pos]["id"] for pos in keep)
     if copy_rows:
-        yield Copy(queries.copy_items(), copy_rows)
+        yield Copy(queries.copy_items(), copy_rows, types=queries.COPY_TYPES)
     return result

@@ -7,6 +7,7 @@ can forget tenancy. Values always travel as parameters.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -17,12 +18,21 @@ from psycopg import sql
 from .models import Identity, MemoryType, Scope, Status
 
 __all__ = [
+    "COPY_TYPES",
+    "HALF_ERROR",
     "ITEM_COLUMNS",
+    "cross_level_neighbours",
+    "find_duplicate",
+    "find_duplicates_bulk",
     "granted_to",
+    "indexed_search",
     "member_of",
+    "scope_key",
     "shared_with",
+    "similar_items",
     "vector_literal",
     "visible_filter",
+    "visible_parts",
 ]
 
 #: columns read back into a MemoryItem (embedding and tsvector stay in the database)
@@ -62,6 +72,67 @@ def shared_with(project_id: str, user: str) -> str:
             f" AND {granted_to(user)})")
 
 
+def scope_key(value: str) -> int:
+    """The 64-bit key an id is indexed under: the first 8 bytes of its md5, as PostgreSQL's
+    ``agent_memory_key`` (migration ``0010_search_at_scale``) computes it."""
+    return int.from_bytes(hashlib.md5(value.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
+def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, keyed: bool = False,
+                  alias: str = "m") -> tuple[list[sql.Composable], dict[str, Any]]:
+    """The tenancy rule of :func:`visible_filter` as one condition per level, each narrow enough
+    for one index range (a search reads them as ``UNION ALL`` branches).
+
+    With ``keyed`` the conditions name ids by their 64-bit keys (``scope_key``, ``owner_key``), which
+    both search indexes carry in place of the ids: such a branch can be answered from the index
+    alone. A keyed condition admits a superset of the caller's rows only on an md5 collision, and
+    every keyed read is re-checked with the full rule before anything is returned.
+    """
+    scopes = tuple(Scope) if scopes is None else tuple(scopes)
+    m = alias
+    parts: list[sql.Composable] = []
+    params: dict[str, Any] = {"vf_user": identity.user_id}
+    if keyed:
+        params["vk_user"] = scope_key(identity.user_id)
+    mine = f"{m}.owner_key = %(vk_user)s" if keyed else f"{m}.user_id = %(vf_user)s"
+
+    def _is(column: str, name: str, value: str) -> str:
+        if keyed:
+            params[f"vk_{name}"] = scope_key(value)
+            return f"{m}.scope_key = %(vk_{name})s"
+        return f"{m}.scope_id = %(vf_{name})s"
+
+    if Scope.USER in scopes:
+        parts.append(sql.SQL(f"({m}.scope = 'user' AND {_is('scope_id', 'user', identity.user_id)})"))
+    if Scope.SESSION in scopes and identity.session_id is not None:
+        params["vf_session"] = identity.session_id
+        parts.append(sql.SQL(
+            f"({m}.scope = 'session' AND {_is('scope_id', 'session', identity.session_id)} AND {mine})"))
+    if Scope.PROJECT in scopes and identity.project_id is not None:
+        params["vf_project"] = identity.project_id
+        parts.append(sql.SQL(
+            f"({m}.scope = 'project' AND {_is('scope_id', 'project', identity.project_id)} AND ("
+            "(" + member_of("'project'", "%(vf_project)s", "%(vf_user)s")
+            + f" AND ({m}.visibility <> 'owner_only' OR {mine}))"
+            f" OR ({m}.visibility = 'public' AND " + shared_with("%(vf_project)s", "%(vf_user)s") + ")))"
+        ))
+    for scope, chosen in ((Scope.TEAM, identity.team_id), (Scope.ORG, identity.org_id)):
+        if scope not in scopes:
+            continue
+        narrow = ""
+        if chosen is not None:
+            params[f"vf_{scope.value}"] = chosen
+            narrow = f" AND mm.scope_id = %(vf_{scope.value})s"
+        members = f"FROM memory_members mm WHERE mm.kind = '{scope.value}' AND mm.user_id = %(vf_user)s{narrow}"
+        # keyed: an array of keys, so the level is index ranges (an IN would join and filter)
+        among = (f"{m}.scope_key = ANY(ARRAY(SELECT agent_memory_key(mm.scope_id) {members}))" if keyed
+                 else f"{m}.scope_id IN (SELECT mm.scope_id {members})")
+        parts.append(sql.SQL(
+            f"({m}.scope = '{scope.value}' AND {among} AND ({m}.visibility <> 'owner_only' OR {mine}))"
+        ))
+    return parts, params
+
+
 def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) -> Query:
     """``m`` rows the caller may read; the tenancy rule every read goes through.
 
@@ -73,34 +144,7 @@ def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) ->
 
     Membership is read in the same statement, so a read never sees a role older than itself.
     """
-    scopes = tuple(Scope) if scopes is None else tuple(scopes)
-    parts: list[sql.Composable] = []
-    params: dict[str, Any] = {"vf_user": identity.user_id}
-    if Scope.USER in scopes:
-        parts.append(sql.SQL("(m.scope = 'user' AND m.scope_id = %(vf_user)s)"))
-    if Scope.SESSION in scopes and identity.session_id is not None:
-        params["vf_session"] = identity.session_id
-        parts.append(sql.SQL("(m.scope = 'session' AND m.scope_id = %(vf_session)s AND m.user_id = %(vf_user)s)"))
-    if Scope.PROJECT in scopes and identity.project_id is not None:
-        params["vf_project"] = identity.project_id
-        parts.append(sql.SQL(
-            "(m.scope = 'project' AND m.scope_id = %(vf_project)s AND ("
-            "(" + member_of("'project'", "%(vf_project)s", "%(vf_user)s")
-            + " AND (m.visibility <> 'owner_only' OR m.user_id = %(vf_user)s))"
-            " OR (m.visibility = 'public' AND " + shared_with("%(vf_project)s", "%(vf_user)s") + ")))"
-        ))
-    for scope, chosen in ((Scope.TEAM, identity.team_id), (Scope.ORG, identity.org_id)):
-        if scope not in scopes:
-            continue
-        narrow = ""
-        if chosen is not None:
-            params[f"vf_{scope.value}"] = chosen
-            narrow = f" AND mm.scope_id = %(vf_{scope.value})s"
-        parts.append(sql.SQL(
-            f"(m.scope = '{scope.value}' AND m.scope_id IN (SELECT mm.scope_id FROM memory_members mm"
-            f" WHERE mm.kind = '{scope.value}' AND mm.user_id = %(vf_user)s{narrow})"
-            " AND (m.visibility <> 'owner_only' OR m.user_id = %(vf_user)s))"
-        ))
+    parts, params = visible_parts(identity, scopes)
     if not parts:
         return sql.SQL("FALSE"), params
     return sql.SQL("(") + sql.SQL(" OR ").join(parts) + sql.SQL(")"), params
@@ -237,6 +281,136 @@ def search_candidates(
     return query, params
 
 
+def _keyed_union(identity: Identity, scopes: Sequence[Scope] | None, select: str,
+                 **fragments: sql.Composable) -> Query:
+    """``select`` once per level the caller can read, as ``UNION ALL``: ``{part}`` is that
+    level's keyed condition (one range of the search indexes), other ``{names}`` are filled
+    from ``fragments``."""
+    parts, params = visible_parts(identity, scopes, keyed=True)
+    return sql.SQL(" UNION ALL ").join(
+        sql.SQL(select).format(part=part, **fragments) for part in parts or [sql.SQL("FALSE")]), params
+
+
+#: How far a cosine similarity computed from ``halfvec`` copies (fp16: relative error <= 2**-11
+#: per coordinate, so at most ~0.002 for any pair of vectors) may be from the exact one; the
+#: indexed reads keep every row within this of the cut and re-score them with the full vectors.
+HALF_ERROR = 0.01
+
+
+def indexed_search(
+    identity: Identity,
+    *,
+    scopes: Sequence[Scope] | None,
+    types: Sequence[MemoryType] | None,
+    query_vector: Sequence[float],
+    query_text: str,
+    pool: int,
+    k: int,
+    min_relevance: float,
+    vector_weight: float,
+    confidence_weight: float,
+    scope_weight: float,
+    scope_priority: dict[str, float],
+    keyword_weight: float = 0.0,
+    k1: float = 1.2,
+    half: float = 5.0,
+) -> Query:
+    """:func:`search_candidates` for active memories, answered from the search indexes (migration
+    ``0010_search_at_scale``): same columns, and candidates that hold the exact top ``k``.
+
+    Every visible row is read once, one index range per level, from ``memory_items_search_idx``,
+    whose ``halfvec`` copy of the vector gives a similarity estimate within :data:`HALF_ERROR`.
+    ``n`` (BM25's document count) comes from ``memory_items_count_idx``; term counts and document
+    frequencies from ``memory_terms``, one range per level and query lexeme. So every visible row
+    gets ``final~ = w_vec * sim~ + w_conf * confidence + w_scope * priority + w_kw * squash(bm25)``,
+    within ``e = w_vec * HALF_ERROR`` of its final score, and a relevance within ``HALF_ERROR``.
+
+    Let ``T`` be the ``k``-th best ``final~`` among rows whose relevance estimate clears
+    ``min_relevance + HALF_ERROR`` (so they truly clear it): the true ``k``-th best score is at
+    least ``T - e``, so every row of the true top ``k`` has ``final~ >= T - 2e`` (and a relevance
+    estimate of at least ``min_relevance - HALF_ERROR``). Those rows are the candidates: taken
+    from the best ``k + pool`` estimates, or, in the rare case that this band runs past them, from
+    a second pass. Only the candidates are read from the table, re-scored with the full vector,
+    and re-checked against the full tenancy rule on the ids themselves (:func:`item_filter`);
+    :func:`agent_memory.ranking.rank` then ranks them exactly.
+    """
+    where, params = item_filter(identity, scopes=scopes, types=types)
+    params.update(
+        q_vec=vector_literal(query_vector), q_text=query_text, q_k=k, q_wide=k + pool,
+        q_floor=float(min_relevance), q_err=HALF_ERROR, w_vec=vector_weight, w_conf=confidence_weight,
+        w_scope=scope_weight, **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
+        w_kw=keyword_weight, kw_k1=k1, kw_half=half,
+        q_rel_vec=vector_weight / (vector_weight + keyword_weight) if vector_weight + keyword_weight > 0 else 1.0,
+    )
+    fragments = {"types": sql.SQL(" AND m.memory_type = ANY(%(f_types)s)" if types is not None else ""),
+                 "prio": _scope_priority_expr()}
+
+    def union(select: str) -> sql.Composable:
+        branches, keys = _keyed_union(identity, scopes, select, **fragments)
+        params.update(keys)
+        return branches
+
+    rows = union("SELECT m.id, 1 - (m.embedding_half <=> q.h) AS sim,"
+                 " %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} AS b"
+                 " FROM memory_items m, q WHERE {part} AND m.status = 'active'{types}")
+    # final~ and relevance~ of every visible row: one index range per level, probing the
+    # keyword scores (a hash of the few rows that hold a query word)
+    squashed = "coalesce(kw.s / (kw.s + %(kw_half)s::float8), 0)"
+    scored = sql.SQL(
+        f"SELECT v.id, %(w_vec)s::float8 * v.sim + v.b + %(w_kw)s::float8 * {squashed} AS f,"
+        f" %(q_rel_vec)s::float8 * v.sim + (1 - %(q_rel_vec)s::float8) * {squashed} AS rel"
+        " FROM ({rows}) v LEFT JOIN kw USING (id)"
+    ).format(rows=rows)
+    query = sql.SQL(
+        """
+        WITH q AS MATERIALIZED (SELECT %(q_vec)s::vector AS v, %(q_vec)s::halfvec AS h),
+        lex AS MATERIALIZED (
+            SELECT u.lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s))) AS u(lexeme)
+            WHERE %(w_kw)s::float8 > 0
+        ),
+        n AS MATERIALIZED (SELECT coalesce(sum(c.c), 0)::bigint AS n FROM ({counts}) c),
+        post AS MATERIALIZED ({postings}),
+        df AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM post GROUP BY lexeme),
+        kw AS MATERIALIZED (
+            SELECT p.id, sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)
+                             * p.tf * (%(kw_k1)s::float8 + 1) / (p.tf + %(kw_k1)s::float8)) AS s
+            FROM post p JOIN df USING (lexeme) CROSS JOIN n GROUP BY p.id
+        ),
+        top AS MATERIALIZED (
+            SELECT x.id, x.f, x.rel FROM ({scored}) x
+            WHERE %(q_floor)s::float8 <= 0 OR x.rel >= %(q_floor)s::float8 - %(q_err)s
+            ORDER BY x.f DESC LIMIT %(q_wide)s
+        ),
+        cut AS MATERIALIZED (
+            SELECT c.f, (SELECT count(*) FROM top) = %(q_wide)s AND (SELECT min(f) FROM top) >= c.f AS short
+            FROM (SELECT coalesce((SELECT f FROM top
+                                   WHERE %(q_floor)s::float8 <= 0 OR rel >= %(q_floor)s::float8 + %(q_err)s
+                                   ORDER BY f DESC OFFSET %(q_k)s - 1 LIMIT 1), '-Infinity'::float8)
+                         - 2 * %(w_vec)s::float8 * %(q_err)s AS f) c
+        ),
+        cand AS (
+            SELECT top.id FROM top, cut WHERE top.f >= cut.f
+            UNION
+            SELECT x.id FROM ({scored}) x  -- only when the band below the cut is wider than ``top``
+            WHERE (SELECT short FROM cut) AND x.f >= (SELECT f FROM cut)
+              AND (%(q_floor)s::float8 <= 0 OR x.rel >= %(q_floor)s::float8 - %(q_err)s)
+        )
+        SELECT m.id, m.confidence, m.created_at, 1 - (m.embedding <=> q.v) AS similarity,
+               m.content_tsv::text AS tsv, {prio} AS scope_priority,
+               (SELECT coalesce(jsonb_object_agg(lexeme, df), jsonb_build_object()) FROM df) AS kw_df,
+               (SELECT n FROM n) AS kw_n
+        FROM memory_items m, q
+        WHERE m.id = ANY(ARRAY(SELECT id FROM cand)) AND {where}
+        """
+    ).format(counts=union("SELECT count(*) AS c FROM memory_items m WHERE {part} AND m.status = 'active'{types}"),
+             # one index range per level and lexeme (scope, scope_key, lexeme), whatever the plan
+             # (OFFSET 0 keeps the lateral a parameterised scan, not a join over the whole level)
+             postings=union("SELECT t.id, t.lexeme, t.tf FROM lex, LATERAL (SELECT m.id, m.lexeme, m.tf"
+                            " FROM memory_terms m WHERE {part} AND m.lexeme = lex.lexeme{types} OFFSET 0) t"),
+             scored=scored, prio=fragments["prio"], where=where)
+    return query, params
+
+
 def select_items(where: Query, *, limit: int, offset: int = 0) -> Query:
     """Rows in ``where``, most recently updated first."""
     filt, params = where
@@ -264,52 +438,94 @@ def select_item_by_id(where: Query, memory_id: Any) -> Query:
     )
 
 
-def similar_items(where: Query, vector: Sequence[float], threshold: float, limit: int) -> Query:
-    """The ``limit`` rows in ``where`` closest to ``vector`` at cosine similarity >= threshold,
-    closest first, each with its ``similarity``."""
-    filt, params = where
-    return (
-        sql.SQL(
-            "SELECT {cols}, 1 - (m.embedding <=> %(d_vec)s::vector) AS similarity FROM memory_items m"
-            " WHERE {filt} AND (m.embedding <=> %(d_vec)s::vector) <= 1 - %(d_thr)s::float8"
-            " ORDER BY m.embedding <=> %(d_vec)s::vector, m.created_at LIMIT %(d_limit)s"
-        ).format(cols=_COLS, filt=filt),
-        dict(params, d_vec=vector_literal(vector), d_thr=threshold, d_limit=limit),
-    )
+def similar_items(identity: Identity, scopes: Sequence[Scope] | None, vector: Sequence[float], threshold: float,
+                  limit: int) -> Query:
+    """The ``limit`` active rows the caller sees in ``scopes`` closest to ``vector`` at cosine
+    similarity >= threshold, closest (then oldest) first, each with its ``similarity``.
+
+    Exact, from the search index: the ``halfvec`` distances (within :data:`HALF_ERROR`) pick
+    every row that can be among them (within ``2 * HALF_ERROR`` of the ``limit``-th estimate);
+    only those are read from the table and measured with the full vectors."""
+    branches, params = _keyed_union(
+        identity, scopes,
+        "SELECT id, d FROM (SELECT m.id, m.embedding_half <=> q.h AS d FROM memory_items m, q"
+        " WHERE {part} AND m.status = 'active' OFFSET 0) x WHERE d <= 1 - %(d_thr)s::float8 + %(d_err)s")
+    filt, check = item_filter(identity, scopes=scopes)
+    query = sql.SQL(
+        "WITH q AS MATERIALIZED (SELECT %(d_vec)s::vector AS v, %(d_vec)s::halfvec AS h),"
+        " est AS MATERIALIZED ({branches}),"
+        " cut AS (SELECT coalesce((SELECT d FROM est ORDER BY d OFFSET %(d_limit)s - 1 LIMIT 1), 'Infinity'::float8)"
+        "         + 2 * %(d_err)s AS d)"
+        " SELECT {cols}, 1 - (m.embedding <=> q.v) AS similarity FROM memory_items m, q"
+        " WHERE m.id = ANY(ARRAY(SELECT est.id FROM est, cut WHERE est.d <= cut.d)) AND {filt}"
+        " AND (m.embedding <=> q.v) <= 1 - %(d_thr)s::float8"
+        " ORDER BY m.embedding <=> q.v, m.created_at LIMIT %(d_limit)s"
+    ).format(branches=branches, cols=_COLS, filt=filt)
+    return query, dict(params, **check, d_vec=vector_literal(vector), d_thr=threshold, d_limit=limit,
+                       d_err=HALF_ERROR)
 
 
-def cross_level_neighbours(where: Query, ids: Sequence[Any], threshold: float, per_item: int) -> Query:
-    """For each of ``ids``: up to ``per_item`` rows of ``where`` at another level (scope) with
-    cosine similarity >= threshold to it, closest first, each with ``anchor`` and ``similarity``."""
-    filt, params = where
-    return (
-        sql.SQL(
-            "SELECT a.id AS anchor, {cols}, n.similarity FROM memory_items a CROSS JOIN LATERAL ("
-            " SELECT m.id AS nid, 1 - (m.embedding <=> a.embedding) AS similarity FROM memory_items m"
-            " WHERE {filt} AND m.scope <> a.scope AND (m.embedding <=> a.embedding) <= 1 - %(n_thr)s::float8"
-            " ORDER BY m.embedding <=> a.embedding LIMIT %(n_per)s) n JOIN memory_items m ON m.id = n.nid"
-            " WHERE a.id = ANY(%(n_ids)s)"
-        ).format(cols=_COLS, filt=filt),
-        dict(params, n_ids=list(ids), n_thr=threshold, n_per=per_item),
-    )
+def cross_level_neighbours(identity: Identity, ids: Sequence[Any], threshold: float, per_item: int) -> Query:
+    """For each of ``ids``: up to ``per_item`` active rows the caller sees at another level
+    (scope) with cosine similarity >= threshold to it, closest first, each with ``anchor`` and
+    ``similarity``.
+
+    One pass over the caller's rows in the search index measures each against every anchor by
+    its ``halfvec`` copy; per anchor, the rows within ``2 * HALF_ERROR`` of its ``per_item``-th
+    estimate are read and measured exactly."""
+    branches, params = _keyed_union(
+        identity, None,
+        "SELECT anchor, id, d FROM (SELECT a.id AS anchor, m.id, m.embedding_half <=> a.h AS d"
+        " FROM memory_items m JOIN a ON m.scope <> a.scope WHERE {part} AND m.status = 'active' OFFSET 0) x"
+        " WHERE d <= 1 - %(n_thr)s::float8 + %(n_err)s")
+    filt, check = item_filter(identity)
+    query = sql.SQL(
+        "WITH a AS MATERIALIZED (SELECT m.id, m.scope, m.embedding_half AS h, m.embedding AS v FROM memory_items m"
+        "                        WHERE m.id = ANY(%(n_ids)s)),"
+        " est AS MATERIALIZED ({branches}),"
+        " ranked AS (SELECT anchor, id, d, row_number() OVER (PARTITION BY anchor ORDER BY d) AS r FROM est),"
+        " cut AS (SELECT anchor, coalesce(max(d) FILTER (WHERE r = %(n_per)s), 'Infinity'::float8) + 2 * %(n_err)s AS d"
+        "         FROM ranked GROUP BY anchor),"
+        " cand AS (SELECT e.anchor, e.id FROM est e JOIN cut USING (anchor) WHERE e.d <= cut.d),"
+        " exact AS (SELECT c.anchor, c.id, 1 - (m.embedding <=> a.v) AS similarity,"
+        "                  row_number() OVER (PARTITION BY c.anchor ORDER BY m.embedding <=> a.v) AS r"
+        "           FROM cand c JOIN a ON a.id = c.anchor JOIN memory_items m ON m.id = c.id"
+        "           WHERE {filt} AND (m.embedding <=> a.v) <= 1 - %(n_thr)s::float8)"
+        " SELECT e.anchor, {cols}, e.similarity FROM exact e JOIN memory_items m ON m.id = e.id"
+        " WHERE e.r <= %(n_per)s ORDER BY e.anchor, e.r"
+    ).format(branches=branches, cols=_COLS, filt=filt)
+    return query, dict(params, **check, n_ids=list(ids), n_thr=threshold, n_per=per_item, n_err=HALF_ERROR)
 
 
-def find_duplicate(where: Query, vector: Sequence[float], threshold: float) -> Query:
-    """The closest active row in ``where`` at cosine similarity >= threshold."""
-    return similar_items(where, vector, threshold, 1)
+def find_duplicate(identity: Identity, scope: Scope, vector: Sequence[float], threshold: float) -> Query:
+    """The closest active row of ``scope`` the caller sees at cosine similarity >= threshold."""
+    return similar_items(identity, (scope,), vector, threshold, 1)
 
 
-def find_duplicates_bulk(where: Query, vectors: Sequence[Sequence[float]], threshold: float) -> Query:
-    """For each vector (by 1-based ordinal), the id of its closest duplicate in ``where`` if any."""
-    filt, params = where
-    return (
-        sql.SQL(
-            "SELECT t.ord, d.id FROM unnest(%(b_vecs)s::vector[]) WITH ORDINALITY AS t(v, ord)"
-            " CROSS JOIN LATERAL (SELECT m.id FROM memory_items m WHERE {filt}"
-            " AND (m.embedding <=> t.v) <= 1 - %(b_thr)s::float8 ORDER BY m.embedding <=> t.v LIMIT 1) d"
-        ).format(filt=filt),
-        dict(params, b_vecs=[vector_literal(v) for v in vectors], b_thr=threshold),
-    )
+def find_duplicates_bulk(identity: Identity, scope: Scope, vectors: Sequence[Sequence[float]],
+                         threshold: float) -> Query:
+    """For each vector (by 1-based ordinal), the id of its closest duplicate among the active
+    rows of ``scope`` the caller sees, if any: one pass over the scope in the search index
+    measures every row against every vector by the ``halfvec`` copies; the rows within
+    ``2 * HALF_ERROR`` of each vector's best estimate are measured exactly."""
+    branches, params = _keyed_union(
+        identity, (scope,),
+        "SELECT ord, id, d FROM (SELECT t.ord, m.id, m.embedding_half <=> t.h AS d"
+        " FROM memory_items m JOIN t ON TRUE WHERE {part} AND m.status = 'active' OFFSET 0) x"
+        " WHERE d <= 1 - %(b_thr)s::float8 + %(b_err)s")
+    filt, check = item_filter(identity, scopes=(scope,))
+    query = sql.SQL(
+        "WITH t AS MATERIALIZED (SELECT ord, v, v::halfvec AS h"
+        "                        FROM unnest(%(b_vecs)s::vector[]) WITH ORDINALITY AS u(v, ord)),"
+        " est AS MATERIALIZED ({branches}),"
+        " cand AS (SELECT ord, id FROM (SELECT ord, id, d, min(d) OVER (PARTITION BY ord) AS best FROM est) e"
+        "          WHERE d <= best + 2 * %(b_err)s)"
+        " SELECT DISTINCT ON (c.ord) c.ord, m.id FROM cand c JOIN t USING (ord) JOIN memory_items m ON m.id = c.id"
+        " WHERE {filt} AND (m.embedding <=> t.v) <= 1 - %(b_thr)s::float8"
+        " ORDER BY c.ord, m.embedding <=> t.v, m.created_at"
+    ).format(branches=branches, filt=filt)
+    return query, dict(params, **check, b_vecs=[vector_literal(v) for v in vectors], b_thr=threshold,
+                       b_err=HALF_ERROR)
 
 
 COPY_COLUMNS = ("id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
@@ -326,8 +542,14 @@ def insert_item() -> sql.Composable:
     )
 
 
+#: PostgreSQL types of :data:`COPY_COLUMNS`, for the binary COPY of :func:`copy_items`
+COPY_TYPES = ("uuid", "text", "text", "text", "text", "text", "text", "text", "text", "text", "float8", "text",
+              "jsonb", "vector")
+
+
 def copy_items() -> sql.Composable:
-    return sql.SQL("COPY memory_items ({cols}) FROM STDIN").format(
+    """Rows keyed by :data:`COPY_COLUMNS`, in binary (:data:`COPY_TYPES`; the vector as a numpy array)."""
+    return sql.SQL("COPY memory_items ({cols}) FROM STDIN (FORMAT BINARY)").format(
         cols=sql.SQL(", ").join(sql.Identifier(c) for c in COPY_COLUMNS)
     )
 

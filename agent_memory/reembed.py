@@ -29,7 +29,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from .db.connection import AsyncConn, Conn
-from .db.migrations import MIGRATION_LOCK_KEY, MIGRATIONS, apply_migrations
+from .db.migrations import MIGRATION_LOCK_KEY, MIGRATIONS, SEARCH_INDEX_NAME, apply_migrations, search_index
 from .db.requests import Commit, Embed, Op, Sql, arun, run
 from .embeddings import embedding_dimensions, embedding_model_name
 from .errors import EmbeddingError, InvalidInputError
@@ -111,17 +111,27 @@ _VECTOR_INDEXES = Sql(
 
 def swap_statements(dimensions: int, indexes: Sequence[dict[str, str]]) -> list[Sql]:
     """The switch: unsize the column, copy the staged vectors in, size it again, rebuild the
-    indexes on it. Every memory has a staged vector when these run."""
+    indexes on it. Every memory has a staged vector when these run.
+
+    The ``halfvec`` copy the search index reads is generated from the column, so it is dropped
+    first and generated again after; the search index is made for the new size (it carries
+    the vector only up to :data:`SEARCH_INDEX_MAX_DIMENSIONS`)."""
     dims = sql.Literal(int(dimensions))
+    indexes = [ix for ix in indexes if ix["name"] != SEARCH_INDEX_NAME]
     statements = [Sql(sql.SQL("DROP INDEX {}").format(sql.Identifier(ix["name"])), fetch="none") for ix in indexes]
     statements += [
+        Sql(f"DROP INDEX IF EXISTS {SEARCH_INDEX_NAME}", fetch="none"),
+        Sql("ALTER TABLE memory_items DROP COLUMN embedding_half", fetch="none"),
         Sql("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector USING embedding::vector", fetch="none"),
         Sql("UPDATE memory_items m SET embedding = r.embedding FROM memory_reembed r WHERE r.id = m.id",
             fetch="none"),
         Sql(sql.SQL("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector({d}) USING embedding::vector({d})")
             .format(d=dims), fetch="none"),
+        Sql("ALTER TABLE memory_items ADD COLUMN embedding_half halfvec"
+            " GENERATED ALWAYS AS (embedding::halfvec) STORED", fetch="none"),
     ]
     statements += [Sql(ix["definition"], fetch="none") for ix in indexes]
+    statements.append(Sql(search_index(dimensions), fetch="none"))
     return statements
 
 

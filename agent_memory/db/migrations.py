@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from ..errors import EmbeddingDimensionMismatchError, MigrationError
 from .requests import Commit, Op, Sql
 
-__all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "Migration", "apply_migrations", "migrate"]
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "SEARCH_INDEX_MAX_DIMENSIONS", "SEARCH_INDEX_NAME", "Migration",
+           "apply_migrations", "migrate", "search_index"]
 
 # An arbitrary constant: "agent-memory migrations". Only migrations take it.
 MIGRATION_LOCK_KEY = 7_236_105_818_453_790_123
@@ -34,6 +35,22 @@ class Migration:
 
     def statement(self, dimensions: int) -> str:
         return self.sql.replace("{dimensions}", str(int(dimensions)))
+
+
+#: A btree row holds at most 2,704 bytes: the search index carries the vector (as ``halfvec``,
+#: 2 bytes a dimension) up to this size; a bigger model's search reads it from the table.
+SEARCH_INDEX_MAX_DIMENSIONS = 1024
+
+
+SEARCH_INDEX_NAME = "memory_items_search_idx"
+_SEARCH_INDEX = f"CREATE INDEX {SEARCH_INDEX_NAME} ON memory_items (scope, scope_key, status)"
+
+
+def search_index(dimensions: int) -> str:
+    """``memory_items_search_idx`` for vectors of ``dimensions`` (as ``0010_search_at_scale``
+    makes it; made again when a re-embedding changes the size)."""
+    vector = ", embedding_half" if int(dimensions) <= SEARCH_INDEX_MAX_DIMENSIONS else ""
+    return f"{_SEARCH_INDEX} INCLUDE (owner_key, visibility, memory_type, confidence, id{vector})"
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -348,6 +365,113 @@ MIGRATIONS: tuple[Migration, ...] = (
             content_md5  text NOT NULL,
             embedding    vector NOT NULL
         );
+        """,
+    ),
+    # Search at scale (BENCHMARKS.md, "Search at scale"). A search reads only index pages:
+    # ``memory_items_search_idx`` holds, per scope, everything the vector ranking and the tenancy
+    # test need, the vector as ``halfvec`` (half the bytes: a scan costs what it reads), so a
+    # 20,000-memory project is one contiguous index range read without touching the table; and
+    # ``memory_terms`` is a per-scope inverted index of the active memories' lexemes that gives
+    # BM25 its document frequencies and term counts. Ids enter both as 64-bit keys (md5, so no
+    # caller can aim a collision at someone else's scope): index rows stay small whatever
+    # characters an id holds, and every result is re-checked against the ids themselves, and
+    # re-scored with the full vector, before it leaves the database.
+    Migration(
+        "0010_search_at_scale",
+        """
+        CREATE FUNCTION agent_memory_key(value text) RETURNS bigint
+            LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+            RETURN ('x' || left(md5(value), 16))::bit(64)::bigint;
+        ALTER TABLE memory_items
+            ADD COLUMN scope_key bigint GENERATED ALWAYS AS (agent_memory_key(scope_id)) STORED,
+            ADD COLUMN owner_key bigint GENERATED ALWAYS AS (agent_memory_key(user_id)) STORED,
+            ADD COLUMN embedding_half halfvec GENERATED ALWAYS AS (embedding::halfvec) STORED;
+        DO $do$ BEGIN
+            IF {dimensions} <= """ + str(SEARCH_INDEX_MAX_DIMENSIONS) + """ THEN
+                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS) + """;
+            ELSE
+                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS + 1) + """;
+            END IF;
+        END $do$;
+
+        -- The number of rows a caller sees (BM25's ``n``) from an index of small keys that
+        -- deduplicates: a 20,000-memory project is a few dozen pages here.
+        CREATE INDEX memory_items_count_idx ON memory_items (scope, scope_key, status, memory_type, visibility, owner_key);
+
+        CREATE TABLE memory_terms (
+            scope        text NOT NULL,
+            scope_key    bigint NOT NULL,
+            lexeme       text NOT NULL,
+            id           uuid NOT NULL,
+            tf           integer NOT NULL,
+            owner_key    bigint NOT NULL,
+            visibility   text NOT NULL,
+            memory_type  text NOT NULL
+        );
+        CREATE INDEX memory_terms_lookup_idx ON memory_terms (scope, scope_key, lexeme)
+            INCLUDE (id, tf, owner_key, visibility, memory_type);
+        CREATE INDEX memory_terms_id_idx ON memory_terms (id);
+
+        -- Kept by triggers, so every write path (saves, imports, edits, status changes, erasure,
+        -- id replacement) keeps it true. Only active memories are indexed: a search with another
+        -- status filter or ``as_of`` scans the table instead.
+        CREATE FUNCTION agent_memory_terms_added() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            INSERT INTO memory_terms (scope, scope_key, lexeme, id, tf, owner_key, visibility, memory_type)
+            SELECT n.scope, n.scope_key, u.lexeme, n.id, coalesce(cardinality(u.positions), 1),
+                   n.owner_key, n.visibility, n.memory_type
+            FROM added n CROSS JOIN LATERAL unnest(n.content_tsv) AS u
+            WHERE n.status = 'active';
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE FUNCTION agent_memory_terms_removed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            DELETE FROM memory_terms t USING removed o WHERE t.id = o.id;
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE FUNCTION agent_memory_terms_changed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            DELETE FROM memory_terms WHERE id = OLD.id;
+            IF NEW.status = 'active' THEN
+                INSERT INTO memory_terms (scope, scope_key, lexeme, id, tf, owner_key, visibility, memory_type)
+                SELECT NEW.scope, NEW.scope_key, u.lexeme, NEW.id, coalesce(cardinality(u.positions), 1),
+                       NEW.owner_key, NEW.visibility, NEW.memory_type
+                FROM unnest(NEW.content_tsv) AS u;
+            END IF;
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE FUNCTION agent_memory_terms_truncated() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            TRUNCATE memory_terms;
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE TRIGGER memory_items_terms_insert AFTER INSERT ON memory_items
+            REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_terms_added();
+        CREATE TRIGGER memory_items_terms_delete AFTER DELETE ON memory_items
+            REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_terms_removed();
+        -- Row by row and only when an indexed column changes, so recording a search hit's use
+        -- (last_used_at, access_count) costs nothing here.
+        CREATE TRIGGER memory_items_terms_update
+            AFTER UPDATE OF id, content, status, scope, scope_id, user_id, visibility, memory_type ON memory_items
+            FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id
+                               OR OLD.content IS DISTINCT FROM NEW.content OR OLD.status IS DISTINCT FROM NEW.status
+                               OR OLD.scope IS DISTINCT FROM NEW.scope OR OLD.scope_id IS DISTINCT FROM NEW.scope_id
+                               OR OLD.user_id IS DISTINCT FROM NEW.user_id
+                               OR OLD.visibility IS DISTINCT FROM NEW.visibility
+                               OR OLD.memory_type IS DISTINCT FROM NEW.memory_type)
+            EXECUTE FUNCTION agent_memory_terms_changed();
+        CREATE TRIGGER memory_items_terms_truncate AFTER TRUNCATE ON memory_items
+            FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_terms_truncated();
+
+        INSERT INTO memory_terms (scope, scope_key, lexeme, id, tf, owner_key, visibility, memory_type)
+        SELECT m.scope, m.scope_key, u.lexeme, m.id, coalesce(cardinality(u.positions), 1),
+               m.owner_key, m.visibility, m.memory_type
+        FROM memory_items m CROSS JOIN LATERAL unnest(m.content_tsv) AS u
+        WHERE m.status = 'active';
         """,
     ),
 )

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import psycopg
+from pgvector.psycopg.vector import register_vector_info
 from psycopg.rows import dict_row
+from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ..errors import AgentMemoryError, DatabaseError, EmbeddingError, ModelOutputError
@@ -51,10 +53,16 @@ class Sql:
 
 @dataclass(frozen=True, slots=True)
 class Copy:
-    """``COPY ... FROM STDIN`` the given rows; answers the number of rows written."""
+    """``COPY ... FROM STDIN`` the given rows; answers the number of rows written.
+
+    With ``types`` (one PostgreSQL type name per column) the rows travel in binary
+    (``FORMAT BINARY`` in the statement): a ``vector`` column then takes numpy arrays, sent
+    as packed floats instead of formatted text (the cost of a bulk import was mostly
+    formatting floats). The vector type is registered on the copying cursor only."""
 
     statement: Any
     rows: Sequence[Sequence[Any]] = field(default_factory=tuple)
+    types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +237,11 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
                                     tx.enter_context(connection.transaction())
                                 with connection.cursor(row_factory=dict_row) as cur:
                                     if isinstance(request, Copy):
+                                        if request.types:
+                                            register_vector_info(cur, TypeInfo.fetch(connection, "vector"))
                                         with cur.copy(request.statement) as copy:
+                                            if request.types:
+                                                copy.set_types(request.types)
                                             for row in request.rows:
                                                 copy.write_row(row)
                                         answer = len(request.rows)
@@ -333,7 +345,11 @@ async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
                                     await tx.enter_async_context(connection.transaction())
                                 async with connection.cursor(row_factory=dict_row) as cur:
                                     if isinstance(request, Copy):
+                                        if request.types:
+                                            register_vector_info(cur, await TypeInfo.fetch(connection, "vector"))
                                         async with cur.copy(request.statement) as copy:
+                                            if request.types:
+                                                copy.set_types(request.types)
                                             for row in request.rows:
                                                 await copy.write_row(row)
                                         answer = len(request.rows)

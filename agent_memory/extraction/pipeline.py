@@ -270,8 +270,7 @@ def _apply(
         else:
             target = now
     if decision is Decision.ADD:
-        q, p = queries.find_duplicate(queries.item_filter(identity, scopes=(proposal.scope,)), vector,
-                                      config.duplicate_threshold)
+        q, p = queries.find_duplicate(identity, proposal.scope, vector, config.duplicate_threshold)
         dup = yield Sql(q, p, fetch="one")
         if dup is not None:
             decision, target = Decision.NONE, row_to_item(dup)
@@ -348,8 +347,7 @@ def _consolidate(
         vectors = yield Embed(tuple(p.content for _, p, _ in gated))
         candidates: list[list[tuple[MemoryItem, float]]] = []
         for (_, proposal, _), vector in zip(gated, vectors):
-            q, p = queries.similar_items(queries.item_filter(identity, scopes=(proposal.scope,)), vector,
-                                         CANDIDATE_FLOOR, CANDIDATES)
+            q, p = queries.similar_items(identity, (proposal.scope,), vector, CANDIDATE_FLOOR, CANDIDATES)
             candidates.append([(row_to_item(r), float(r["similarity"])) for r in (yield Sql(q, p))])
         yield Commit()
         verdicts = yield from _decide(config, model, [p for _, p, _ in gated], candidates)
