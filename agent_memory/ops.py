@@ -252,6 +252,7 @@ def search_memories(
     )
     if statuses == (Status.ACTIVE,) and as_of is None:  # what the search indexes hold
         q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=k, min_relevance=floor, **terms)
+        yield Sql(queries.GENERIC_PLANS, fetch="none")
     else:
         where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of)
         q, p = queries.search_candidates(where, **terms)

@@ -7,6 +7,7 @@ can forget tenancy. Values always travel as parameters.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from .models import Identity, MemoryType, Scope, Status
 
 __all__ = [
     "COPY_TYPES",
+    "GENERIC_PLANS",
     "HALF_ERROR",
     "ITEM_COLUMNS",
     "cross_level_neighbours",
@@ -79,9 +81,9 @@ def scope_key(value: str) -> int:
 
 
 def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, keyed: bool = False,
-                  alias: str = "m") -> tuple[list[sql.Composable], dict[str, Any]]:
-    """The tenancy rule of :func:`visible_filter` as one condition per level, each narrow enough
-    for one index range (a search reads them as ``UNION ALL`` branches).
+                  alias: str = "m") -> tuple[dict[Scope, sql.Composable], dict[str, Any]]:
+    """The tenancy rule of :func:`visible_filter` as one condition per level the caller can read,
+    each narrow enough for one index range (a search reads them as ``UNION ALL`` branches).
 
     With ``keyed`` the conditions name ids by their 64-bit keys (``scope_key``, ``owner_key``), which
     both search indexes carry in place of the ids: such a branch can be answered from the index
@@ -90,7 +92,7 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
     """
     scopes = tuple(Scope) if scopes is None else tuple(scopes)
     m = alias
-    parts: list[sql.Composable] = []
+    parts: dict[Scope, sql.Composable] = {}
     params: dict[str, Any] = {"vf_user": identity.user_id}
     if keyed:
         params["vk_user"] = scope_key(identity.user_id)
@@ -103,19 +105,19 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
         return f"{m}.scope_id = %(vf_{name})s"
 
     if Scope.USER in scopes:
-        parts.append(sql.SQL(f"({m}.scope = 'user' AND {_is('scope_id', 'user', identity.user_id)})"))
+        parts[Scope.USER] = sql.SQL(f"({m}.scope = 'user' AND {_is('scope_id', 'user', identity.user_id)})")
     if Scope.SESSION in scopes and identity.session_id is not None:
         params["vf_session"] = identity.session_id
-        parts.append(sql.SQL(
-            f"({m}.scope = 'session' AND {_is('scope_id', 'session', identity.session_id)} AND {mine})"))
+        parts[Scope.SESSION] = sql.SQL(
+            f"({m}.scope = 'session' AND {_is('scope_id', 'session', identity.session_id)} AND {mine})")
     if Scope.PROJECT in scopes and identity.project_id is not None:
         params["vf_project"] = identity.project_id
-        parts.append(sql.SQL(
+        parts[Scope.PROJECT] = sql.SQL(
             f"({m}.scope = 'project' AND {_is('scope_id', 'project', identity.project_id)} AND ("
             "(" + member_of("'project'", "%(vf_project)s", "%(vf_user)s")
             + f" AND ({m}.visibility <> 'owner_only' OR {mine}))"
             f" OR ({m}.visibility = 'public' AND " + shared_with("%(vf_project)s", "%(vf_user)s") + ")))"
-        ))
+        )
     for scope, chosen in ((Scope.TEAM, identity.team_id), (Scope.ORG, identity.org_id)):
         if scope not in scopes:
             continue
@@ -127,9 +129,9 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
         # keyed: an array of keys, so the level is index ranges (an IN would join and filter)
         among = (f"{m}.scope_key = ANY(ARRAY(SELECT agent_memory_key(mm.scope_id) {members}))" if keyed
                  else f"{m}.scope_id IN (SELECT mm.scope_id {members})")
-        parts.append(sql.SQL(
+        parts[scope] = sql.SQL(
             f"({m}.scope = '{scope.value}' AND {among} AND ({m}.visibility <> 'owner_only' OR {mine}))"
-        ))
+        )
     return parts, params
 
 
@@ -147,7 +149,7 @@ def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) ->
     parts, params = visible_parts(identity, scopes)
     if not parts:
         return sql.SQL("FALSE"), params
-    return sql.SQL("(") + sql.SQL(" OR ").join(parts) + sql.SQL(")"), params
+    return sql.SQL("(") + sql.SQL(" OR ").join(parts.values()) + sql.SQL(")"), params
 
 
 def item_filter(
@@ -284,17 +286,26 @@ def search_candidates(
 def _keyed_union(identity: Identity, scopes: Sequence[Scope] | None, select: str,
                  **fragments: sql.Composable) -> Query:
     """``select`` once per level the caller can read, as ``UNION ALL``: ``{part}`` is that
-    level's keyed condition (one range of the search indexes), other ``{names}`` are filled
-    from ``fragments``."""
+    level's keyed condition (one range of the search indexes), ``{level}`` its name, other
+    ``{names}`` are filled from ``fragments``."""
     parts, params = visible_parts(identity, scopes, keyed=True)
-    return sql.SQL(" UNION ALL ").join(
-        sql.SQL(select).format(part=part, **fragments) for part in parts or [sql.SQL("FALSE")]), params
+    branches = [sql.SQL(select).format(part=part, level=sql.Literal(level.value), **fragments)
+                for level, part in parts.items()]
+    return sql.SQL(" UNION ALL ").join(branches or [sql.SQL(select).format(
+        part=sql.SQL("FALSE"), level=sql.Literal(""), **fragments)]), params
 
 
 #: How far a cosine similarity computed from ``halfvec`` copies (fp16: relative error <= 2**-11
 #: per coordinate, so at most ~0.002 for any pair of vectors) may be from the exact one; the
 #: indexed reads keep every row within this of the cut and re-score them with the full vectors.
 HALF_ERROR = 0.01
+
+
+#: For the rest of the transaction, prepared statements run their generic plan. The indexed
+#: search is shaped so its generic plan is the custom one (index ranges per level, lateral
+#: lexeme lookups); left to choose, PostgreSQL kept planning it afresh, which cost a small
+#: caller more than the search itself (BENCHMARKS.md, "Search at scale").
+GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 def indexed_search(
@@ -334,7 +345,8 @@ def indexed_search(
     and re-checked against the full tenancy rule on the ids themselves (:func:`item_filter`);
     :func:`agent_memory.ranking.rank` then ranks them exactly.
     """
-    where, params = item_filter(identity, scopes=scopes, types=types)
+    _, params = item_filter(identity, scopes=scopes, types=types)
+    params.update(visible_parts(identity, scopes, keyed=True)[1])
     params.update(
         q_vec=vector_literal(query_vector), q_text=query_text, q_k=k, q_wide=k + pool,
         q_floor=float(min_relevance), q_err=HALF_ERROR, w_vec=vector_weight, w_conf=confidence_weight,
@@ -342,13 +354,20 @@ def indexed_search(
         w_kw=keyword_weight, kw_k1=k1, kw_half=half,
         q_rel_vec=vector_weight / (vector_weight + keyword_weight) if vector_weight + keyword_weight > 0 else 1.0,
     )
-    fragments = {"types": sql.SQL(" AND m.memory_type = ANY(%(f_types)s)" if types is not None else ""),
+    # the statement depends on which ids the caller has, never on their values: built once per shape
+    shape = Identity(user_id="user", **{name: name if getattr(identity, name) is not None else None
+                                        for name in ("project_id", "session_id", "team_id", "org_id")})
+    return _indexed_search_sql(shape, None if scopes is None else tuple(scopes), types is not None), params
+
+
+@functools.lru_cache(maxsize=512)
+def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, typed: bool) -> sql.SQL:
+    where, _ = item_filter(identity, scopes=scopes, types=(MemoryType.FACT,) if typed else None)
+    fragments = {"types": sql.SQL(" AND m.memory_type = ANY(%(f_types)s)" if typed else ""),
                  "prio": _scope_priority_expr()}
 
     def union(select: str) -> sql.Composable:
-        branches, keys = _keyed_union(identity, scopes, select, **fragments)
-        params.update(keys)
-        return branches
+        return _keyed_union(identity, scopes, select, **fragments)[0]
 
     rows = union("SELECT m.id, 1 - (m.embedding_half <=> q.h) AS sim,"
                  " %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} AS b"
@@ -408,7 +427,7 @@ def indexed_search(
              postings=union("SELECT t.id, t.lexeme, t.tf FROM lex, LATERAL (SELECT m.id, m.lexeme, m.tf"
                             " FROM memory_terms m WHERE {part} AND m.lexeme = lex.lexeme{types} OFFSET 0) t"),
              scored=scored, prio=fragments["prio"], where=where)
-    return query, params
+    return sql.SQL(query.as_string())
 
 
 def select_items(where: Query, *, limit: int, offset: int = 0) -> Query:
@@ -473,10 +492,12 @@ def cross_level_neighbours(identity: Identity, ids: Sequence[Any], threshold: fl
     One pass over the caller's rows in the search index measures each against every anchor by
     its ``halfvec`` copy; per anchor, the rows within ``2 * HALF_ERROR`` of its ``per_item``-th
     estimate are read and measured exactly."""
+    # a level is read only against the anchors of other levels, and not at all when there are none
     branches, params = _keyed_union(
         identity, None,
         "SELECT anchor, id, d FROM (SELECT a.id AS anchor, m.id, m.embedding_half <=> a.h AS d"
-        " FROM memory_items m JOIN a ON m.scope <> a.scope WHERE {part} AND m.status = 'active' OFFSET 0) x"
+        " FROM memory_items m JOIN a ON a.scope <> {level} WHERE {part} AND m.status = 'active'"
+        " AND EXISTS (SELECT 1 FROM a WHERE a.scope <> {level}) OFFSET 0) x"
         " WHERE d <= 1 - %(n_thr)s::float8 + %(n_err)s")
     filt, check = item_filter(identity)
     query = sql.SQL(
