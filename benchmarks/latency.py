@@ -163,6 +163,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         bench = Bench(pool, config, local, MemoryService(pool, config=config, embeddings=local),
                       MemoryService(pool, config=config, embeddings=CachedEmbeddings({}, qvecs)),
                       CachedEmbeddings({}, qvecs), qvecs)
+        for first in range(0, args.users, USERS_PER_PROJECT):  # projects need members (access control)
+            owner = caller(first)
+            loader.create_project(owner.project_id, user_id=owner.user_id)
+            for other in range(first + 1, min(first + USERS_PER_PROJECT, args.users)):
+                loader.add_member("project", owner.project_id, caller(other).user_id, "editor", user_id=owner.user_id)
         rng = np.random.default_rng(SEED)
         rows = plan_rows(args.sizes[-1], args.users, pools, rng)
         report["data"] = (

@@ -394,6 +394,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             END IF;
         END $do$;
 
+        -- A search records its hits' use (last_used_at, access_count), which takes their heap
+        -- pages out of the visibility map until VACUUM runs again; until then an index-only
+        -- read must visit those pages (a 10,000-memory scope after 300 searches: 2,601 of
+        -- 10,000 rows). Vacuum after 2 % of the rows changed instead of the default 20 %.
+        ALTER TABLE memory_items SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 200);
+
         -- The number of rows a caller sees (BM25's ``n``) from an index of small keys that
         -- deduplicates: a 20,000-memory project is a few dozen pages here.
         CREATE INDEX memory_items_count_idx ON memory_items (scope, scope_key, status, memory_type, visibility, owner_key);

@@ -21,6 +21,7 @@ psycopg error is thrown into the operation and, if it escapes, becomes a
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Generator, Sequence
 from contextlib import AsyncExitStack, ExitStack, suppress
 from dataclasses import dataclass, field
@@ -49,6 +50,11 @@ class Sql:
     query: Any
     params: Sequence[Any] | dict[str, Any] | None = None
     fetch: Literal["all", "one", "rowcount", "none"] = "all"
+
+
+#: pgvector's type per connection, looked up on its first binary COPY (registered on the copying
+#: cursor only, so the caller's connection keeps returning vectors as text)
+_VECTOR_TYPES: weakref.WeakKeyDictionary[Any, TypeInfo] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +244,10 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
                                 with connection.cursor(row_factory=dict_row) as cur:
                                     if isinstance(request, Copy):
                                         if request.types:
-                                            register_vector_info(cur, TypeInfo.fetch(connection, "vector"))
+                                            info = _VECTOR_TYPES.get(connection)
+                                            if info is None:
+                                                info = _VECTOR_TYPES[connection] = TypeInfo.fetch(connection, "vector")
+                                            register_vector_info(cur, info)
                                         with cur.copy(request.statement) as copy:
                                             if request.types:
                                                 copy.set_types(request.types)
@@ -346,7 +355,11 @@ async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
                                 async with connection.cursor(row_factory=dict_row) as cur:
                                     if isinstance(request, Copy):
                                         if request.types:
-                                            register_vector_info(cur, await TypeInfo.fetch(connection, "vector"))
+                                            info = _VECTOR_TYPES.get(connection)
+                                            if info is None:
+                                                info = _VECTOR_TYPES[connection] = await TypeInfo.fetch(connection,
+                                                                                                        "vector")
+                                            register_vector_info(cur, info)
                                         async with cur.copy(request.statement) as copy:
                                             if request.types:
                                                 copy.set_types(request.types)
