@@ -251,7 +251,8 @@ def search_memories(
         keyword_weight=weights.similarity * weights.keyword, k1=ranking.BM25_K1, half=ranking.BM25_HALF,
     )
     if statuses == (Status.ACTIVE,) and as_of is None:  # what the search indexes hold
-        q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=k, min_relevance=floor, **terms)
+        q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=k, min_relevance=floor,
+                                      keyword_share=weights.keyword, **terms)
         yield Sql(queries.GENERIC_PLANS, fetch="none")
     else:
         where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of)

@@ -323,6 +323,7 @@ def indexed_search(
     scope_weight: float,
     scope_priority: dict[str, float],
     keyword_weight: float = 0.0,
+    keyword_share: float | None = None,
     k1: float = 1.2,
     half: float = 5.0,
 ) -> Query:
@@ -352,7 +353,10 @@ def indexed_search(
         q_floor=float(min_relevance), q_err=HALF_ERROR, w_vec=vector_weight, w_conf=confidence_weight,
         w_scope=scope_weight, **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
         w_kw=keyword_weight, kw_k1=k1, kw_half=half,
-        q_rel_vec=vector_weight / (vector_weight + keyword_weight) if vector_weight + keyword_weight > 0 else 1.0,
+        # relevance = (1 - share) * similarity + share * keyword (ranking.rank), whatever the
+        # weight of similarity in the final score: the floor is on relevance
+        q_rel_vec=1 - keyword_share if keyword_share is not None else (
+            vector_weight / (vector_weight + keyword_weight) if vector_weight + keyword_weight > 0 else 1.0),
     )
     # the statement depends on which ids the caller has, never on their values: built once per shape
     shape = Identity(user_id="user", **{name: name if getattr(identity, name) is not None else None

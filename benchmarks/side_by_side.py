@@ -238,7 +238,7 @@ class Precomputed(Embeddings):
 @contextmanager
 def exhaustive():
     """agent-memory's reference: the statement that scans and ranks every visible row."""
-    def scan(identity, *, scopes, types, k, min_relevance, **terms):
+    def scan(identity, *, scopes, types, k, min_relevance, keyword_share=None, **terms):
         terms["pool"] = 10 ** 7
         return queries.search_candidates(queries.item_filter(identity, scopes=scopes, types=types), **terms)
 
@@ -424,7 +424,7 @@ def run_scenario(server: Any, name: str, args: argparse.Namespace, log: Any) -> 
         log(f"{name}: loaded (agent-memory {am_load:.0f} s, LangGraph {lg_load:.0f} s)")
         callers: list[Caller] = []
         small = users[-1]
-        callers.append(Caller("100-memory user" if layout["per_user"] <= 100 else f"{layout['per_user']}-memory user",
+        callers.append(Caller(f"{layout['per_user']:,}-memory user",
                               {"user_id": small}, lg_prefix("user", small), ("user", small), layout["per_user"]))
         if layout["project"]:
             am.create_project("big-project", user_id=members[0])

@@ -9,44 +9,22 @@ import math
 import random
 import re
 import uuid
-from contextlib import contextmanager
-from unittest import mock
 
 import psycopg
 import pytest
 from langchain_core.embeddings import Embeddings
 from psycopg import sql
 
-from agent_memory import MemoryService, ops, queries
+from agent_memory import MemoryService, queries
 from agent_memory.db.migrations import SEARCH_INDEX_MAX_DIMENSIONS
 from agent_memory.identity import Identity
 from agent_memory.models import Scope
 from agent_memory.ops import NewMemory
 from agent_memory.reembed import reembed
+from search_reference import exhaustive, terms_diff, texts
 
-TOPICS = ["coffee", "hiking", "python", "tax return", "guitar", "kubernetes", "sourdough", "marathon",
-          "chess", "invoice", "vacation", "database", "release", "budget", "deploy", "holiday"]
-FORMS = ["I like {t} a lot", "We talked about {t} yesterday", "Notes on {t} are in the wiki",
-         "The team is worried about {t}", "Remember the {t} deadline on Friday", "{t} is the weekend plan",
-         "Never schedule {t} before noon", "We decided to stop {t} for a month"]
 QUERIES = ["what do we do on weekends?", "kubernetes deadline", "coffee", "money and taxes", "release budget",
            "deploy on Friday"]
-
-
-def _texts(rng: random.Random, label: str, n: int) -> list[str]:
-    return [rng.choice(FORMS).format(t=rng.choice(TOPICS)) + f" ({label} {i})" for i in range(n)]
-
-
-@contextmanager
-def exhaustive():
-    """Searches answered by the statement that scans every visible row (the path a search takes
-    for archived rows or ``as_of``): the reference the indexed path must equal."""
-    def scan(identity, *, scopes, types, k, min_relevance, **terms):
-        terms["pool"] = 10 ** 6
-        return queries.search_candidates(queries.item_filter(identity, scopes=scopes, types=types), **terms)
-
-    with mock.patch.object(ops.queries, "indexed_search", scan):
-        yield
 
 
 def _answer(results) -> list[tuple[str, float]]:
@@ -80,7 +58,7 @@ def world(memory: MemoryService):
         items = [NewMemory(content=t, scope=scope, visibility=visibility,
                            memory_type=memory_type or rng.choice(["fact", "preference", "decision", "event"]),
                            confidence=round(rng.uniform(0.6, 1.0), 3))
-                 for t in _texts(rng, f"{who} {scope} {visibility}", n)]
+                 for t in texts(rng, f"{who} {scope} {visibility}", n)]
         memory.import_memories(items, user_id=u[who], **ids)
 
     put("alice", "user", 40)
@@ -152,7 +130,7 @@ def test_ties_wider_than_the_candidate_window_still_give_the_exact_answer(memory
     config = memory.config.replace(candidate_pool=5)
     with MemoryService(memory.conn, config=config, embeddings=memory.embeddings) as small_pool:
         items = [NewMemory(content="The deploy freeze starts on Friday", scope="project", confidence=0.9)] * 150
-        items += [NewMemory(content=t, scope="project") for t in _texts(random.Random(3), "x", 30)]
+        items += [NewMemory(content=t, scope="project") for t in texts(random.Random(3), "x", 30)]
         small_pool.import_memories(items, user_id=tenant.user, project_id=tenant.project)
         for k in (3, 10, 40):
             got = small_pool.search_memories("deploy freeze", k=k, user_id=tenant.user, project_id=tenant.project)
@@ -181,38 +159,24 @@ def test_the_python_key_is_the_sql_key(dsn, memory, tenant):
 
 # --- memory_terms stays true -----------------------------------------------------------------
 
-TERMS_DRIFT = """
-WITH truth AS (
-    SELECT m.scope, m.scope_key, u.lexeme, m.id, coalesce(cardinality(u.positions), 1) AS tf, m.owner_key,
-           m.visibility, m.memory_type
-    FROM memory_items m CROSS JOIN LATERAL unnest(m.content_tsv) AS u WHERE m.status = 'active'
-), kept AS (
-    SELECT scope, scope_key, lexeme, id, tf, owner_key, visibility, memory_type FROM memory_terms
-)
-SELECT (SELECT count(*) FROM (SELECT * FROM truth EXCEPT ALL SELECT * FROM kept) a) AS missing,
-       (SELECT count(*) FROM (SELECT * FROM kept EXCEPT ALL SELECT * FROM truth) b) AS extra,
-       (SELECT count(*) FROM kept) AS total
-"""
-
-
-def _drift(dsn: str) -> tuple[int, int, int]:
+def _postings(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
-        return tuple(conn.execute(TERMS_DRIFT).fetchone())
+        return conn.execute("SELECT count(*) FROM memory_terms").fetchone()[0]
 
 
 def test_memory_terms_follow_every_write_path(dsn, memory, tenant):
     who = dict(user_id=tenant.user, project_id=tenant.project)
-    before = _drift(dsn)[2]
+    before = _postings(dsn)
 
     def check(step: str) -> int:
-        missing, extra, total = _drift(dsn)
-        assert (missing, extra) == (0, 0), f"after {step}: {missing} postings missing, {extra} stale"
-        return total
+        diff = terms_diff(dsn)
+        assert not diff, f"memory_terms differs from memory_items after {step}: {diff}"
+        return _postings(dsn)
 
     saved = memory.add_explicit_memory("Our sprint review moves to Thursday afternoons", scope="project", **who)
     grown = check("a save")
     assert grown > before
-    report = memory.import_memories([NewMemory(content=t, scope="project") for t in _texts(random.Random(5), "t", 20)]
+    report = memory.import_memories([NewMemory(content=t, scope="project") for t in texts(random.Random(5), "t", 20)]
                                     + ["I water the ferns every Sunday"], **who)
     check("an import")
     memory.edit_memory(saved.id, content="Our sprint review moves to Wednesday mornings", **who)
@@ -365,7 +329,7 @@ def test_big_vectors_stay_out_of_the_index_and_search_is_still_exact(fresh_dsn):
     big = SEARCH_INDEX_MAX_DIMENSIONS + 76
     with MemoryService(dsn, embeddings=HashEmbeddings(big)) as memory:
         assert "embedding_half" not in _search_index(dsn)
-        memory.import_memories(_texts(random.Random(1), "big", 60), user_id="u1")
+        memory.import_memories(texts(random.Random(1), "big", 60), user_id="u1")
         got = memory.search_memories("coffee deadline", k=5, user_id="u1")
         with exhaustive():
             want = memory.search_memories("coffee deadline", k=5, user_id="u1")
@@ -375,7 +339,7 @@ def test_big_vectors_stay_out_of_the_index_and_search_is_still_exact(fresh_dsn):
 def test_reembedding_across_the_limit_remakes_the_search_index(fresh_dsn):
     dsn = fresh_dsn()
     with MemoryService(dsn, embeddings=HashEmbeddings(8)) as memory:
-        memory.import_memories(_texts(random.Random(2), "r", 30), user_id="u1")
+        memory.import_memories(texts(random.Random(2), "r", 30), user_id="u1")
     assert "embedding_half" in _search_index(dsn)
     for dims, carried in ((SEARCH_INDEX_MAX_DIMENSIONS + 1, False), (32, True)):
         with psycopg.connect(dsn, autocommit=True) as conn:
