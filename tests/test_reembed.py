@@ -7,40 +7,14 @@ model made a stored vector; the command line test runs the real local model."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import math
-import re
 
 import psycopg
 import pytest
-from langchain_core.embeddings import Embeddings
 
 from agent_memory import EmbeddingDimensionMismatchError, MemoryService
 from agent_memory.errors import InvalidInputError
 from agent_memory.reembed import areembed, reembed, reembed_op
-
-
-class HashEmbeddings(Embeddings):
-    """Words hashed into ``dims`` buckets, normalized: same text, same vector; models differ by size."""
-
-    def __init__(self, dims: int) -> None:
-        self.dims = dims
-        self.model = f"hash-{dims}"
-        self.calls: list[int] = []
-
-    def _vector(self, text: str) -> list[float]:
-        v = [0.01] * self.dims
-        for word in re.findall(r"\w+", text.lower()):
-            v[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dims] += 1.0
-        norm = math.sqrt(sum(x * x for x in v))
-        return [x / norm for x in v]
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.calls.append(len(texts))
-        return [self._vector(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._vector(text)
+from hash_embeddings import HashEmbeddings
 
 
 FACTS = ["I keep my notes in Obsidian", "My dog is called Rex", "I prefer tea over coffee",

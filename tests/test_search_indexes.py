@@ -4,15 +4,11 @@ never crosses a tenant, and the side table stays true through every write path."
 
 from __future__ import annotations
 
-import hashlib
-import math
 import random
-import re
 import uuid
 
 import psycopg
 import pytest
-from langchain_core.embeddings import Embeddings
 from psycopg import sql
 
 from agent_memory import MemoryService, queries
@@ -21,6 +17,7 @@ from agent_memory.identity import Identity
 from agent_memory.models import Scope
 from agent_memory.ops import NewMemory
 from agent_memory.reembed import reembed
+from hash_embeddings import HashEmbeddings
 from search_reference import exhaustive, terms_diff, texts
 
 QUERIES = ["what do we do on weekends?", "kubernetes deadline", "coffee", "money and taxes", "release budget",
@@ -295,27 +292,6 @@ def test_neighbours_at_other_levels_equal_the_exhaustive_join(dsn, memory, world
 
 
 # --- embedding sizes beyond the index --------------------------------------------------------
-
-
-class HashEmbeddings(Embeddings):
-    """Words hashed into ``dims`` buckets, normalized."""
-
-    def __init__(self, dims: int) -> None:
-        self.dims = dims
-        self.model = f"hash-{dims}"
-
-    def _vector(self, text: str) -> list[float]:
-        v = [0.01] * self.dims
-        for word in re.findall(r"\w+", text.lower()):
-            v[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dims] += 1.0
-        norm = math.sqrt(sum(x * x for x in v))
-        return [x / norm for x in v]
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._vector(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._vector(text)
 
 
 def _search_index(dsn: str) -> str:
