@@ -5,8 +5,9 @@ Quick start::
     from agent_memory import MemoryService
 
     with MemoryService() as memory:          # embedded PostgreSQL + local embeddings
-        memory.add_explicit_memory("I prefer dark mode", user_id="alice", memory_type="preference")
-        memory.search_memories("which theme?", user_id="alice")
+        alice = memory.for_user("alice")
+        alice.add("I prefer dark mode", memory_type="preference")
+        alice.search("which theme?")
 """
 
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from .config import MemoryConfig
     from .extraction.pipeline import ExtractionReport, Outcome
     from .formatting import format_memories_for_prompt
+    from .handles import AsyncMemoryHandle, MemoryHandle
     from .models import (
         Conflict,
         Decision,
@@ -56,23 +58,30 @@ if TYPE_CHECKING:
         Status,
         Visibility,
     )
-    from .ops import ImportResult
+    from .ops import AddManyReport
+    from .reports import Report
+    from .rights import DeleteReport, ForgetReport, ImportReport
     from .profiles.store import AgentProfiles, Profile
     from .service import AsyncMemoryService, MemoryService
 
 # Everything but the errors is imported on first use, so that ``agent-memory --help`` and other
 # light uses don't pay for LangChain (a second or more); ``from agent_memory import X`` is unchanged.
 _LAZY: dict[str, str] = {
+    "AddManyReport": ".ops",
     "AgentProfiles": ".profiles.store",
+    "AsyncMemoryHandle": ".handles",
     "AsyncMemoryService": ".service",
     "Conflict": ".models",
     "Decision": ".models",
     "DecisionMethod": ".models",
+    "DeleteReport": ".rights",
     "ExtractionReport": ".extraction.pipeline",
+    "ForgetReport": ".rights",
     "Identity": ".models",
-    "ImportResult": ".ops",
+    "ImportReport": ".rights",
     "Membership": ".models",
     "MemoryConfig": ".config",
+    "MemoryHandle": ".handles",
     "MemoryItem": ".models",
     "MemoryService": ".service",
     "MemoryStats": ".models",
@@ -83,6 +92,7 @@ _LAZY: dict[str, str] = {
     "Profile": ".profiles.store",
     "Proposal": ".models",
     "Rejection": ".models",
+    "Report": ".reports",
     "RejectionReason": ".models",
     "Resource": ".models",
     "ResourceKind": ".models",
@@ -114,8 +124,10 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AddManyReport",
     "AgentMemoryError",
     "AgentProfiles",
+    "AsyncMemoryHandle",
     "AsyncMemoryService",
     "ConfigurationError",
     "Conflict",
@@ -124,16 +136,19 @@ __all__ = [
     "DatabaseUnavailableError",
     "Decision",
     "DecisionMethod",
+    "DeleteReport",
     "EmbeddedServerError",
     "EmbeddingDimensionMismatchError",
     "EmbeddingError",
     "ExtractionReport",
+    "ForgetReport",
     "Identity",
     "IdentityConflictError",
-    "ImportResult",
+    "ImportReport",
     "InvalidInputError",
     "Membership",
     "MemoryConfig",
+    "MemoryHandle",
     "MemoryItem",
     "MemoryNotFoundError",
     "MemoryService",
@@ -150,6 +165,7 @@ __all__ = [
     "Proposal",
     "Rejection",
     "RejectionReason",
+    "Report",
     "Resource",
     "ResourceKind",
     "Role",

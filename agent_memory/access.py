@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from psycopg.types.json import Jsonb
-
+from . import queries
 from .config import TEAM_WRITE_POLICIES, MemoryConfig
 from .db.requests import Op, Sql
 from .errors import InvalidInputError, PermissionDeniedError
 from .models import ROLES, SHARED_SCOPES, Identity, Membership, MemoryItem, Role, Scope
+from .queries.rows import row_to_membership
 from .validation import check_enum, check_id, check_scope_name, segment_prefix_pattern, shown
 
 __all__ = [
@@ -156,19 +156,11 @@ def check_shared_scope(value: Any, field: str = "scope") -> Scope:
 Lock = Literal["share", "update"] | None
 
 
-def _access_sql(lock: Lock) -> str:
-    return (
-        "SELECT s.settings, m.role FROM memory_scopes s LEFT JOIN memory_members m"
-        " ON m.kind = s.kind AND m.scope_id = s.scope_id AND m.user_id = %(u)s"
-        " WHERE s.kind = %(k)s AND s.scope_id = %(s)s" + (f" FOR {lock.upper()} OF s" if lock else "")
-    )
-
-
 def scope_access(user_id: str, scope: Scope, scope_id: str, *, lock: Lock = None) -> Op[ScopeAccess]:
     """The user's role in one project/team/org. ``lock`` holds the scope's row until commit:
     writes that depend on a role take it ``"share"``, changes of membership ``"update"``, so a
     role cannot change between the check and the write."""
-    row = yield Sql(_access_sql(lock), {"u": user_id, "k": scope.value, "s": scope_id}, fetch="one")
+    row = yield Sql(*queries.select_scope_access(user_id, scope.value, scope_id, lock=lock), fetch="one")
     if row is None:
         return ScopeAccess(scope, scope_id, exists=False, role=None)
     return ScopeAccess(scope, scope_id, exists=True, role=None if row["role"] is None else Role(row["role"]),
@@ -206,15 +198,8 @@ def require(identity: Identity, scope: Scope, scope_id: str, action: Action, wha
 
 def _create(scope: Scope, scope_id: str, user_id: str, settings: Mapping[str, Any]) -> Op[bool]:
     """Create the scope with ``user_id`` as its founder; False if it already existed."""
-    row = yield Sql(
-        "WITH created AS (INSERT INTO memory_scopes (kind, scope_id, created_by, settings)"
-        " VALUES (%(k)s, %(s)s, %(u)s, %(settings)s) ON CONFLICT DO NOTHING RETURNING kind, scope_id)"
-        " INSERT INTO memory_members (kind, scope_id, user_id, role, added_by)"
-        " SELECT kind, scope_id, %(u)s, %(role)s, %(u)s FROM created RETURNING 1 AS created",
-        {"k": scope.value, "s": scope_id, "u": user_id, "settings": Jsonb(dict(settings)),
-         "role": _FOUNDER[scope].value},
-        fetch="one",
-    )
+    row = yield Sql(*queries.create_scope(scope.value, scope_id, user_id, settings, _FOUNDER[scope].value),
+                    fetch="one")
     return row is not None
 
 
@@ -284,19 +269,9 @@ def create_scope(config: MemoryConfig, identity: Identity, scope: Scope, scope_i
     return members[0]
 
 
-def _row_to_membership(row: Mapping[str, Any]) -> Membership:
-    return Membership(scope=Scope(row["kind"]), scope_id=row["scope_id"], user_id=row["user_id"],
-                      role=Role(row["role"]), added_by=row["added_by"], added_at=row["added_at"])
-
-
 def _members(scope: Scope, scope_id: str, user_id: str | None = None) -> Op[list[Membership]]:
-    rows = yield Sql(
-        "SELECT kind, scope_id, user_id, role, added_by, added_at FROM memory_members"
-        " WHERE kind = %(k)s AND scope_id = %(s)s AND (%(u)s::text IS NULL OR user_id = %(u)s)"
-        " ORDER BY added_at, user_id",
-        {"k": scope.value, "s": scope_id, "u": user_id},
-    )
-    return [_row_to_membership(r) for r in rows]
+    rows = yield Sql(*queries.select_members(scope.value, scope_id, user_id))
+    return [row_to_membership(r) for r in rows]
 
 
 def _target(scope: Any, scope_id: Any) -> tuple[Scope, str]:
@@ -317,8 +292,7 @@ def _keeps_founder(scope: Scope, scope_id: str, member: str, current: Role | Non
     founder = _FOUNDER[scope]
     if current is not founder or new is founder:
         return
-    row = yield Sql("SELECT count(*) AS n FROM memory_members WHERE kind = %s AND scope_id = %s AND role = %s",
-                    (scope.value, scope_id, founder.value), fetch="one")
+    row = yield Sql(*queries.count_role(scope.value, scope_id, founder.value), fetch="one")
     if int(row["n"]) <= 1:
         raise PermissionDeniedError(f"{member!r} is the last {founder.value} of {scope.value} {scope_id!r}; "
                                     f"make another member {founder.value} first, or delete the {scope.value}")
@@ -336,11 +310,7 @@ def add_member(identity: Identity, scope: Any, scope_id: Any, member: Any, role:
             raise PermissionDeniedError(f"granting or changing the role {r.value} in {scope.value} {scope_id!r} "
                                         f"needs the role owner; you are {_a(access.role)}")
     yield from _keeps_founder(scope, scope_id, member, current.role, role)
-    yield Sql(
-        "INSERT INTO memory_members (kind, scope_id, user_id, role, added_by) VALUES (%s, %s, %s, %s, %s)"
-        " ON CONFLICT (kind, scope_id, user_id) DO UPDATE SET role = EXCLUDED.role",
-        (scope.value, scope_id, member, role.value, identity.user_id), fetch="none",
-    )
+    yield Sql(*queries.upsert_member(scope.value, scope_id, member, role.value, identity.user_id), fetch="none")
     return (yield from _members(scope, scope_id, member))[0]
 
 
@@ -362,8 +332,7 @@ def remove_member(identity: Identity, scope: Any, scope_id: Any, member: Any) ->
         raise PermissionDeniedError(f"removing {_a(current.role)} from {scope.value} {scope_id!r} needs the "
                                     f"role owner; you are {_a(access.role)}")
     yield from _keeps_founder(scope, scope_id, member, current.role, None)
-    n = yield Sql("DELETE FROM memory_members WHERE kind = %s AND scope_id = %s AND user_id = %s",
-                  (scope.value, scope_id, member), fetch="rowcount")
+    n = yield Sql(*queries.delete_member(scope.value, scope_id, member), fetch="rowcount")
     return bool(n)
 
 
@@ -379,15 +348,9 @@ def memberships(identity: Identity, scope: Any = None, prefix: Any = None) -> Op
     below it by whole segments (``acme`` -> ``acme``, ``acme/web``; never ``acme-corp``)."""
     kind = None if scope is None else check_shared_scope(scope).value
     prefix = None if prefix is None else check_scope_name("prefix", prefix)
-    rows = yield Sql(
-        "SELECT kind, scope_id, user_id, role, added_by, added_at FROM memory_members"
-        " WHERE user_id = %(u)s AND (%(k)s::text IS NULL OR kind = %(k)s)"
-        " AND (%(p)s::text IS NULL OR scope_id = %(p)s OR scope_id LIKE %(pat)s)"
-        " ORDER BY kind, scope_id",
-        {"u": identity.user_id, "k": kind, "p": prefix,
-         "pat": None if prefix is None else segment_prefix_pattern(prefix)},
-    )
-    return [_row_to_membership(r) for r in rows]
+    pattern = None if prefix is None else segment_prefix_pattern(prefix)
+    rows = yield Sql(*queries.select_memberships(identity.user_id, kind, prefix, pattern))
+    return [row_to_membership(r) for r in rows]
 
 
 def set_team_write(identity: Identity, team_id: Any, policy: Any) -> Op[str]:
@@ -396,8 +359,7 @@ def set_team_write(identity: Identity, team_id: Any, policy: Any) -> Op[str]:
     if policy not in TEAM_WRITE_POLICIES:
         raise InvalidInputError("write", f"must be one of {', '.join(TEAM_WRITE_POLICIES)}, got {shown(policy)}")
     yield from require(identity, _T, team_id, Action.MANAGE_MEMBERS, "changing who may write")
-    yield Sql("UPDATE memory_scopes SET settings = settings || jsonb_build_object('write', %s::text)"
-              " WHERE kind = 'team' AND scope_id = %s", (policy, team_id), fetch="none")
+    yield Sql(*queries.set_team_write(team_id, policy), fetch="none")
     return policy
 
 
@@ -415,9 +377,7 @@ def share_project(identity: Identity, project_id: Any, *, with_user: Any = None,
     project_id = check_scope_name("project_id", project_id)
     kind, grantee = _grantee(with_user, with_team, with_org)
     yield from require(identity, _P, project_id, Action.SHARE, "sharing the project")
-    yield Sql("INSERT INTO memory_project_shares (project_id, grantee_kind, grantee_id, shared_by)"
-              " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-              (project_id, kind, grantee, identity.user_id), fetch="none")
+    yield Sql(*queries.insert_share(project_id, kind, grantee, identity.user_id), fetch="none")
 
 
 def unshare_project(identity: Identity, project_id: Any, *, with_user: Any = None, with_team: Any = None,
@@ -425,7 +385,6 @@ def unshare_project(identity: Identity, project_id: Any, *, with_user: Any = Non
     project_id = check_scope_name("project_id", project_id)
     kind, grantee = _grantee(with_user, with_team, with_org)
     yield from require(identity, _P, project_id, Action.SHARE, "unsharing the project")
-    n = yield Sql("DELETE FROM memory_project_shares WHERE project_id = %s AND grantee_kind = %s AND grantee_id = %s",
-                  (project_id, kind, grantee), fetch="rowcount")
+    n = yield Sql(*queries.delete_share(project_id, kind, grantee), fetch="rowcount")
     return bool(n)
 

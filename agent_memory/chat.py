@@ -66,20 +66,20 @@ def _command(line: str, who: Who, memory: MemoryService, say: Callable[[str], No
         for usage, what in COMMANDS.items():
             say(f"  {usage:<14} {what}")
     elif name == "/memories":
-        items = memory.list_memories(**who.ids)
+        items = memory.for_user(**who.ids).list()
         for item in items:
             say(f"  {item.id}  [{item.scope}/{item.memory_type}] {item.content}")
         say("" if items else "  no memories yet")
     elif name == "/search" and arg:
-        hits = memory.search_memories(arg, k=5, **who.ids)
+        hits = memory.for_user(**who.ids).search(arg, k=5)
         for hit in hits:
             say(f"  {hit.score:.3f}  {hit.id}  [{hit.item.scope}/{hit.item.memory_type}] {hit.content}")
         say("" if hits else "  no memories found")
     elif name == "/forget" and arg:
-        item = memory.delete_memory(arg, **who.ids)
+        item = memory.for_user(**who.ids).delete(arg)
         say(f"  archived: {item.content}")
     elif name == "/stats":
-        stats = memory.stats(**who.ids)
+        stats = memory.for_user(**who.ids).stats()
         say(f"  {stats.total} memories; by type {stats.by_type}; by scope {stats.by_scope}")
     elif name == "/new":
         who = replace(who, thread_id=new_thread_id())
@@ -94,7 +94,7 @@ def run_chat(memory: MemoryService, who: Who, choice: ChatModelChoice, *, inp: T
     def say(text: str = "") -> None:
         print(text, file=out, flush=True)
 
-    agent = build_agent(choice.model, memory)
+    agent = build_agent(choice.model, memory, offline_summary=choice.offline)
     if choice.offline:
         say(f"model: {choice.description}. It only saves what you state explicitly (\"I prefer...\", "
             "\"we decided...\") and quotes the memories it is given; set OPENAI_API_KEY (or OPENAI_BASE_URL) "

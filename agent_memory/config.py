@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -143,6 +143,115 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
 })
 
 
+# --- validation: one rule per field, one message shape ------------------------------------------
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """What a field's value must be: ``check(value)`` holds, or the config is refused with
+    ``"{field} must be {expected}, got {value!r}{hint}"``."""
+
+    check: Callable[[Any], bool]
+    expected: str
+    hint: str = ""
+    show_value: bool = True  # False where the value may hold a secret (a URL's password)
+
+    def problem(self, name: str, value: Any) -> str | None:
+        if self.check(value):
+            return None
+        got = f", got {value!r}" if self.show_value else ""
+        return f"{name} must be {self.expected}{got}{self.hint}"
+
+
+def _between_0_and_1() -> _Rule:
+    return _Rule(lambda v: _number(v) and 0.0 <= v <= 1.0, "a number between 0 and 1")  # NaN fails both
+
+
+def _whole(minimum: int = 1) -> _Rule:
+    return _Rule(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
+                 f"a whole number >= {minimum}")
+
+
+def _positive(unit: str) -> _Rule:
+    return _Rule(lambda v: _number(v) and math.isfinite(v) and v > 0, f"a positive number of {unit}")
+
+
+def _one_of(choices: tuple[str, ...], hint: str = "") -> _Rule:
+    return _Rule(lambda v: v in choices, f"one of {', '.join(choices)}", hint)
+
+
+def _scope_weights(value: Any) -> bool:
+    return (isinstance(value, Mapping) and set(value) <= set(_DEFAULT_SCOPE_PRIORITY)
+            and all(_number(v) and 0.0 <= v <= 1.0 for v in value.values()))
+
+
+#: config field -> the rule its value must follow; every field has one (tests/test_config_env.py checks)
+_RULES: Mapping[str, _Rule] = MappingProxyType({
+    "database_url": _Rule(lambda v: v is None or (isinstance(v, str) and v.strip() != ""),
+                          "a non-empty postgresql:// URL, or None to use the embedded server", show_value=False),
+    "data_dir": _Rule(lambda v: v is None or isinstance(v, (str, os.PathLike)),
+                      "a directory path, or None for the per-user default"),
+    "embeddings": _one_of(EMBEDDING_PROVIDERS, "; to use another model pass any LangChain Embeddings object "
+                                               "as embeddings= to MemoryService"),
+    "embedding_model": _Rule(lambda v: v is None or isinstance(v, str),
+                             "a model name, or None for the provider's default"),
+    "embedding_threads": _whole(),
+    "min_confidence": _between_0_and_1(),
+    "duplicate_threshold": _between_0_and_1(),
+    "max_extractions": _whole(minimum=0),
+    "extraction_window_hours": _positive("hours"),
+    "min_length": _whole(),
+    "max_length": _whole(),
+    "weight_similarity": _between_0_and_1(),
+    "weight_confidence": _between_0_and_1(),
+    "weight_scope": _between_0_and_1(),
+    "scope_priority": _Rule(_scope_weights, f"a mapping of levels ({', '.join(_DEFAULT_SCOPE_PRIORITY)}) "
+                                            "to numbers between 0 and 1"),
+    "keyword_weight": _between_0_and_1(),
+    "min_relevance": _between_0_and_1(),
+    "candidate_pool": _whole(),
+    "max_k": _whole(),
+    "prompt_budget_chars": _whole(minimum=200),
+    "pool_min_size": _whole(minimum=0),
+    "pool_max_size": _whole(),
+    "checkpoint_archive_days": _positive("days"),
+    "llm": _Rule(lambda v: v is None or (isinstance(v, str) and ":" in v),
+                 "'provider:model' (e.g. 'openai:gpt-4o-mini') or None",
+                 "; to use a model object pass it as MemoryService(llm=...)"),
+    "extraction": _one_of(EXTRACTION_MODES),
+    "extract_every": _whole(),
+    "auto_create_projects": _Rule(lambda v: isinstance(v, bool), "True or False"),
+    "team_write": _one_of(TEAM_WRITE_POLICIES),
+    "conflict_threshold": _between_0_and_1(),
+})
+
+#: (lower, upper): pairs of fields where the first must not exceed the second
+_ORDERED = (("min_length", "max_length"), ("pool_min_size", "pool_max_size"))
+
+
+def _validated(config: MemoryConfig) -> dict[str, Any]:
+    """Check every field of ``config`` against :data:`_RULES` and :data:`_ORDERED`; the fields
+    whose values are normalised (``data_dir`` expanded, ``scope_priority`` completed and frozen)."""
+    for name, rule in _RULES.items():
+        if (problem := rule.problem(name, getattr(config, name))) is not None:
+            raise ConfigurationError(problem)
+    for low, high in _ORDERED:
+        if getattr(config, low) > getattr(config, high):
+            raise ConfigurationError(
+                f"{low} ({getattr(config, low)}) must not exceed {high} ({getattr(config, high)})"
+            )
+    normalised: dict[str, Any] = {
+        "scope_priority": MappingProxyType({**_DEFAULT_SCOPE_PRIORITY, **config.scope_priority})
+    }
+    if config.data_dir is not None:
+        normalised["data_dir"] = Path(config.data_dir).expanduser()
+    return normalised
+
+
 @dataclass(frozen=True, kw_only=True)
 class MemoryConfig:
     """Every tunable of agent-memory, checked when built.
@@ -210,96 +319,13 @@ class MemoryConfig:
     team_write: str = FROM_ENV
     conflict_threshold: float = FROM_ENV
 
-
     def __post_init__(self) -> None:
         unset = [name for name in _DEFAULTS if getattr(self, name) is FROM_ENV]
-        if unset:
-            found = _read_env(os.environ, unset)
-            for name in unset:
-                object.__setattr__(self, name, found.get(name, _DEFAULTS[name]))
-        self._check()
-
-    def _check(self) -> None:
-        def unit(name: str) -> None:
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not (0.0 <= v <= 1.0) or math.isnan(v):
-                raise ConfigurationError(f"{name} must be a number between 0 and 1, got {v!r}")
-
-        def positive_int(name: str, minimum: int = 1) -> None:
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-                raise ConfigurationError(f"{name} must be a whole number >= {minimum}, got {v!r}")
-
-        if self.database_url is not None and (
-            not isinstance(self.database_url, str) or not self.database_url.strip()
-        ):
-            raise ConfigurationError(
-                "database_url must be a non-empty postgresql:// URL, or None to use the embedded server"
-            )
-        if self.data_dir is not None:
-            object.__setattr__(self, "data_dir", Path(self.data_dir).expanduser())
-        if self.embeddings not in EMBEDDING_PROVIDERS:
-            raise ConfigurationError(
-                f"embeddings must be one of {', '.join(EMBEDDING_PROVIDERS)}, got {self.embeddings!r}; "
-                "to use another model pass any LangChain Embeddings object as embeddings= to MemoryService"
-            )
-        for name in ("min_confidence", "duplicate_threshold", "weight_similarity", "weight_confidence",
-                     "weight_scope", "keyword_weight", "min_relevance", "conflict_threshold"):
-            unit(name)
-        positive_int("embedding_threads")
-        positive_int("extract_every")
-        if self.extraction not in EXTRACTION_MODES:
-            raise ConfigurationError(
-                f"extraction must be one of {', '.join(EXTRACTION_MODES)}, got {self.extraction!r}"
-            )
-        if self.llm is not None and (not isinstance(self.llm, str) or ":" not in self.llm):
-            raise ConfigurationError(
-                f"llm must be 'provider:model' (e.g. 'openai:gpt-4o-mini') or None, got {self.llm!r}; "
-                "to use a model object pass it as MemoryService(llm=...)"
-            )
-        positive_int("max_extractions", minimum=0)
-        positive_int("min_length")
-        positive_int("max_length")
-        positive_int("candidate_pool")
-        positive_int("max_k")
-        positive_int("prompt_budget_chars", minimum=200)
-        positive_int("pool_min_size", minimum=0)
-        positive_int("pool_max_size")
-        if self.min_length > self.max_length:
-            raise ConfigurationError(
-                f"min_length ({self.min_length}) must not exceed max_length ({self.max_length})"
-            )
-        if self.pool_min_size > self.pool_max_size:
-            raise ConfigurationError(
-                f"pool_min_size ({self.pool_min_size}) must not exceed pool_max_size ({self.pool_max_size})"
-            )
-        if not (isinstance(self.extraction_window_hours, (int, float)) and self.extraction_window_hours > 0):
-            raise ConfigurationError(
-                f"extraction_window_hours must be a positive number, got {self.extraction_window_hours!r}"
-            )
-        days = self.checkpoint_archive_days
-        if isinstance(days, bool) or not isinstance(days, (int, float)) or not math.isfinite(days) or days <= 0:
-            raise ConfigurationError(
-                f"checkpoint_archive_days must be a positive number of days, got {days!r}"
-            )
-        if not isinstance(self.auto_create_projects, bool):
-            raise ConfigurationError(f"auto_create_projects must be True or False, got {self.auto_create_projects!r}")
-        if self.team_write not in TEAM_WRITE_POLICIES:
-            raise ConfigurationError(
-                f"team_write must be one of {', '.join(TEAM_WRITE_POLICIES)}, got {self.team_write!r}"
-            )
-        if not isinstance(self.scope_priority, Mapping):
-            raise ConfigurationError(f"scope_priority must be a mapping of level -> weight, got {self.scope_priority!r}")
-        given = dict(self.scope_priority)
-        unknown = set(given) - set(_DEFAULT_SCOPE_PRIORITY)
-        if unknown or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0 for v in given.values()
-        ):
-            raise ConfigurationError(
-                f"scope_priority must map levels ({', '.join(_DEFAULT_SCOPE_PRIORITY)}) to numbers between 0 and 1, "
-                f"got {given!r}"
-            )
-        object.__setattr__(self, "scope_priority", MappingProxyType({**_DEFAULT_SCOPE_PRIORITY, **given}))
+        found = _read_env(os.environ, unset) if unset else {}
+        for name in unset:
+            object.__setattr__(self, name, found.get(name, _DEFAULTS[name]))
+        for name, value in _validated(self).items():
+            object.__setattr__(self, name, value)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> MemoryConfig:

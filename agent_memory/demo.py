@@ -47,6 +47,7 @@ from .extraction.pipeline import ExtractionReport, Outcome
 from .models import Decision
 from .profiles.fields import fields_of
 from .profiles.store import Profile
+from .queries.erase import forget_demo_learning
 from .service import DEFAULT_DATABASE, MemoryService
 
 if TYPE_CHECKING:
@@ -253,30 +254,21 @@ def _tool_names(agent: Any) -> list[str]:
 
 
 def build_agent(model: BaseChatModel, memory: MemoryService, *,
-                extraction: ExtractionMiddleware | None = None) -> Any:
+                extraction: ExtractionMiddleware | None = None, offline_summary: bool = False) -> Any:
     """The demo's agent: ``create_agent`` with the whole memory stack, checkpointed in ``memory``'s database.
 
     ``extraction``: an :class:`~agent_memory.middleware.ExtractionMiddleware` to learn with instead of
-    the default one (the demo passes its own to print each run's report)."""
+    the default one (the demo passes its own to print each run's report). ``offline_summary=True``:
+    long threads are summarized without the model (the offline rule-based model can't write a summary;
+    see :func:`~agent_memory.middleware.short_term_memory`)."""
     from .middleware import create_memory_agent
 
+    summarization = {"offline_summary": offline_summary}
     if extraction is None:
-        return create_memory_agent(model, [], system_prompt=SYSTEM_PROMPT, memory=memory)
+        return create_memory_agent(model, [], system_prompt=SYSTEM_PROMPT, memory=memory,
+                                   summarization=summarization)
     return create_memory_agent(model, [], system_prompt=SYSTEM_PROMPT, memory=memory, extraction=False,
-                               middleware=[extraction])
-
-
-_FORGET_LEARNING = (
-    # extraction runs count against a session's rate limit; their decisions go with them (ON DELETE CASCADE)
-    "DELETE FROM memory_extraction_runs WHERE user_id = ANY(%(users)s) AND session_id = ANY(%(threads)s)",
-    # a conversation resource holds the cursor of what extraction has read in the session
-    ("DELETE FROM memory_resources WHERE kind = 'conversation' AND user_id = ANY(%(users)s)"
-     " AND session_id = ANY(%(threads)s)"),
-    ("DELETE FROM memory_profiles WHERE (kind = 'user' AND subject_id = ANY(%(users)s))"
-     " OR (kind = 'project' AND subject_id = ANY(%(projects)s))"),
-    # the demo project (and its members) are made again by the first save of session 1
-    "DELETE FROM memory_scopes WHERE kind = 'project' AND scope_id = ANY(%(projects)s)",
-)
+                               summarization=summarization, middleware=[extraction])
 
 
 def _reset(agent: Any, memory: MemoryService, sessions: Sequence[Session]) -> None:
@@ -289,15 +281,16 @@ def _reset(agent: Any, memory: MemoryService, sessions: Sequence[Session]) -> No
         if agent.checkpointer is not None:
             agent.checkpointer.delete_thread(s.thread_id, user_id=s.user_id)
     for user, project, session in sorted(identities, key=str):
-        who = {"user_id": user, "project_id": project, "session_id": session}
-        for item in memory.list_memories(**who, status=None, limit=1000):
+        mine = memory.for_user(user, project_id=project, session_id=session)
+        for item in mine.list(status=None, limit=1000):
             if item.user_id == user:
-                memory.delete_memory(item.id, **who, hard=True)
-    params = {"users": sorted({s.user_id for s in sessions}), "threads": sorted({s.thread_id for s in sessions}),
-              "projects": sorted({DEMO_PROJECT} | {s.project_id for s in sessions if s.project_id})}
+                mine.delete(item.id, hard=True)
+    statements = forget_demo_learning(
+        users=sorted({s.user_id for s in sessions}), threads=sorted({s.thread_id for s in sessions}),
+        projects=sorted({DEMO_PROJECT} | {s.project_id for s in sessions if s.project_id}))
     with get_connection(memory.conn) as conn, conn.transaction():
-        for statement in _FORGET_LEARNING:
-            conn.execute(statement, params)
+        for statement in statements:
+            conn.execute(*statement)
 
 
 def _run_session(agent: Any, session: Session, recorder: PromptRecorder, say: Any, *, show_block: bool,
@@ -344,7 +337,7 @@ def run_demo(memory: MemoryService, out: TextIO | None = None, *, choice: ChatMo
         model, extraction_llm = choice.model, choice.model
     # inline and after every turn, whatever MEMORY_EXTRACTION says: the demo prints each run
     extraction = ExtractionMiddleware(memory, llm=extraction_llm, mode="inline", every=1)
-    agent = build_agent(model, memory, extraction=extraction)
+    agent = build_agent(model, memory, extraction=extraction, offline_summary=choice.offline)
     _reset(agent, memory, SESSIONS)
     say("agent-memory demo: memory that grows by itself, over two sessions of one user, and a second user")
     if choice.offline:
@@ -367,12 +360,12 @@ def run_demo(memory: MemoryService, out: TextIO | None = None, *, choice: ChatMo
     first, second, other = SESSIONS
     _run_session(agent, first, recorder, say, show_block=False, extraction=extraction)
 
-    who = {"user_id": first.user_id, "project_id": first.project_id}
+    alice = memory.for_user(first.user_id, project_id=first.project_id)
     if extraction_llm is not None:
         # the middleware rebuilt them by rules when the model's memory_save calls changed them mid-run
-        memory.refresh_profiles(**who, force=True, llm=extraction_llm)
-    say("\nProfiles built from session 1 (memory.get_profile_for_agent, rebuilt only when their memories change):")
-    profiles = memory.get_profile_for_agent(**who)
+        alice.refresh_profiles(force=True, llm=extraction_llm)
+    say("\nProfiles built from session 1 (memory.for_user(...).profiles(), rebuilt only when their memories change):")
+    profiles = alice.profiles()
     for profile in (profiles.user, profiles.project):
         if profile is not None:
             print_profile(profile, say)
@@ -380,19 +373,19 @@ def run_demo(memory: MemoryService, out: TextIO | None = None, *, choice: ChatMo
     _run_session(agent, second, recorder, say, show_block=True, extraction=extraction)
     _run_session(agent, other, recorder, say, show_block=True, extraction=extraction)
 
-    hits = memory.search_memories(QUESTION, user_id=other.user_id, project_id=other.project_id, k=10)
+    hits = memory.for_user(other.user_id, project_id=other.project_id).search(QUESTION, k=10)
     leaked = [h for h in hits if h.item.user_id != other.user_id]
-    say(f"  search_memories for {other.user_id}: {len(hits)} memories, {len(leaked)} of them another user's")
+    say(f"  search for {other.user_id}: {len(hits)} memories, {len(leaked)} of them another user's")
 
-    items = memory.list_memories(**who, status=["active", "superseded"])
+    items = alice.list(status=["active", "superseded"])
     active = sum(item.status == "active" for item in items)
-    say(f"\nWhat {first.user_id} has stored now (memory.list_memories): {active} active memories, "
+    say(f"\nWhat {first.user_id} has stored now (memory.for_user(...).list()): {active} active memories, "
         f"{len(items) - active} superseded")
     replacing = next((i for i in items if i.status == "active" and i.superseded_by is None
                       and any(r.superseded_by == i.id for r in items)), None)
     if replacing is not None:
-        say(f"  memory.memory_history of {replacing.content!r}: the old one is kept, with when each held")
-        for version in memory.memory_history(replacing.id, **who):
+        say(f"  history of {replacing.content!r}: the old one is kept, with when each held")
+        for version in alice.history(replacing.id):
             held = f"to {version.valid_to:%H:%M:%S}" if version.valid_to else "on"
             say(f"    {version.content:<32} {version.status:<10} from {version.valid_from:%H:%M:%S} {held}")
     say(f"\nDone. Chat with the same memory: agent-memory chat --user {first.user_id} --project {first.project_id}")

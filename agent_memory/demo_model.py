@@ -31,7 +31,7 @@ from langchain_core.messages import (
 )
 
 from .extraction.rules import Statement, statements_in
-from .testing import ScriptedChatModel, tool_call
+from .scripted import ScriptedChatModel, tool_call
 
 __all__ = [
     "DEFAULT_CHAT_MODEL",
@@ -159,7 +159,7 @@ def offline_reply(messages: Sequence[BaseMessage], *, save_with_tool: bool = Tru
 
 
 def offline_chat_model(*, save_with_tool: bool = True) -> ScriptedChatModel:
-    """The offline model: a :class:`~agent_memory.testing.ScriptedChatModel` running :func:`offline_reply`.
+    """The offline model: a :class:`~agent_memory.scripted.ScriptedChatModel` running :func:`offline_reply`.
 
     ``save_with_tool=False`` is for agents with automatic extraction: statements are acknowledged,
     not saved with ``memory_save``."""

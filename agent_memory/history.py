@@ -21,9 +21,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from psycopg import sql
-from psycopg.types.json import Jsonb
-
 from . import queries
 from .db.requests import Op, Sql
 from .models import (
@@ -43,29 +40,6 @@ __all__ = [
 ]
 
 
-def _revise_query(memory_id: UUID, *, content: str, vector: Sequence[float] | None, memory_type: MemoryType,
-                  confidence: float, metadata: Mapping[str, Any], change: str, decided_by: DecisionMethod,
-                  reason: str | None, changed_by: str) -> list[tuple[sql.Composable, dict[str, Any]]]:
-    params = {
-        "id": memory_id, "content": content, "memory_type": memory_type.value, "confidence": confidence,
-        "metadata": Jsonb(dict(metadata)), "change": change, "decided_by": decided_by.value, "reason": reason,
-        "changed_by": changed_by, "vec": None if vector is None else queries.vector_literal(vector),
-    }
-    keep = sql.SQL(
-        "INSERT INTO memory_item_history (memory_id, version, content, memory_type, confidence, metadata,"
-        " recorded_at, change, decided_by, reason, changed_by)"
-        " SELECT id, version, content, memory_type, confidence, metadata,"
-        " coalesce((SELECT max(h.replaced_at) FROM memory_item_history h WHERE h.memory_id = m.id), m.created_at),"
-        " %(change)s, %(decided_by)s, %(reason)s, %(changed_by)s FROM memory_items m WHERE m.id = %(id)s"
-    )
-    update = sql.SQL(
-        "UPDATE memory_items SET content = %(content)s, memory_type = %(memory_type)s, confidence = %(confidence)s,"
-        " metadata = %(metadata)s, embedding = coalesce(%(vec)s::vector, embedding), version = version + 1,"
-        " updated_at = now() WHERE id = %(id)s RETURNING {ret}"
-    ).format(ret=sql.SQL(", ").join(sql.Identifier(c) for c in queries.ITEM_COLUMNS))
-    return [(keep, params), (update, params)]
-
-
 def revise(
     item: MemoryItem, *, content: str, vector: Sequence[float] | None, memory_type: MemoryType | None = None,
     confidence: float | None = None, metadata: Mapping[str, Any] | None = None, change: str = "update",
@@ -75,7 +49,7 @@ def revise(
     answers the new row. ``vector`` is the new content's embedding (None keeps the old one).
     The reason is kept with secrets withheld, whoever wrote it (a person, or a model quoting
     the conversation)."""
-    (keep, p), (update, _) = _revise_query(
+    (keep, p), (update, _) = queries.revise_item(
         item.id, content=content, vector=vector, memory_type=memory_type or item.memory_type,
         confidence=item.confidence if confidence is None else confidence,
         metadata=item.metadata if metadata is None else metadata, change=change, decided_by=decided_by,
@@ -88,56 +62,21 @@ def revise(
 def supersede(old: MemoryItem, new_row: Mapping[str, Any]) -> Op[dict[str, Any]]:
     """Mark ``old`` superseded by the just-inserted ``new_row`` (same transaction, so both share
     ``now()``: the old fact stops holding exactly when the new one starts); answers the old row."""
-    return (yield Sql(
-        sql.SQL(
-            "UPDATE memory_items SET status = 'superseded', valid_to = %(at)s, superseded_by = %(new)s,"
-            " updated_at = now() WHERE id = %(old)s RETURNING {ret}"
-        ).format(ret=sql.SQL(", ").join(sql.Identifier(c) for c in queries.ITEM_COLUMNS)),
-        {"at": new_row["valid_from"], "new": new_row["id"], "old": old.id}, fetch="one",
-    ))
+    return (yield Sql(*queries.supersede_item(old.id, new_row["id"], new_row["valid_from"]), fetch="one"))
 
 
 def wording_at(ids: Sequence[UUID], as_of: datetime) -> Sql:
     """For items revised after ``as_of``, the wording they had at ``as_of``."""
-    return Sql(
-        "SELECT DISTINCT ON (memory_id) memory_id, content, memory_type FROM memory_item_history"
-        " WHERE memory_id = ANY(%(ids)s) AND replaced_at > %(as_of)s AND recorded_at <= %(as_of)s"
-        " ORDER BY memory_id, replaced_at",
-        {"ids": list(ids), "as_of": as_of},
-    )
+    return Sql(*queries.wordings_at(ids, as_of))
 
 
 def chain(identity_filter: queries.Query, memory_id: UUID) -> Op[list[MemoryVersion]]:
     """Every item of ``memory_id``'s supersession chain the caller may see (older items it
     replaced, newer ones that replaced it), each with its earlier wordings; oldest first."""
-    filt, params = identity_filter
-    rows = yield Sql(
-        sql.SQL(
-            """
-            WITH RECURSIVE back(id, depth) AS (
-                SELECT %(c_id)s::uuid, 0
-                UNION
-                SELECT m.id, b.depth + 1 FROM memory_items m JOIN back b ON m.superseded_by = b.id
-                WHERE b.depth < 100
-            ), fwd(id, next, depth) AS (
-                SELECT m.id, m.superseded_by, 0 FROM memory_items m WHERE m.id = %(c_id)s
-                UNION
-                SELECT m.id, m.superseded_by, f.depth + 1 FROM memory_items m JOIN fwd f ON m.id = f.next
-                WHERE f.depth < 100
-            ), ids AS (SELECT id FROM back UNION SELECT id FROM fwd)
-            SELECT {cols} FROM memory_items m WHERE m.id IN (SELECT id FROM ids) AND {filt}
-            """
-        ).format(cols=sql.SQL(", ").join(sql.SQL("m.") + sql.Identifier(c) for c in queries.ITEM_COLUMNS),
-                 filt=filt),
-        dict(params, c_id=memory_id),
-    )
+    rows = yield Sql(*queries.supersession_chain(identity_filter, memory_id))
     if not rows:
         return []
-    old = yield Sql(
-        "SELECT memory_id, version, content, memory_type, recorded_at, replaced_at, change, decided_by, reason"
-        " FROM memory_item_history WHERE memory_id = ANY(%s) ORDER BY memory_id, version",
-        ([r["id"] for r in rows],),
-    )
+    old = yield Sql(*queries.earlier_wordings([r["id"] for r in rows]))
     versions: list[MemoryVersion] = []
     for row in rows:
         status = Status(row["status"])

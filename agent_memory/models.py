@@ -41,7 +41,7 @@ __all__ = [
 
 class _StrEnum(str, enum.Enum):
     def __str__(self) -> str:  # "fact", not "MemoryType.FACT", in messages and prompts
-        return self.value
+        return str(self.value)
 
     @classmethod
     def values(cls) -> tuple[str, ...]:

@@ -10,16 +10,12 @@ cannot drift apart.
 from __future__ import annotations
 
 import dataclasses
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import numpy as np
-from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from . import access, conflicts, history, queries, ranking, resources
 from .config import MemoryConfig
@@ -43,6 +39,8 @@ from .models import (
     Status,
     Visibility,
 )
+from .queries.rows import new_item_row, row_to_item
+from .reports import AddManyReport
 from .validation import (
     MAX_QUERY_LENGTH,
     check_as_of,
@@ -60,7 +58,7 @@ from .validation import (
 from .withheld import find_secret, metadata_rejection, refuse_secret
 
 __all__ = [
-    "ImportResult",
+    "AddManyReport",
     "add_memory",
     "check_duplicate",
     "delete_memory",
@@ -76,6 +74,7 @@ __all__ = [
     "restore_memory",
     "search_memories",
     "stats",
+    "take_extraction_run",
 ]
 
 
@@ -84,43 +83,6 @@ CONFLICT_NEIGHBOURS = 3
 
 #: the status filter a caller did not choose (active now, or what held at ``as_of``)
 DEFAULT_STATUS: Any = object()
-
-
-@dataclass(frozen=True, slots=True)
-class ImportResult:
-    """What a bulk import did, by position in the input."""
-
-    inserted: list[UUID] = field(default_factory=list)
-    rejected: list[tuple[int, Rejection]] = field(default_factory=list)
-    duplicates: list[tuple[int, UUID]] = field(default_factory=list)  # (position, id of the memory it repeats)
-
-
-def row_to_item(row: Mapping[str, Any], *, deduplicated: bool = False) -> MemoryItem:
-    return MemoryItem(
-        id=row["id"],
-        content=row["content"],
-        memory_type=MemoryType(row["memory_type"]),
-        scope=Scope(row["scope"]),
-        scope_id=row["scope_id"],
-        user_id=row["user_id"],
-        project_id=row["project_id"],
-        session_id=row["session_id"],
-        source=Source(row["source"]),
-        source_id=row["source_id"],
-        confidence=float(row["confidence"]),
-        visibility=Visibility(row["visibility"]),
-        status=Status(row["status"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        last_used_at=row["last_used_at"],
-        access_count=int(row["access_count"]),
-        metadata=dict(row["metadata"] or {}),
-        deduplicated=deduplicated,
-        valid_from=row.get("valid_from"),
-        valid_to=row.get("valid_to"),
-        superseded_by=row.get("superseded_by"),
-        version=int(row.get("version") or 1),
-    )
 
 
 def make_new_memory(
@@ -161,28 +123,6 @@ def _gate(config: MemoryConfig, new: NewMemory) -> tuple[str, Rejection | None]:
     return content, rejection
 
 
-def _row_params(identity: Identity, new: NewMemory, content: str, vector: Sequence[float], *,
-                binary: bool = False) -> dict[str, Any]:
-    """A row for :func:`queries.insert_item`, or with ``binary`` for the binary COPY of
-    :func:`queries.copy_items` (the vector as a float32 array)."""
-    return {
-        "id": uuid.uuid4(),
-        "content": content,
-        "memory_type": new.memory_type.value,
-        "scope": new.scope.value,
-        "scope_id": check_scope_id(identity, new.scope),
-        "user_id": identity.user_id,
-        "project_id": identity.project_id if new.scope in (Scope.PROJECT, Scope.SESSION) else None,
-        "session_id": identity.session_id if new.scope is Scope.SESSION else None,
-        "source": new.source.value,
-        "source_id": new.source_id,
-        "confidence": new.confidence,
-        "visibility": new.visibility.value,
-        "metadata": Jsonb(new.metadata),
-        "embedding": np.asarray(vector, dtype=np.float32) if binary else queries.vector_literal(vector),
-    }
-
-
 def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedupe: bool = True) -> Op[MemoryItem | Rejection]:
     """Gate, embed, then in one transaction: lock the scope, find a duplicate or insert."""
     content, rejection = _gate(config, new)
@@ -203,7 +143,7 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
         # said in a session: the session's conversation is where it came from
         conversation = yield from resources.conversation(identity)
         new = dataclasses.replace(new, source_id=str(conversation.id))
-    row = yield Sql(queries.insert_item(), _row_params(identity, new, content, vector), fetch="one")
+    row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector), fetch="one")
     return row_to_item(row)
 
 
@@ -359,7 +299,7 @@ def delete_memory(identity: Identity, memory_id: Any, *, hard: bool = False) -> 
     """Archive (default) or permanently delete one of the caller's memories; answers it as it was."""
     item = yield from _editable(identity, memory_id, "delete")
     if hard:
-        yield Sql("DELETE FROM memory_items WHERE id = %s", (item.id,), fetch="none")
+        yield Sql(*queries.delete_items([item.id]), fetch="none")
         return item
     if item.status is Status.ARCHIVED:
         return item
@@ -409,8 +349,8 @@ def edit_memory(
     yield Sql(*queries.lock_scope(item.scope, item.scope_id, item.user_id), fetch="none")
     yield from access.require_edit(identity, item, "edit")  # the role may have changed while embedding
     # read again under the lock: it may have been archived or replaced while the text was embedded
-    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id)
-    row = yield Sql(q + sql.SQL(" FOR UPDATE OF m"), p, fetch="one")
+    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id, lock=True)
+    row = yield Sql(q, p, fetch="one")
     if row is None:
         raise MemoryNotFoundError(f"memory {item.id} was deleted while it was being edited")
     item = row_to_item(row)
@@ -455,37 +395,43 @@ def purge_archived(identity: Identity) -> Op[int]:
             ids.append(row["id"])
     if not ids:
         return 0
-    return (yield Sql("DELETE FROM memory_items WHERE id = ANY(%s)", (ids,), fetch="rowcount"))
+    return (yield Sql(*queries.delete_items(ids), fetch="rowcount"))
 
 
 def extraction_budget(config: MemoryConfig, identity: Identity) -> Op[int | None]:
     """Extraction runs left for the caller's session in the current window (None without a session)."""
     if identity.session_id is None:
         return None
-    row = yield Sql(
-        "SELECT count(*) AS n FROM memory_extraction_runs WHERE user_id = %s AND session_id = %s"
-        " AND created_at > now() - make_interval(secs => %s)",
-        (identity.user_id, identity.session_id, config.extraction_window_hours * 3600.0), fetch="one",
-    )
+    window = config.extraction_window_hours * 3600.0
+    row = yield Sql(*queries.count_extraction_runs(identity.user_id, identity.session_id, window), fetch="one")
     return max(0, config.max_extractions - int(row["n"]))
+
+
+def take_extraction_run(config: MemoryConfig, identity: Identity, run: queries.Statement, *,
+                        then: str = "try again later") -> Op[tuple[int, int] | Rejection]:
+    """The rate limit, in one place: under the session's lock, count its runs in the window and,
+    if one is left, record one with ``run`` (a statement answering its ``id``). Answers the run's
+    id and the runs left after it, or a RATE_LIMITED rejection whose message ends with ``then``."""
+    assert identity.session_id is not None  # checked by the caller
+    yield Sql(*queries.lock_extraction_session(identity.user_id, identity.session_id), fetch="none")
+    left = yield from extraction_budget(config, identity)
+    if not left:
+        return Rejection(
+            RejectionReason.RATE_LIMITED,
+            f"session {identity.session_id!r} already had {config.max_extractions} extraction runs in the last "
+            f"{config.extraction_window_hours:g} h (MEMORY_MAX_EXTRACTIONS); {then}",
+        )
+    row = yield Sql(*run, fetch="one")
+    return int(row["id"]), left - 1
 
 
 def record_extraction_run(config: MemoryConfig, identity: Identity) -> Op[int | Rejection]:
     """Take one extraction run from the session's budget; answers the runs left, or a RATE_LIMITED rejection."""
     if identity.session_id is None:
         raise InvalidInputError("session_id", "automatic extraction is counted per session; pass session_id=...")
-    yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))",
-              (f"extraction:{identity.user_id}:{identity.session_id}",), fetch="none")
-    left = yield from extraction_budget(config, identity)
-    if not left:
-        return Rejection(
-            RejectionReason.RATE_LIMITED,
-            f"session {identity.session_id!r} already had {config.max_extractions} extraction runs in the last "
-            f"{config.extraction_window_hours:g} h (MEMORY_MAX_EXTRACTIONS); try again later",
-        )
-    yield Sql("INSERT INTO memory_extraction_runs (user_id, session_id) VALUES (%s, %s)",
-              (identity.user_id, identity.session_id), fetch="none")
-    return left - 1
+    taken = yield from take_extraction_run(config, identity,
+                                           queries.insert_extraction_run(identity.user_id, identity.session_id))
+    return taken if isinstance(taken, Rejection) else taken[1]
 
 
 def stats(config: MemoryConfig, identity: Identity) -> Op[MemoryStats]:
@@ -511,13 +457,13 @@ def stats(config: MemoryConfig, identity: Identity) -> Op[MemoryStats]:
 
 def import_memories(
     config: MemoryConfig, identity: Identity, items: Iterable[NewMemory], *, dedupe: bool = False,
-) -> Op[ImportResult]:
+) -> Op[AddManyReport]:
     """Many memories in one transaction: gate content checks, one batched embedding, one COPY.
 
     With ``dedupe`` an item is skipped when it duplicates an active memory in
     its scope or an earlier item of the same import.
     """
-    result = ImportResult()
+    result = AddManyReport()
     accepted: list[tuple[int, NewMemory, str]] = []
     for index, new in enumerate(items):
         content, rejection = _gate(config, new)
@@ -531,7 +477,7 @@ def import_memories(
     for scope in dict.fromkeys(new.scope for _, new, _ in accepted):
         yield from access.require_write(config, identity, scope, "importing memories")
     vectors = yield Embed(tuple(content for _, _, content in accepted))
-    rows = [_row_params(identity, new, content, vector, binary=True)
+    rows = [new_item_row(identity, new, content, vector, binary=True)
             for (_, new, content), vector in zip(accepted, vectors)]
     keep = list(range(len(accepted)))
     if dedupe:

@@ -25,15 +25,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg import sql
-from psycopg.types.json import Jsonb
-
+from . import queries
 from .db.connection import AsyncConn, Conn
 from .db.migrations import MIGRATION_LOCK_KEY, MIGRATIONS, SEARCH_INDEX_NAME, apply_migrations, search_index
 from .db.requests import Commit, Embed, Op, Sql, arun, run
 from .embeddings import embedding_dimensions, embedding_model_name
 from .errors import EmbeddingError, InvalidInputError
-from .queries import vector_literal
 
 __all__ = ["DEFAULT_BATCH_SIZE", "Progress", "ReembedReport", "areembed", "reembed", "reembed_op"]
 
@@ -60,79 +57,32 @@ class ReembedReport:
     switched: bool
 
 
-# --- SQL (pure) --------------------------------------------------------------------------------
+# --- the statements (built in agent_memory.queries.reembed) ----------------------------------
 
-_LOCK = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
-_META = Sql("SELECT key, value FROM agent_memory_meta")
-_COUNTS = Sql(
-    "SELECT (SELECT count(*) FROM memory_items) AS total,"
-    " (SELECT count(*) FROM memory_reembed r JOIN memory_items m ON m.id = r.id"
-    "  WHERE r.content_md5 = md5(m.content)) AS done",
-    fetch="one",
-)
+_LOCK = Sql(*queries.advisory_xact_lock(MIGRATION_LOCK_KEY), fetch="none")  # the migrations' lock
+_META = Sql(*queries.select_meta())
+_COUNTS = Sql(*queries.count_staged(), fetch="one")
 
 
 def _set_meta(key: str, value: str) -> Sql:
-    return Sql("INSERT INTO agent_memory_meta (key, value) VALUES (%s, %s)"
-               " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (key, value), fetch="none")
+    return Sql(*queries.set_meta(key, value), fetch="none")
 
 
 def _pending(limit: int | None) -> Sql:
     """Memories with no staged vector for their current wording, in id order."""
-    query = ("SELECT m.id, m.content FROM memory_items m LEFT JOIN memory_reembed r ON r.id = m.id"
-             " WHERE r.id IS NULL OR r.content_md5 <> md5(m.content) ORDER BY m.id")
-    if limit is None:
-        return Sql(query)
-    return Sql(query + " LIMIT %s", (limit,))
+    return Sql(*queries.pending_reembed(limit))
 
 
 def _stage(rows: Sequence[dict[str, Any]], vectors: Sequence[Sequence[float]]) -> Sql:
-    """Stage one vector per memory, for the wording it was made from; memories deleted
-    meanwhile are skipped (the join), vectors of an older wording replaced."""
-    payload = [{"id": str(r["id"]), "content": r["content"], "embedding": vector_literal(v)}
-               for r, v in zip(rows, vectors, strict=True)]
-    return Sql(
-        "INSERT INTO memory_reembed (id, content_md5, embedding)"
-        " SELECT m.id, md5(p.content), p.embedding::vector"
-        " FROM jsonb_to_recordset(%s) AS p(id uuid, content text, embedding text)"
-        " JOIN memory_items m ON m.id = p.id"
-        " ON CONFLICT (id) DO UPDATE SET content_md5 = EXCLUDED.content_md5, embedding = EXCLUDED.embedding",
-        (Jsonb(payload),), fetch="rowcount",
-    )
-
-
-#: indexes that use the vector column; dropped before its type changes and made again after
-_VECTOR_INDEXES = Sql(
-    "SELECT c.relname AS name, pg_get_indexdef(i.indexrelid) AS definition FROM pg_index i"
-    " JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'memory_items'::regclass"
-    " AND pg_get_indexdef(i.indexrelid) LIKE '%%embedding%%'"
-)
+    """Stage one vector per memory (see :func:`agent_memory.queries.stage_vectors`)."""
+    return Sql(*queries.stage_vectors(rows, vectors), fetch="rowcount")
 
 
 def swap_statements(dimensions: int, indexes: Sequence[dict[str, str]]) -> list[Sql]:
-    """The switch: unsize the column, copy the staged vectors in, size it again, rebuild the
-    indexes on it. Every memory has a staged vector when these run.
-
-    The ``halfvec`` copy the search index reads is generated from the column, so it is dropped
-    first and generated again after; the search index is made for the new size (it carries
-    the vector only up to :data:`SEARCH_INDEX_MAX_DIMENSIONS`)."""
-    dims = sql.Literal(int(dimensions))
-    indexes = [ix for ix in indexes if ix["name"] != SEARCH_INDEX_NAME]
-    statements = [Sql(sql.SQL("DROP INDEX {}").format(sql.Identifier(ix["name"])), fetch="none") for ix in indexes]
-    statements += [
-        Sql(f"DROP INDEX IF EXISTS {SEARCH_INDEX_NAME}", fetch="none"),
-        Sql("ALTER TABLE memory_items DROP COLUMN embedding_half", fetch="none"),
-        Sql("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector USING embedding::vector", fetch="none"),
-        Sql("UPDATE memory_items m SET embedding = r.embedding FROM memory_reembed r WHERE r.id = m.id",
-            fetch="none"),
-        Sql(sql.SQL("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector({d}) USING embedding::vector({d})")
-            .format(d=dims), fetch="none"),
-        Sql("ALTER TABLE memory_items ADD COLUMN embedding_half halfvec"
-            " GENERATED ALWAYS AS (embedding::halfvec) STORED", fetch="none"),
-    ]
-    statements += [Sql(ix["definition"], fetch="none") for ix in indexes]
-    statements.append(Sql(search_index(dimensions), fetch="none"))
-    return statements
+    """The switch (see :func:`agent_memory.queries.swap_statements`), the search index made for
+    the new size (it carries the vector only up to :data:`SEARCH_INDEX_MAX_DIMENSIONS`)."""
+    return [Sql(*statement, fetch="none") for statement in queries.swap_statements(
+        dimensions, indexes, search_index_name=SEARCH_INDEX_NAME, search_index=search_index(dimensions))]
 
 
 # --- the op ------------------------------------------------------------------------------------
@@ -166,12 +116,12 @@ def reembed_op(model: str, dimensions: int, *, batch_size: int = DEFAULT_BATCH_S
     meta = {r["key"]: r["value"] for r in (yield _META)}
     previous_model, previous_dims = meta.get("embedding_model"), int(meta["embedding_dimensions"])
     if meta.get(_TARGET_KEY) != target:  # another model's run was interrupted: its vectors are no use
-        yield Sql("DELETE FROM memory_reembed", fetch="none")
+        yield Sql(*queries.clear_staged_vectors(), fetch="none")
         yield _set_meta(_TARGET_KEY, target)
     counts = yield _COUNTS
     total, resumed = int(counts["total"]), int(counts["done"])
     if not force and (previous_model, previous_dims) == (model, dimensions) and resumed == 0:
-        yield Sql("DELETE FROM agent_memory_meta WHERE key = %s", (_TARGET_KEY,), fetch="none")
+        yield Sql(*queries.delete_meta(_TARGET_KEY), fetch="none")
         return ReembedReport(model, dimensions, previous_model, previous_dims, total, 0, 0, switched=False)
     yield Commit()
 
@@ -191,19 +141,19 @@ def reembed_op(model: str, dimensions: int, *, batch_size: int = DEFAULT_BATCH_S
 
     # the switch: writers wait (readers don't) while the last changes are embedded and swapped in
     yield _LOCK
-    yield Sql("LOCK TABLE memory_items IN SHARE ROW EXCLUSIVE MODE", fetch="none")
+    yield Sql(*queries.hold_off_writers(), fetch="none")
     late = yield _pending(None)
     if late:
         embedded += len(late)
         yield from _embed_pending(late, dimensions, model)
     total = int((yield _COUNTS)["total"])
-    indexes = yield _VECTOR_INDEXES
+    indexes = yield Sql(*queries.vector_indexes())
     for statement in swap_statements(dimensions, indexes):
         yield statement
     yield _set_meta("embedding_dimensions", str(dimensions))
     yield _set_meta("embedding_model", model)
-    yield Sql("DELETE FROM agent_memory_meta WHERE key = %s", (_TARGET_KEY,), fetch="none")
-    yield Sql("DELETE FROM memory_reembed", fetch="none")
+    yield Sql(*queries.delete_meta(_TARGET_KEY), fetch="none")
+    yield Sql(*queries.clear_staged_vectors(), fetch="none")
     if progress is not None:
         progress(total, total)
     return ReembedReport(model, dimensions, previous_model, previous_dims, total, embedded, resumed, switched=True)

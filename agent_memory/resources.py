@@ -16,10 +16,8 @@ resources, and the resources of the caller's project.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
-from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from . import access, queries
@@ -27,6 +25,7 @@ from .config import MemoryConfig
 from .db.requests import Op, Sql
 from .errors import InvalidInputError, MemoryNotFoundError
 from .models import Identity, Resource, ResourceKind, Scope, Source
+from .queries.rows import row_to_resource
 from .validation import (
     check_enum,
     check_k,
@@ -61,37 +60,6 @@ RESOURCE_SOURCES = {
     ResourceKind.PROJECT_RESOURCE: Source.PROJECT_RESOURCE,
 }
 
-_COLUMNS = ("id", "kind", "user_id", "scope", "scope_id", "project_id", "session_id", "external_id", "title",
-            "content", "metadata", "cursor", "created_at", "updated_at")
-_COLS = sql.SQL(", ").join(sql.SQL("r.") + sql.Identifier(c) for c in _COLUMNS)
-_RETURNING = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
-
-
-def row_to_resource(row: Mapping[str, Any]) -> Resource:
-    return Resource(
-        id=row["id"], kind=ResourceKind(row["kind"]), user_id=row["user_id"], scope=Scope(row["scope"]),
-        scope_id=row["scope_id"], project_id=row["project_id"], session_id=row["session_id"],
-        external_id=row["external_id"], title=row["title"], content=row["content"],
-        metadata=dict(row["metadata"] or {}), cursor=row["cursor"], created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
-
-
-def visible_filter(identity: Identity) -> tuple[sql.Composable, dict[str, Any]]:
-    """``r`` rows the caller may read: their own user resources and conversations (of any of
-    their sessions: "where did this come from?" must answer from a later session too), and
-    their project's resources if they are a member of it."""
-    parts = [sql.SQL("(r.scope IN ('user', 'session') AND r.user_id = %(rv_user)s)")]
-    params: dict[str, Any] = {"rv_user": identity.user_id}
-    if identity.project_id is not None:  # project resources: its members (any role)
-        parts.append(sql.SQL(
-            "(r.scope = 'project' AND r.scope_id = %(rv_project)s AND "
-            + queries.member_of("'project'", "%(rv_project)s", "%(rv_user)s") + ")"
-        ))
-        params["rv_project"] = identity.project_id
-    return sql.SQL("(") + sql.SQL(" OR ").join(parts) + sql.SQL(")"), params
-
-
 def _upsert(identity: Identity, *, kind: ResourceKind, scope: Scope, external_id: str | None, title: str | None,
             content: str, metadata: dict[str, Any]) -> Sql:
     scope_id = check_scope_id(identity, scope, "resource")
@@ -101,18 +69,7 @@ def _upsert(identity: Identity, *, kind: ResourceKind, scope: Scope, external_id
         "session_id": identity.session_id if scope is Scope.SESSION else None, "external_id": external_id,
         "title": title, "content": content, "metadata": Jsonb(metadata),
     }
-    conflict = sql.SQL(
-        " ON CONFLICT (user_id, kind, scope, scope_id, external_id) WHERE external_id IS NOT NULL"
-        " DO UPDATE SET title = coalesce(EXCLUDED.title, memory_resources.title), content = EXCLUDED.content,"
-        " metadata = memory_resources.metadata || EXCLUDED.metadata, updated_at = now()"
-    ) if external_id is not None else sql.SQL("")
-    query = sql.SQL(
-        "INSERT INTO memory_resources (id, kind, user_id, scope, scope_id, project_id, session_id, external_id,"
-        " title, content, metadata) VALUES (%(id)s, %(kind)s, %(user_id)s, %(scope)s, %(scope_id)s,"
-        " %(project_id)s, %(session_id)s, %(external_id)s, %(title)s, %(content)s, %(metadata)s){conflict}"
-        " RETURNING {ret}"
-    ).format(conflict=conflict, ret=_RETURNING)
-    return Sql(query, params, fetch="one")
+    return Sql(*queries.upsert_resource(params), fetch="one")
 
 
 def add_resource(
@@ -148,28 +105,15 @@ def add_resource(
     return row_to_resource(row)
 
 
-def _find_conversation(identity: Identity) -> Sql:
-    return Sql(
-        sql.SQL("SELECT {cols} FROM memory_resources r WHERE r.user_id = %s AND r.kind = 'conversation'"
-                " AND r.scope = 'session' AND r.scope_id = %s AND r.external_id = %s").format(cols=_COLS),
-        (identity.user_id, identity.session_id, identity.session_id), fetch="one",
-    )
-
-
 def conversation(identity: Identity) -> Op[Resource]:
     """The caller's session conversation, created on first use (needs a ``session_id``)."""
     if identity.session_id is None:
         raise InvalidInputError("session_id", "a conversation belongs to a session; pass session_id=...")
-    row = yield _find_conversation(identity)
+    row = yield Sql(*queries.select_conversation(identity), fetch="one")
     if row is None:
         # two first uses at once: one inserts, the other's insert does nothing and it reads that row
-        yield Sql(
-            "INSERT INTO memory_resources (id, kind, user_id, scope, scope_id, session_id, project_id, external_id,"
-            " title) VALUES (%s, 'conversation', %s, 'session', %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            (uuid.uuid4(), identity.user_id, identity.session_id, identity.session_id, identity.project_id,
-             identity.session_id, f"session {identity.session_id}"), fetch="none",
-        )
-        row = yield _find_conversation(identity)
+        yield Sql(*queries.insert_conversation(uuid.uuid4(), identity), fetch="none")
+        row = yield Sql(*queries.select_conversation(identity), fetch="one")
     return row_to_resource(row)
 
 
@@ -180,21 +124,12 @@ def append_to_conversation(resource_id: Any, transcript: str, cursor: str | None
     transcript = redact(transcript)
     if cursor is not None and find_secret(cursor):
         cursor = None  # message ids are made secret-free when read; never keep one that is not
-    yield Sql(
-        "UPDATE memory_resources SET content = right(CASE WHEN content = '' THEN %(t)s"
-        " ELSE content || E'\\n' || %(t)s END, %(max)s), cursor = coalesce(%(cursor)s, cursor), updated_at = now()"
-        " WHERE id = %(id)s",
-        {"t": transcript, "cursor": cursor, "id": resource_id, "max": MAX_RESOURCE_CHARS}, fetch="none",
-    )
+    yield Sql(*queries.append_transcript(resource_id, transcript, cursor, MAX_RESOURCE_CHARS), fetch="none")
 
 
 def get_resource(identity: Identity, resource_id: Any) -> Op[Resource]:
     resource_id = check_uuid(resource_id, "resource_id")
-    filt, params = visible_filter(identity)
-    row = yield Sql(
-        sql.SQL("SELECT {cols} FROM memory_resources r WHERE r.id = %(r_id)s AND {filt}").format(cols=_COLS, filt=filt),
-        dict(params, r_id=resource_id), fetch="one",
-    )
+    row = yield Sql(*queries.select_resource_by_id(identity, resource_id), fetch="one")
     if row is None:
         raise MemoryNotFoundError(f"no resource {resource_id} is visible to user {identity.user_id!r}; "
                                   "list_resources shows the ones you can read")
@@ -205,32 +140,24 @@ def list_resources(identity: Identity, *, kind: Any = None, limit: Any = 50, off
     """The resources the caller may read, most recently updated first."""
     limit = check_k(limit, 10_000, field="limit")
     offset = check_offset(offset)
-    filt, params = visible_filter(identity)
-    if kind is not None:
-        filt = filt + sql.SQL(" AND r.kind = %(r_kind)s")
-        params["r_kind"] = check_enum("kind", kind, ResourceKind).value
-    rows = yield Sql(
-        sql.SQL("SELECT {cols} FROM memory_resources r WHERE {filt} ORDER BY r.updated_at DESC, r.id"
-                " LIMIT %(r_limit)s OFFSET %(r_offset)s").format(cols=_COLS, filt=filt),
-        dict(params, r_limit=limit, r_offset=offset),
-    )
+    kind = None if kind is None else check_enum("kind", kind, ResourceKind).value
+    rows = yield Sql(*queries.select_resources(identity, kind=kind, limit=limit, offset=offset))
     return [row_to_resource(r) for r in rows]
 
 
 def source_of(identity: Identity, memory_id: Any) -> Op[Resource | None]:
     """The resource a memory the caller can see was made from; None when it was stated directly."""
-    from .ops import get_memory
-
-    item = yield from get_memory(identity, memory_id)
-    if item.source_id is None:
+    memory_id = check_uuid(memory_id)
+    memory = yield Sql(*queries.select_item_by_id(queries.item_filter(identity, statuses=None), memory_id),
+                       fetch="one")
+    if memory is None:
+        raise MemoryNotFoundError(f"no memory {memory_id} is visible to user {identity.user_id!r}; "
+                                  "search or list memories to find valid ids")
+    if memory["source_id"] is None:
         return None
     try:
-        resource_id = uuid.UUID(item.source_id)
+        resource_id = uuid.UUID(memory["source_id"])
     except ValueError:
         return None  # a source id of the caller's own making, not one of ours
-    filt, params = visible_filter(identity)
-    row = yield Sql(
-        sql.SQL("SELECT {cols} FROM memory_resources r WHERE r.id = %(r_id)s AND {filt}").format(cols=_COLS, filt=filt),
-        dict(params, r_id=resource_id), fetch="one",
-    )
+    row = yield Sql(*queries.select_resource_by_id(identity, resource_id), fetch="one")
     return None if row is None else row_to_resource(row)

@@ -54,8 +54,8 @@ class Bench:
 
         return {
             "query_embedding": lambda who, q: self.local.embed_query(q),
-            "end_to_end": lambda who, q: self.real.search_memories(q, k=5, **who.kwargs()),
-            "db_only": lambda who, q: self.pre.search_memories(q, k=5, **who.kwargs()),
+            "end_to_end": lambda who, q: self.real.for_user(**who.kwargs()).search(q, k=5),
+            "db_only": lambda who, q: self.pre.for_user(**who.kwargs()).search(q, k=5),
             "db_only_no_touch": no_touch,
             "breakdown": breakdown,
         }
@@ -90,9 +90,7 @@ class Bench:
               n_breakdown: int, rng: random.Random) -> dict[str, Any]:
         """``add_explicit_memory`` with the real model, the gate and the duplicate check."""
         def save(who: Caller, item: dict[str, Any]) -> Any:
-            return self.real.add_explicit_memory(item["content"], memory_type=item["memory_type"],
-                                                 scope=item["scope"], confidence=item["confidence"],
-                                                 **who.kwargs())
+            return self.real.for_user(**who.kwargs()).add(item["content"], memory_type=item["memory_type"], scope=item["scope"], confidence=item["confidence"])
 
         for who, item in warmup:
             save(who, item)
@@ -124,7 +122,7 @@ class Bench:
         (a HOT update) or moved (new index entries in all four indexes, GIN included)."""
         samples, moved, total = [], 0, 0
         for who, q in work:
-            ids = [r.item.id for r in self.pre.search_memories(q, k=5, **who.kwargs())]
+            ids = [r.item.id for r in self.pre.for_user(**who.kwargs()).search(q, k=5)]
             if not ids:
                 continue
             with self.pool.connection() as conn:

@@ -301,7 +301,7 @@ def load(service: MemoryService, rows: Sequence[Row], chunk: int, rng: random.Ra
             batch, queues[who] = queues[who][:chunk], queues[who][chunk:]
             if not queues[who]:
                 del queues[who]
-            result = service.import_memories(batch, **who.kwargs())
+            result = service.for_user(**who.kwargs()).add_many(batch)
             calls += 1
             inserted += len(result.inserted)
             rejected += len(result.rejected)

@@ -104,7 +104,7 @@ def index_study(b: Bench, maker: SentenceMaker, vectors: dict[str, np.ndarray], 
         mine = [{"content": c, "memory_type": mt, "scope": "project"} for c, mt in contents[i::len(big_members)]]
         mine += [{"content": c, "memory_type": mt, "scope": "user"} for c, mt in user_contents[i * 50:(i + 1) * 50]]
         for start in range(0, len(mine), 2000):
-            loader.import_memories(mine[start:start + 2000], **who.kwargs())
+            loader.for_user(**who.kwargs()).add_many(mine[start:start + 2000])
     with b.pool.connection() as conn:
         conn.execute("VACUUM ANALYZE memory_items")
         out["rows_total"] = conn.execute("SELECT count(*) FROM memory_items").fetchone()[0]

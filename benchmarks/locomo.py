@@ -113,10 +113,7 @@ def load_into(service: MemoryService, convs: Sequence[Conversation], user_suffix
     """Import every turn (no dedupe: two turns may say the same thing); returns rejected counts by sample."""
     rejected = {}
     for c in convs:
-        result = service.import_memories(
-            [{"content": content, "metadata": {"dia_id": dia_id}} for dia_id, content in c.turns],
-            user_id=c.user_id + user_suffix, dedupe=False,
-        )
+        result = service.for_user(c.user_id + user_suffix).add_many([{"content": content, "metadata": {"dia_id": dia_id}} for dia_id, content in c.turns], dedupe=False)
         rejected[c.sample_id] = len(result.rejected)
     return rejected
 
@@ -159,7 +156,7 @@ def evaluate(service: MemoryService, convs: Sequence[Conversation], user_suffix:
     outcomes = []
     for c in convs:
         for q in c.questions:
-            hits = service.search_memories(q.text, user_id=c.user_id + user_suffix, k=SEARCH_K)
+            hits = service.for_user(c.user_id + user_suffix).search(q.text, k=SEARCH_K)
             retrieved = tuple(h.item.metadata["dia_id"] for h in hits)
             outcomes.append(Outcome(c.sample_id, q.index, q.category, q.evidence, retrieved))
     return outcomes
@@ -252,7 +249,7 @@ def record_candidates(service: MemoryService, convs: Sequence[Conversation], suf
         for c in convs:
             for q in c.questions:
                 seen.clear()
-                service.search_memories(q.text, user_id=c.user_id + suffix, k=SEARCH_K)
+                service.for_user(c.user_id + suffix).search(q.text, k=SEARCH_K)
                 [call] = seen
                 rows = call["rows"]
                 out.append(Candidates(

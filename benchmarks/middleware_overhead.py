@@ -156,7 +156,7 @@ def seed(memory: MemoryService, batches: dict[tuple[str, str | None, str | None]
             memory.add_member("project", project, user, "editor", user_id=users[0])
     n = 0
     for (user, project, session), items in batches.items():
-        result = memory.import_memories(items, user_id=user, project_id=project, session_id=session)
+        result = memory.for_user(user, project_id=project, session_id=session).add_many(items)
         n += len(result.inserted)
         if result.rejected:
             raise SystemExit(f"the gate rejected {len(result.rejected)} seeded memories; fix the templates")

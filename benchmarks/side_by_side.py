@@ -282,7 +282,7 @@ def run_queries(world: World, am: MemoryService, emb: Precomputed, store: Any, c
 
             def agent_memory() -> None:
                 t = time.perf_counter()
-                got = am.search_memories(text, k=K, **caller.ids)
+                got = am.for_user(**caller.ids).search(text, k=K)
                 tallies[caller.name]["agent-memory"].times.append(time.perf_counter() - t)
                 asked.append((caller, text, emb.query, [r.item.id for r in got]))
 
@@ -303,7 +303,7 @@ def run_queries(world: World, am: MemoryService, emb: Precomputed, store: Any, c
     with exhaustive():
         for caller, text, vector, got in asked:
             emb.query = vector
-            want = [r.item.id for r in am.search_memories(text, k=K, **caller.ids)]
+            want = [r.item.id for r in am.for_user(**caller.ids).search(text, k=K)]
             tally = tallies[caller.name]["agent-memory"]
             tally.recall.append(len(set(got) & set(want)) / max(1, len(want)))
             tally.short += len(got) < min(K, caller.visible)
@@ -340,7 +340,7 @@ def measure_saves(world: World, am: MemoryService, emb: Precomputed, member: str
         text = f"{text} (save {i} {uuid.uuid4().hex[:6]})"
         emb.documents[text] = vector
         t = time.perf_counter()
-        item = am.add_explicit_memory(text, scope="project", user_id=member, project_id=project)
+        item = am.for_user(member, project_id=project).add(text, scope="project")
         times.append(time.perf_counter() - t)
         outcomes["deduplicated" if item.deduplicated else "inserted"] += 1
     # 16 threads save the same new memory at once: exactly one row
@@ -351,7 +351,7 @@ def measure_saves(world: World, am: MemoryService, emb: Precomputed, member: str
 
     def save() -> None:
         barrier.wait()
-        am.add_explicit_memory(text, scope="project", user_id=member, project_id=project)
+        am.for_user(member, project_id=project).add(text, scope="project")
 
     threads = [threading.Thread(target=save) for _ in range(16)]
     for th in threads:
@@ -372,7 +372,7 @@ def measure_import(world: World, am: MemoryService, emb: Precomputed, n: int = 1
     emb.documents.update({c: v for c, v in zip(rows.content, rows.vectors)})
     items = [{"content": c, "memory_type": t} for c, t in zip(rows.content, rows.memory_type)]
     t = time.perf_counter()
-    result = am.import_memories(items, user_id=user)
+    result = am.for_user(user).add_many(items)
     seconds = time.perf_counter() - t
     return {"rows": len(result.inserted), "seconds": round(seconds, 2), "rows_per_s": round(len(result.inserted) / seconds)}
 
@@ -438,7 +438,7 @@ def run_scenario(server: Any, name: str, args: argparse.Namespace, log: Any) -> 
         for _ in range(10):  # warm both
             for c in callers:
                 emb.query = world.query(*c.lg_rows)[1].tolist()
-                am.search_memories("warm up", k=K, **c.ids)
+                am.for_user(**c.ids).search("warm up", k=K)
                 store.search(c.lg, query="warm up", limit=K)
         tallies = run_queries(world, am, emb, store, callers, args.queries)
         out: dict[str, Any] = {"rows": len(rows), "load_s": {"agent-memory": round(am_load), "langgraph": round(lg_load)},

@@ -83,7 +83,7 @@ def memory_middleware_stack(
     model: BaseChatModel | None = None, memory: MemoryLike | MemoryBackend = None, *,
     working_memory: bool = True, summarization: bool | dict[str, Any] = True, extraction: bool | str = True,
     extraction_llm: Any = AGENT_MODEL, extract_every: int | None = None, **memory_options: Any,
-) -> list[AgentMiddleware]:
+) -> list[AgentMiddleware[Any, Any, Any]]:
     """The middleware of :func:`create_memory_agent`, for ``create_agent(..., middleware=[...])``.
 
     ``summarization`` is ``True`` (the memory-friendly defaults), ``False``, or a dict of options for
@@ -93,7 +93,7 @@ def memory_middleware_stack(
     ``model``; ``None`` for the rules: see :func:`extraction_model`).
     ``memory_options`` go to :class:`MemoryMiddleware` (``k``, ``budget_chars``, ``require_user``...).
     """
-    stack: list[AgentMiddleware] = []
+    stack: list[AgentMiddleware[Any, Any, Any]] = []
     if working_memory:
         from .working import WorkingMemoryMiddleware
 
@@ -108,7 +108,7 @@ def memory_middleware_stack(
     if extraction:
         from .extraction import ExtractionMiddleware
 
-        mode = None if extraction is True else ("off" if extraction is False else extraction)
+        mode = None if extraction is True else extraction  # False never gets here
         llm = extraction_model(model, backend, extraction_llm)
         stack.append(ExtractionMiddleware(backend, llm=llm, mode=mode, every=extract_every))
     return stack

@@ -13,21 +13,25 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 
 from agent_memory.config import MemoryConfig
+from agent_memory.db.requests import Op
 from agent_memory.errors import ConfigurationError
+from agent_memory.models import Identity
+from agent_memory.principal import PrincipalOps
 from agent_memory.service import AsyncMemoryService, MemoryService
 
 __all__ = ["MemoryBackend", "MemoryLike"]
 
 MemoryLike = MemoryService | AsyncMemoryService | str | None
+T = TypeVar("T")
 
 
 class MemoryBackend:
-    """Runs a service method by name, sync (:meth:`call`) or async (:meth:`acall`)."""
+    """Runs memory operations sync (:meth:`run`) or async (:meth:`arun`) on whichever service it has."""
 
     def __init__(
         self, memory: MemoryLike | MemoryBackend = None, *, config: MemoryConfig | None = None,
@@ -83,13 +87,20 @@ class MemoryBackend:
                     )
         return self._sync
 
-    def call(self, method: str, /, **kwargs: Any) -> Any:
-        return getattr(self.sync_service(), method)(**kwargs)
+    def ops(self, identity: Identity) -> PrincipalOps:
+        """``identity``'s memory as operations, to run with :meth:`run` or :meth:`arun`: the
+        middleware and the tools build a call once and run it either way, with its true type."""
+        return self.service.for_user(identity).ops
 
-    async def acall(self, method: str, /, **kwargs: Any) -> Any:
+    def run(self, op: Op[T]) -> T:
+        """Run an operation on the blocking service."""
+        return self.sync_service().execute(op)
+
+    async def arun(self, op: Op[T]) -> T:
+        """Run an operation on asyncio: natively with an AsyncMemoryService, else on a worker thread."""
         if self._async is not None:
-            return await getattr(self._async, method)(**kwargs)
-        return await asyncio.to_thread(self.call, method, **kwargs)
+            return await self._async.execute(op)
+        return await asyncio.to_thread(self.run, op)
 
     def close(self) -> None:
         """Close a service this backend opened itself (services you passed in stay open)."""

@@ -20,6 +20,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from agent_memory.db.requests import Op
 from agent_memory.errors import InvalidInputError
 from agent_memory.formatting import format_memories_for_prompt
 from agent_memory.models import Conflict, Identity, SearchResult
@@ -141,12 +142,8 @@ class ContextBuilder:
         query = build_query(messages)
         return context_key(identity, messages, query), query
 
-    def _search_args(self, identity: Identity, query: str) -> dict[str, Any]:
-        return {"query": query, **identity.kwargs(), "k": self.k, "min_relevance": self.min_relevance}
-
-    @staticmethod
-    def _who(identity: Identity) -> dict[str, Any]:
-        return identity.kwargs()
+    def _search(self, identity: Identity, query: str) -> Op[tuple[list[SearchResult], list[Conflict]]]:
+        return self.backend.ops(identity).search_with_conflicts(query, k=self.k, min_relevance=self.min_relevance)
 
     def _finish(self, key: str, found: tuple[Sequence[SearchResult], Sequence[Conflict]],
                 profiles: AgentProfiles | None) -> MemoryContext:
@@ -166,8 +163,8 @@ class ContextBuilder:
         key, query = self._plan(identity, messages)
         if key == known_key:
             return None
-        found = self.backend.call("search_with_conflicts", **self._search_args(identity, query)) if query else ([], [])
-        profiles = self.backend.call("get_profile_for_agent", **self._who(identity)) if self.profiles else None
+        found = self.backend.run(self._search(identity, query)) if query else ([], [])
+        profiles = self.backend.run(self.backend.ops(identity).profiles()) if self.profiles else None
         return self._finish(key, found, profiles)
 
     async def abuild(self, identity: Identity, messages: Sequence[AnyMessage], *, known_key: str | None = None
@@ -175,8 +172,6 @@ class ContextBuilder:
         key, query = self._plan(identity, messages)
         if key == known_key:
             return None
-        found = (await self.backend.acall("search_with_conflicts", **self._search_args(identity, query))
-                 if query else ([], []))
-        profiles = (await self.backend.acall("get_profile_for_agent", **self._who(identity))
-                    if self.profiles else None)
+        found = await self.backend.arun(self._search(identity, query)) if query else ([], [])
+        profiles = await self.backend.arun(self.backend.ops(identity).profiles()) if self.profiles else None
         return self._finish(key, found, profiles)

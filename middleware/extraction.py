@@ -1,7 +1,7 @@
 """``ExtractionMiddleware``: the agent learns from its conversations by itself.
 
 After an agent run it hands the thread's messages to
-:meth:`~agent_memory.MemoryService.extract_memories`, which reads only what
+:meth:`~agent_memory.handles.MemoryHandle.extract`, which reads only what
 it has not read before (the session's conversation resource keeps the
 cursor), proposes memories, gates and consolidates them, and rebuilds the
 profiles that changed. ``mode="inline"`` does it before ``invoke`` returns;
@@ -20,7 +20,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain_core.embeddings import Embeddings
@@ -28,6 +28,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from agent_memory.config import EXTRACTION_MODES, MemoryConfig
+from agent_memory.db.requests import Op
 from agent_memory.errors import AgentMemoryError, ConfigurationError
 from agent_memory.extraction.pipeline import ExtractionReport
 from agent_memory.models import Identity
@@ -39,6 +40,14 @@ from .identity import identity_from
 __all__ = ["ExtractionMiddleware"]
 
 logger = logging.getLogger(__name__)
+
+
+class _Job(NamedTuple):
+    """One extraction to run: whose, over which messages (its operation is built when it runs)."""
+
+    identity: Identity
+    messages: list[Any]
+    min_new_turns: int
 
 
 class ExtractionMiddleware(AgentMiddleware[AgentState[Any], Any]):
@@ -86,7 +95,7 @@ class ExtractionMiddleware(AgentMiddleware[AgentState[Any], Any]):
 
     # --- what to extract ----------------------------------------------------------------------
 
-    def _job(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def _job(self, state: AgentState[Any], runtime: Runtime[Any]) -> _Job | None:
         if self.mode == "off":
             return None
         try:
@@ -96,8 +105,10 @@ class ExtractionMiddleware(AgentMiddleware[AgentState[Any], Any]):
         identity: Identity | None = identity_from(config, runtime.context, required=False)
         if identity is None or identity.session_id is None:
             return None
-        return {"messages": list(state.get("messages", [])), **identity.kwargs(), "llm": self._llm,
-                "min_new_turns": self.every}
+        return _Job(identity, list(state.get("messages", [])), self.every)
+
+    def _extraction(self, job: _Job) -> Op[ExtractionReport]:
+        return self.backend.ops(job.identity).extract(job.messages, llm=self._llm, min_new_turns=job.min_new_turns)
 
     def _done(self, report: ExtractionReport) -> ExtractionReport:
         self.reports.append(report)
@@ -110,16 +121,16 @@ class ExtractionMiddleware(AgentMiddleware[AgentState[Any], Any]):
                 logger.exception("on_report raised")
         return report
 
-    def _run(self, job: dict[str, Any]) -> ExtractionReport | None:
+    def _run(self, job: _Job) -> ExtractionReport | None:
         try:
-            return self._done(self.backend.call("extract_memories", **job))
+            return self._done(self.backend.run(self._extraction(job)))
         except AgentMemoryError as exc:
             logger.warning("memory extraction skipped: %s", exc)
             return None
 
-    async def _arun(self, job: dict[str, Any]) -> ExtractionReport | None:
+    async def _arun(self, job: _Job) -> ExtractionReport | None:
         try:
-            return self._done(await self.backend.acall("extract_memories", **job))
+            return self._done(await self.backend.arun(self._extraction(job)))
         except AgentMemoryError as exc:
             logger.warning("memory extraction skipped: %s", exc)
             return None
@@ -133,7 +144,7 @@ class ExtractionMiddleware(AgentMiddleware[AgentState[Any], Any]):
         with self._lock:
             self._pending.discard(pending)
 
-    def _submit(self, job: dict[str, Any]) -> None:
+    def _submit(self, job: _Job) -> None:
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-memory-extraction")

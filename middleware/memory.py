@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import (
@@ -127,7 +127,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             config = {}
         return identity_from(config, runtime.context, required=self.require_user)
 
-    def _known_key(self, state: dict[str, Any]) -> str | None:
+    def _known_key(self, state: Mapping[str, Any]) -> str | None:
         """The key of the last lookup, if its text is still at hand (else look again)."""
         cached = state.get("memory_context")
         key = cached.get("key") if cached else None
@@ -170,7 +170,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         """The block to inject, and whether it has to be looked up again: the lookup's key is in
         the state but its text left this process's cache (evicted under heavy load)."""
         cached = request.state.get("memory_context")
-        if not cached:
+        if not isinstance(cached, Mapping) or not cached:
             return None, False
         text = self._texts.get(cached.get("key"))
         return text, text is None

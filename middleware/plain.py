@@ -19,6 +19,8 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, PrivateAttr
 
+from agent_memory.db.requests import Op
+from agent_memory.errors import InvalidInputError
 from agent_memory.identity import IDENTITY_FIELDS
 from agent_memory.models import Identity, SearchResult
 from agent_memory.validation import check_identity
@@ -27,6 +29,9 @@ from .backend import MemoryBackend
 from .tools import MemoryTypeArg, ScopeArg, _Toolkit, toolset
 
 __all__ = ["MemoryRetriever", "bound_memory_tools"]
+
+#: what ``MemoryRetriever.search_kwargs`` may set: the keywords of ``MemoryHandle.search``
+_SEARCH_KEYWORDS = ("k", "memory_type", "scope", "status", "min_relevance", "as_of")
 
 
 @dataclass(frozen=True)
@@ -97,11 +102,11 @@ def _document(result: SearchResult) -> Document:
 
 class MemoryRetriever(BaseRetriever):
     """A LangChain retriever over one principal's memories (what they may see), ranked as
-    ``search_memories`` ranks them: ``MemoryRetriever(memory=service, user_id="alice", k=5)``.
+    ``MemoryHandle.search`` ranks them: ``MemoryRetriever(memory=service, user_id="alice", k=5)``.
 
     Each :class:`~langchain_core.documents.Document` is a memory: its content, and its id, type,
     scope, confidence, score and creation time in ``metadata``. Works with a ``MemoryService``
-    or an ``AsyncMemoryService`` (``ainvoke`` awaits it); any other ``search_memories`` keyword
+    or an ``AsyncMemoryService`` (``ainvoke`` awaits it); any other ``search`` keyword
     (``memory_type``, ``scope``, ``status``) goes in ``search_kwargs``.
     """
 
@@ -121,19 +126,21 @@ class MemoryRetriever(BaseRetriever):
     def __init__(self, **fields: Any) -> None:
         # checked before pydantic sees them, so a bad id is our InvalidInputError naming the field
         identity = check_identity(*(fields.get(name) for name in IDENTITY_FIELDS))
+        unknown = set(fields.get("search_kwargs") or {}) - set(_SEARCH_KEYWORDS)
+        if unknown:
+            raise InvalidInputError("search_kwargs", f"has keys search does not take: {sorted(unknown)}; use "
+                                                     f"{', '.join(_SEARCH_KEYWORDS)} (the ids are fields of their own)")
         super().__init__(**fields)
         self._identity = identity
         self._backend = MemoryBackend.of(self.memory)
 
-    def _search(self) -> dict[str, Any]:
-        return {"k": self.k, **self.search_kwargs, **self._identity.kwargs()}
+    def _search(self, query: str) -> Op[list[SearchResult]]:
+        return self._backend.ops(self._identity).search(query, **{"k": self.k, **self.search_kwargs})
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        results = self._backend.sync_service().search_memories(query, **self._search())
-        return [_document(r) for r in results]
+        return [_document(r) for r in self._backend.run(self._search(query))]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
     ) -> list[Document]:
-        results = await self._backend.acall("search_memories", query=query, **self._search())
-        return [_document(r) for r in results]
+        return [_document(r) for r in await self._backend.arun(self._search(query))]

@@ -3,7 +3,8 @@
 :func:`short_term_memory` configures LangChain's ``SummarizationMiddleware``
 with defaults chosen for memory (see its docstring), a summary prompt that
 keeps facts, preferences, decisions, open tasks and identifiers verbatim, and
-an extractive summarizer for offline use. It returns a list so it can add
+an extractive summarizer for offline use (chosen by ``offline_summary=True``,
+or when there is no model). It returns a list so it can add
 :class:`ToolPairGuard`, which repairs what the model is sent when the history
 has a tool result without its call or a call without its result: providers
 reject such requests with a 400. Two ways to get there with the installed
@@ -38,12 +39,6 @@ from langchain.agents.middleware.types import (
 )
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.language_models.fake_chat_models import (
-    FakeListChatModel,
-    FakeMessagesListChatModel,
-    GenericFakeChatModel,
-    ParrotFakeChatModel,
-)
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -56,7 +51,6 @@ from langchain_core.outputs import ChatResult
 
 from agent_memory.errors import ConfigurationError
 from agent_memory.prompts import render
-from agent_memory.testing import ScriptedChatModel
 
 __all__ = [
     "DEFAULT_KEEP",
@@ -81,9 +75,6 @@ _SUMMARY_PREFIX = "Here is a summary of the conversation to date:\n\n"  # what S
 # Content blocks that repeat a client-side tool call (Anthropic, LangChain v1, OpenAI Responses). Server-side
 # tool blocks carry their own results and are never touched.
 _TOOL_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call"})
-_OFFLINE_MODELS = (
-    ScriptedChatModel, FakeListChatModel, FakeMessagesListChatModel, GenericFakeChatModel, ParrotFakeChatModel,
-)
 
 
 def summary_prompt() -> str:
@@ -278,6 +269,7 @@ def short_term_memory(
     trim_tokens_to_summarize: int | None = DEFAULT_TRIM_TOKENS,
     token_counter: TokenCounter = count_tokens_approximately,
     guard: bool = True,
+    offline_summary: bool = False,
 ) -> list[AgentMiddleware]:
     """Middleware that keeps a thread's history short: ``[SummarizationMiddleware, ToolPairGuard]``.
 
@@ -300,13 +292,15 @@ def short_term_memory(
       output cannot overflow the summarizer's own context.
 
     ``model`` is the chat model that writes summaries with the memory prompt
-    (``prompt`` overrides it and must contain ``{messages}``). With no model,
-    or one of the fake/scripted test models, and no ``summarizer``, summaries
-    come from :func:`extractive_summary`, so this works offline and never
-    consumes a scripted model's replies. ``summarizer`` is passed to
-    SummarizationMiddleware: a chat model, or a function/Runnable from the
-    messages to the summary text. ``guard=False`` leaves out
-    :class:`ToolPairGuard`.
+    (``prompt`` overrides it and must contain ``{messages}``). ``summarizer``
+    is passed to SummarizationMiddleware instead: a chat model, or a
+    function/Runnable from the messages to the summary text.
+    ``offline_summary=True`` summarizes with :func:`extractive_summary`
+    whatever ``model`` is: no model call, no network, deterministic, and a
+    scripted or fake model's replies are left for the agent (tests, demos, a
+    model that can't summarize). With no ``model`` and no ``summarizer`` the
+    summaries are extractive too, since there is nothing else to write them.
+    ``guard=False`` leaves out :class:`ToolPairGuard`.
     """
     _check_size("keep", keep)
     if isinstance(trigger, tuple):
@@ -326,7 +320,11 @@ def short_term_memory(
         ) from None
     if "{messages}" not in template:
         raise ConfigurationError("the summary prompt has no {messages} placeholder for the conversation; add one")
-    if summarizer is None and (model is None or isinstance(model, _OFFLINE_MODELS)):
+    if not isinstance(offline_summary, bool):
+        raise ConfigurationError(f"offline_summary must be True or False, got {offline_summary!r}")
+    if offline_summary and summarizer is not None:
+        raise ConfigurationError("give summarizer=... or offline_summary=True, not both: each chooses the summarizer")
+    if offline_summary or (summarizer is None and model is None):
         summarizer = extractive_summary
     try:
         summarization = SummarizationMiddleware(

@@ -16,8 +16,8 @@ stored memory can no more forge a turn or a tag here than there.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, Literal, Protocol
 
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
@@ -31,16 +31,17 @@ from agent_memory.errors import (
     MissingIdentityError,
     PermissionDeniedError,
 )
+from agent_memory.db.requests import Op
 from agent_memory.formatting import escape_line
 from agent_memory.models import (
     SHARED_SCOPES,
-    Identity,
     MemoryItem,
     MemoryStats,
     Rejection,
     SearchResult,
     Status,
 )
+from agent_memory.principal import PrincipalOps
 
 from .backend import MemoryBackend
 from .identity import identity_from
@@ -50,6 +51,23 @@ __all__ = ["TOOL_NAMES", "memory_tools"]
 logger = logging.getLogger(__name__)
 
 TOOL_NAMES = ("memory_save", "memory_search", "memory_delete", "memory_stats")
+
+class RunInfo(Protocol):
+    """What a tool body reads from its run: LangGraph's ``ToolRuntime``, or a fixed identity's
+    stand-in for plain LangChain (:mod:`.plain`)."""
+
+    @property
+    def config(self) -> Any: ...
+
+    @property
+    def context(self) -> Any: ...
+
+    @property
+    def tool_call_id(self) -> str | None: ...
+
+
+#: a tool's body: yields the one operation it needs, receives its result, returns (reply, is_error)
+Body = Generator[Op[Any], Any, tuple[str, bool]]
 
 MemoryTypeArg = Literal["preference", "fact", "skill", "habit", "event", "context", "constraint", "decision"]
 ScopeArg = Literal["user", "project", "session", "team", "org"]
@@ -161,77 +179,66 @@ def describe_error(exc: Exception) -> str:
 
 
 class _Toolkit:
-    """The tools' bodies, written once; each is a generator of (service method, kwargs) calls
-    run by :meth:`run` (sync) or :meth:`arun` (async)."""
+    """The tools' bodies, written once: each is a generator that yields one memory operation
+    (built on the caller's :class:`~agent_memory.principal.PrincipalOps`) and turns its result
+    into the reply; :meth:`run` runs it blocking, :meth:`arun` on asyncio."""
 
     def __init__(self, backend: MemoryBackend, *, max_k: int) -> None:
         self.backend = backend
         self.max_k = max_k
 
-    def _identity(self, runtime: ToolRuntime) -> Identity:
+    def _ops(self, runtime: RunInfo) -> PrincipalOps:
         identity = identity_from(runtime.config, runtime.context, required=False)
         if identity is None:
             raise MissingIdentityError("no user_id in the run")
-        return identity
+        return self.backend.ops(identity)
 
-    @staticmethod
-    def _who(identity: Identity) -> dict[str, Any]:
-        return identity.kwargs()
-
-    def save(self, runtime: ToolRuntime, content: str, memory_type: str, scope: str):  # type: ignore[no-untyped-def]
-        result = yield "add_explicit_memory", {
-            "content": content, "memory_type": memory_type, "scope": scope, "source": "ai",
-            **self._who(self._identity(runtime)),
-        }
+    def save(self, runtime: RunInfo, content: str, memory_type: str, scope: str) -> Body:
+        result = yield self._ops(runtime).add(content, memory_type=memory_type, scope=scope, source="ai")
         return describe_save(result)
 
-    def search(self, runtime: ToolRuntime, query: str, k: int, memory_type: str | None, scope: str | None,  # type: ignore[no-untyped-def]
-               include_history: bool = False):
+    def search(self, runtime: RunInfo, query: str, k: int, memory_type: str | None, scope: str | None,
+               include_history: bool = False) -> Body:
         if isinstance(k, int) and not isinstance(k, bool) and k > self.max_k:
             k = self.max_k  # the model asked for a lot; give the most we allow rather than an error
         status = ["active", "superseded"] if include_history is True else "active"
-        results = yield "search_memories", {
-            "query": query, "k": k, "memory_type": memory_type, "scope": scope, "status": status,
-            **self._who(self._identity(runtime)),
-        }
+        results = yield self._ops(runtime).search(query, k=k, memory_type=memory_type, scope=scope, status=status)
         return describe_search(query, results), False
 
-    def delete(self, runtime: ToolRuntime, memory_id: str):  # type: ignore[no-untyped-def]
-        item = yield "delete_memory", {"memory_id": memory_id, **self._who(self._identity(runtime))}
+    def delete(self, runtime: RunInfo, memory_id: str) -> Body:
+        item = yield self._ops(runtime).delete(memory_id)
         return describe_delete(item), False
 
-    def stats(self, runtime: ToolRuntime):  # type: ignore[no-untyped-def]
-        result = yield "stats", self._who(self._identity(runtime))
+    def stats(self, runtime: RunInfo) -> Body:
+        result = yield self._ops(runtime).stats()
         return describe_stats(result), False
 
     @staticmethod
-    def _message(runtime: ToolRuntime, name: str, text: str, error: bool) -> ToolMessage | str:
+    def _message(runtime: RunInfo, name: str, text: str, error: bool) -> ToolMessage | str:
         if runtime.tool_call_id is None:
             return text
         return ToolMessage(content=text, tool_call_id=runtime.tool_call_id, name=name,
                            status="error" if error else "success")
 
-    def _failed(self, runtime: ToolRuntime, name: str, exc: Exception) -> ToolMessage | str:
+    def _failed(self, runtime: RunInfo, name: str, exc: Exception) -> ToolMessage | str:
         if isinstance(exc, IdentityConflictError):
             raise exc  # the run contradicts itself about who it is: no answer to the model fixes that
         if not isinstance(exc, AgentMemoryError):
             logger.exception("%s failed unexpectedly", name)
         return self._message(runtime, name, describe_error(exc), True)
 
-    def run(self, name: str, body: Any, runtime: ToolRuntime) -> ToolMessage | str:
+    def run(self, name: str, body: Body, runtime: RunInfo) -> ToolMessage | str:
         try:
-            method, kwargs = next(body)
-            body.send(getattr(self.backend.sync_service(), method)(**kwargs))
+            body.send(self.backend.run(next(body)))
         except StopIteration as done:
             return self._message(runtime, name, *done.value)
         except Exception as exc:  # noqa: BLE001 - a tool must answer the model, not break the graph
             return self._failed(runtime, name, exc)
         raise AssertionError("a tool body makes exactly one call")  # pragma: no cover
 
-    async def arun(self, name: str, body: Any, runtime: ToolRuntime) -> ToolMessage | str:
+    async def arun(self, name: str, body: Body, runtime: RunInfo) -> ToolMessage | str:
         try:
-            method, kwargs = next(body)
-            body.send(await self.backend.acall(method, **kwargs))
+            body.send(await self.backend.arun(next(body)))
         except StopIteration as done:
             return self._message(runtime, name, *done.value)
         except Exception as exc:  # noqa: BLE001 - a tool must answer the model, not break the graph

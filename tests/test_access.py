@@ -76,7 +76,7 @@ def crew(memory: MemoryService) -> Crew:
 
 
 def project_ids(memory: MemoryService, crew: Crew, who: str) -> set[Any]:
-    return {i.id for i in memory.list_memories(**crew.ids(who), scope="project", status=None)}
+    return {i.id for i in memory.for_user(**crew.ids(who)).list(scope="project", status=None)}
 
 
 # --- project roles ----------------------------------------------------------------------------
@@ -85,63 +85,61 @@ def project_ids(memory: MemoryService, crew: Crew, who: str) -> set[Any]:
 @pytest.mark.parametrize("role", ["owner", "admin", "editor", "viewer"])
 async def test_what_each_project_role_may_do(svc, memory, crew, role) -> None:
     me = crew.ids(role)
-    theirs = memory.add_explicit_memory("The staging database is refreshed every Monday", **crew.ids("writer"),
-                                        scope="project")
+    theirs = memory.for_user(**crew.ids("writer")).add("The staging database is refreshed every Monday", scope="project")
     # every member reads the project's memories
-    assert (await call(svc, "get_memory", theirs.id, **me)).id == theirs.id
-    assert theirs.id in {i.id for i in await call(svc, "list_memories", **me, scope="project")}
+    assert (await call(svc.for_user(**me), "get", theirs.id)).id == theirs.id
+    assert theirs.id in {i.id for i in await call(svc.for_user(**me), "list", scope="project")}
 
     # create: owners, admins and editors
     if role in WRITERS:
-        mine = await call(svc, "add_explicit_memory", f"The {role} wants release notes for every deploy",
-                          **me, scope="project")
+        mine = await call(svc.for_user(**me), "add", f"The {role} wants release notes for every deploy", scope="project")
         assert isinstance(mine, MemoryItem) and (mine.scope, mine.scope_id, mine.user_id) == (
             Scope.PROJECT, crew.project, me["user_id"])
     else:
         with pytest.raises(PermissionDeniedError,
                            match="saving a memory in project .* needs the role owner, admin or editor; "
                                  "you are a viewer"):
-            await call(svc, "add_explicit_memory", "The viewer wants release notes", **me, scope="project")
+            await call(svc.for_user(**me), "add", "The viewer wants release notes", scope="project")
         # what a viewer wrote while an editor stays theirs, but their role no longer lets them change it
         memory.add_member("project", crew.project, crew.viewer, "editor", user_id=crew.owner)
-        mine = memory.add_explicit_memory("The viewer wants release notes for every deploy", **me, scope="project")
+        mine = memory.for_user(**me).add("The viewer wants release notes for every deploy", scope="project")
         memory.add_member("project", crew.project, crew.viewer, "viewer", user_id=crew.owner)
 
     # edit, delete and restore their own: the roles that write
     if role in WRITERS:
-        edited = await call(svc, "edit_memory", mine.id, **me, content="Release notes are written for every deploy")
+        edited = await call(svc.for_user(**me), "edit", mine.id, content="Release notes are written for every deploy")
         assert edited.version == 2
-        assert (await call(svc, "delete_memory", mine.id, **me)).status.value == "archived"
-        assert (await call(svc, "restore_memory", mine.id, **me)).status.value == "active"
+        assert (await call(svc.for_user(**me), "delete", mine.id)).status.value == "archived"
+        assert (await call(svc.for_user(**me), "restore", mine.id)).status.value == "active"
     else:
-        for method, kwargs in (("edit_memory", {"content": "Changed by a viewer"}), ("delete_memory", {})):
+        for method, kwargs in (("edit", {"content": "Changed by a viewer"}), ("delete", {})):
             with pytest.raises(PermissionDeniedError, match="your memory .* needs the role owner, admin or editor; "
                                                             "you are a viewer"):
-                await call(svc, method, mine.id, **me, **kwargs)
-        memory.delete_memory(mine.id, **crew.ids("owner"))
+                await call(svc.for_user(**me), method, mine.id, **kwargs)
+        memory.for_user(**crew.ids("owner")).delete(mine.id)
         with pytest.raises(PermissionDeniedError, match="to restore your memory"):
-            await call(svc, "restore_memory", mine.id, **me)
+            await call(svc.for_user(**me), "restore", mine.id)
 
     # edit, delete and restore someone else's: owners and admins
     if role in ("owner", "admin"):
-        edited = await call(svc, "edit_memory", theirs.id, **me, content="The staging database is refreshed daily")
+        edited = await call(svc.for_user(**me), "edit", theirs.id, content="The staging database is refreshed daily")
         assert edited.content == "The staging database is refreshed daily" and edited.user_id == crew.writer
-        await call(svc, "delete_memory", theirs.id, **me)
-        assert (await call(svc, "restore_memory", theirs.id, **me)).status.value == "active"
+        await call(svc.for_user(**me), "delete", theirs.id)
+        assert (await call(svc.for_user(**me), "restore", theirs.id)).status.value == "active"
     else:
         needed = f"another member's memory .* needs the role owner or admin; you are an? {role}"
-        for method, kwargs in (("edit_memory", {"content": "Changed by someone else"}), ("delete_memory", {})):
+        for method, kwargs in (("edit", {"content": "Changed by someone else"}), ("delete", {})):
             with pytest.raises(PermissionDeniedError, match=needed):
-                await call(svc, method, theirs.id, **me, **kwargs)
-        memory.delete_memory(theirs.id, **crew.ids("owner"))
+                await call(svc.for_user(**me), method, theirs.id, **kwargs)
+        memory.for_user(**crew.ids("owner")).delete(theirs.id)
         with pytest.raises(PermissionDeniedError, match=needed):
-            await call(svc, "restore_memory", theirs.id, **me)
-    assert memory.get_memory(theirs.id, **crew.ids("writer")).user_id == crew.writer
+            await call(svc.for_user(**me), "restore", theirs.id)
+    assert memory.for_user(**crew.ids("writer")).get(theirs.id).user_id == crew.writer
 
 
 def test_refusals_name_the_role_needed_and_the_callers_role(memory, crew) -> None:
     cases = [
-        (lambda: memory.add_explicit_memory("Deploys happen on Fridays", **crew.ids("outsider"), scope="project"),
+        (lambda: memory.for_user(**crew.ids("outsider")).add("Deploys happen on Fridays", scope="project"),
          (f"saving a memory in project '{crew.project}' needs the role owner, admin or editor; you are not a "
           "member. Ask a project owner or admin to change your role")),
         (lambda: memory.add_member("project", crew.project, fresh("new"), "viewer", user_id=crew.editor),
@@ -161,11 +159,9 @@ def test_refusals_name_the_role_needed_and_the_callers_role(memory, crew) -> Non
 
 def test_visibility_decides_who_reads_a_project_memory(memory, crew) -> None:
     writer = crew.ids("writer")
-    public = memory.add_explicit_memory("The public roadmap lists the beta in May", **writer, scope="project",
-                                        visibility="public")
-    members = memory.add_explicit_memory("The on-call rotation changes every Tuesday", **writer, scope="project")
-    private = memory.add_explicit_memory("The writer's draft idea is a rewrite in Go", **writer, scope="project",
-                                         visibility="owner_only")
+    public = memory.for_user(**writer).add("The public roadmap lists the beta in May", scope="project", visibility="public")
+    members = memory.for_user(**writer).add("The on-call rotation changes every Tuesday", scope="project")
+    private = memory.for_user(**writer).add("The writer's draft idea is a rewrite in Go", scope="project", visibility="owner_only")
     assert members.visibility.value == "members"  # the default
     assert project_ids(memory, crew, "writer") == {public.id, members.id, private.id}
     for member in ("owner", "admin", "editor", "viewer"):  # owner_only: not even the project's owner
@@ -174,11 +170,11 @@ def test_visibility_decides_who_reads_a_project_memory(memory, crew) -> None:
     assert project_ids(memory, crew, "outsider") == set()
     for who, hidden in (("owner", private), ("guest", members), ("outsider", public)):
         with pytest.raises(MemoryNotFoundError):
-            memory.get_memory(hidden.id, **crew.ids(who))
+            memory.for_user(**crew.ids(who)).get(hidden.id)
     # the guest reads the shared project by naming it, and searches it like a member
-    [hit] = memory.search_memories("roadmap beta", **crew.ids("guest"), scope="project")
+    [hit] = memory.for_user(**crew.ids("guest")).search("roadmap beta", scope="project")
     assert (hit.id, hit.level, hit.scope_id) == (public.id, Scope.PROJECT, crew.project)
-    assert memory.list_memories(user_id=crew.guest) == []
+    assert memory.for_user(crew.guest).list() == []
 
 
 @pytest.mark.parametrize("grantee", ["user", "team", "org"])
@@ -191,13 +187,12 @@ def test_sharing_with_a_user_a_team_or_an_org_opens_public_memories_until_unshar
         getattr(memory, f"create_{grantee}")(group, user_id=founder)
         memory.add_member(grantee, group, reader, "member", user_id=founder)
         target = {f"with_{grantee}": group}
-    public = memory.add_explicit_memory("The public API is versioned by date", **crew.ids("writer"),
-                                        scope="project", visibility="public")
-    memory.add_explicit_memory("The internal API has no versioning", **crew.ids("writer"), scope="project")
+    public = memory.for_user(**crew.ids("writer")).add("The public API is versioned by date", scope="project", visibility="public")
+    memory.for_user(**crew.ids("writer")).add("The internal API has no versioning", scope="project")
     me = {"user_id": reader, "project_id": crew.project}
 
     def seen() -> list[Any]:
-        return [i.id for i in memory.list_memories(**me, scope="project")]
+        return [i.id for i in memory.for_user(**me).list(scope="project")]
 
     assert seen() == []
     memory.share_project(crew.project, **target, user_id=crew.admin)
@@ -210,7 +205,7 @@ def test_sharing_with_a_user_a_team_or_an_org_opens_public_memories_until_unshar
         assert seen() == [public.id]
     # a share grants reading, never a role
     with pytest.raises(PermissionDeniedError, match="you are not a member"):
-        memory.add_explicit_memory("The guest adds a note", **me, scope="project")
+        memory.for_user(**me).add("The guest adds a note", scope="project")
     assert memory.unshare_project(crew.project, **target, user_id=crew.owner) is True
     assert seen() == []
     assert memory.unshare_project(crew.project, **target, user_id=crew.owner) is False
@@ -234,10 +229,9 @@ async def test_a_team_writes_as_its_policy_says(svc) -> None:
     await call(svc, "add_member", "team", team, member, "member", user_id=lead)
     as_member = {"user_id": member, "team_id": team}
     # policy "members" (the default): every member writes and edits their own
-    own = await call(svc, "add_explicit_memory", "The team reviews pull requests within a day", **as_member,
-                     scope="team")
+    own = await call(svc.for_user(**as_member), "add", "The team reviews pull requests within a day", scope="team")
     assert (own.scope, own.scope_id) == (Scope.TEAM, team)
-    await call(svc, "edit_memory", own.id, **as_member, content="The team reviews pull requests the same day")
+    await call(svc.for_user(**as_member), "edit", own.id, content="The team reviews pull requests the same day")
     with pytest.raises(PermissionDeniedError, match=f"changing who may write in team '{team}' needs the role "
                                                     "lead; you are a member"):
         await call(svc, "set_team_write", team, "leads", user_id=member)
@@ -245,18 +239,16 @@ async def test_a_team_writes_as_its_policy_says(svc) -> None:
     assert await call(svc, "set_team_write", team, "leads", user_id=lead) == "leads"
     with pytest.raises(PermissionDeniedError, match=r"needs the role lead \(this team lets only its leads write\); "
                                                     "you are a member"):
-        await call(svc, "add_explicit_memory", "The team pairs on Fridays", **as_member, scope="team")
+        await call(svc.for_user(**as_member), "add", "The team pairs on Fridays", scope="team")
     with pytest.raises(PermissionDeniedError, match="to edit your memory"):
-        await call(svc, "edit_memory", own.id, **as_member, content="The team reviews pull requests weekly")
-    assert [i.id for i in await call(svc, "list_memories", **as_member, scope="team")] == [own.id]
-    led = await call(svc, "add_explicit_memory", "The team pairs on Fridays", user_id=lead, team_id=team,
-                     scope="team")
+        await call(svc.for_user(**as_member), "edit", own.id, content="The team reviews pull requests weekly")
+    assert [i.id for i in await call(svc.for_user(**as_member), "list", scope="team")] == [own.id]
+    led = await call(svc.for_user(lead, team_id=team), "add", "The team pairs on Fridays", scope="team")
     assert led.user_id == lead
-    await call(svc, "delete_memory", own.id, user_id=lead, team_id=team)  # a lead edits anyone's
+    await call(svc.for_user(lead, team_id=team), "delete", own.id)  # a lead edits anyone's
     with pytest.raises(PermissionDeniedError, match="you are not a member"):
-        await call(svc, "add_explicit_memory", "The outsider writes here", user_id=outsider, team_id=team,
-                   scope="team")
-    assert await call(svc, "list_memories", user_id=outsider, team_id=team) == []
+        await call(svc.for_user(outsider, team_id=team), "add", "The outsider writes here", scope="team")
+    assert await call(svc.for_user(outsider, team_id=team), "list") == []
     with pytest.raises(InvalidInputError, match="members, leads"):
         await call(svc, "set_team_write", team, "everyone", user_id=lead)
 
@@ -266,7 +258,7 @@ def test_a_team_can_be_created_leads_only(memory) -> None:
     memory.create_team(team, user_id=lead, write="leads")
     memory.add_member("team", team, member, "member", user_id=lead)
     with pytest.raises(PermissionDeniedError, match="this team lets only its leads write"):
-        memory.add_explicit_memory("The team deploys twice a week", user_id=member, team_id=team, scope="team")
+        memory.for_user(member, team_id=team).add("The team deploys twice a week", scope="team")
     with pytest.raises(InvalidInputError, match="members, leads"):
         memory.create_team(fresh("team"), user_id=lead, write="all")
 
@@ -275,26 +267,24 @@ async def test_org_memory_is_written_by_its_admins(svc) -> None:
     org, admin, member, outsider = fresh("org"), fresh("admin"), fresh("member"), fresh("outsider")
     assert (await call(svc, "create_org", org, user_id=admin)).role is Role.ADMIN
     await call(svc, "add_member", "org", org, member, "member", user_id=admin)
-    rule = await call(svc, "add_explicit_memory", "All services log in JSON", user_id=admin, org_id=org, scope="org",
-                      memory_type="constraint")
+    rule = await call(svc.for_user(admin, org_id=org), "add", "All services log in JSON", scope="org", memory_type="constraint")
     with pytest.raises(PermissionDeniedError, match=f"saving a memory in org '{org}' needs the role admin; you are "
                                                     "a member. Ask an org admin"):
-        await call(svc, "add_explicit_memory", "All services log in XML", user_id=member, org_id=org, scope="org")
+        await call(svc.for_user(member, org_id=org), "add", "All services log in XML", scope="org")
     with pytest.raises(PermissionDeniedError, match="another member's memory .* needs the role admin"):
-        await call(svc, "delete_memory", rule.id, user_id=member, org_id=org)
-    assert [i.id for i in await call(svc, "list_memories", user_id=member, scope="org")] == [rule.id]
-    assert await call(svc, "list_memories", user_id=outsider, org_id=org) == []
+        await call(svc.for_user(member, org_id=org), "delete", rule.id)
+    assert [i.id for i in await call(svc.for_user(member), "list", scope="org")] == [rule.id]
+    assert await call(svc.for_user(outsider, org_id=org), "list") == []
 
 
 def test_team_and_org_memories_need_the_team_or_org_to_exist_and_an_id(memory) -> None:
     user, team = fresh("user"), fresh("team")
     with pytest.raises(PermissionDeniedError, match=rf"team '{team}' does not exist; create it first with "
                                                     rf"create_team\('{team}', user_id=\.\.\.\)"):
-        memory.add_explicit_memory("The team uses trunk-based development", user_id=user, team_id=team,
-                                   scope="team")
+        memory.for_user(user, team_id=team).add("The team uses trunk-based development", scope="team")
     assert memory.memberships(user_id=user) == []  # only projects are created by a first write
     with pytest.raises(InvalidInputError, match=r"needs an? org_id in the caller's identity; pass org_id=\.\.\."):
-        memory.add_explicit_memory("The org uses SSO everywhere", user_id=user, scope="org")
+        memory.for_user(user).add("The org uses SSO everywhere", scope="org")
 
 
 # --- levels -----------------------------------------------------------------------------------
@@ -316,24 +306,23 @@ async def test_reads_span_every_level_tagged_with_level_and_scope_id(svc) -> Non
     }
     ids = {}
     for (level, scope_id), (content, extra) in written.items():
-        item = await call(svc, "add_explicit_memory", content, **me, **extra, scope=level.value)
+        item = await call(svc.for_user(**me, **extra), "add", content, scope=level.value)
         assert (item.scope, item.scope_id) == (level, scope_id)
         ids[item.id] = (level, scope_id)
 
-    results = await call(svc, "search_memories", "code review", **me, k=20)
+    results = await call(svc.for_user(**me), "search", "code review", k=20)
     assert {r.id: (r.level, r.scope_id) for r in results} == ids  # every team and org of the user
-    by_team = await call(svc, "search_memories", "code review", **me, scope="team", k=20)
+    by_team = await call(svc.for_user(**me), "search", "code review", scope="team", k=20)
     assert {(r.level, r.scope_id) for r in by_team} == {(Scope.TEAM, team_a), (Scope.TEAM, team_b)}
-    narrowed = await call(svc, "search_memories", "code review", **me, team_id=team_b, k=20)
+    narrowed = await call(svc.for_user(team_id=team_b, **me), "search", "code review", k=20)
     assert {(r.level, r.scope_id) for r in narrowed if r.level is Scope.TEAM} == {(Scope.TEAM, team_b)}
     assert len(narrowed) == 5
-    shared = await call(svc, "list_memories", **me, scope=["team", "org"], org_id=org, team_id=team_a)
+    shared = await call(svc.for_user(org_id=org, team_id=team_a, **me), "list", scope=["team", "org"])
     assert {(i.scope, i.scope_id) for i in shared} == {(Scope.TEAM, team_a), (Scope.ORG, org)}
     # without a project_id the project's memories are not read; a stranger reads none of it
-    no_project = await call(svc, "search_memories", "code review", user_id=user, k=20)
+    no_project = await call(svc.for_user(user), "search", "code review", k=20)
     assert Scope.PROJECT not in {r.level for r in no_project} and len(no_project) == 4
-    assert await call(svc, "search_memories", "code review", user_id=fresh("stranger"), project_id=project,
-                      team_id=team_a, org_id=org, k=20) == []
+    assert await call(svc.for_user(fresh("stranger"), project_id=project, team_id=team_a, org_id=org), "search", "code review", k=20) == []
 
 
 # --- membership management --------------------------------------------------------------------
@@ -370,7 +359,7 @@ def test_the_refusal_to_remove_an_owner_reads_well(memory, crew) -> None:
 
 def test_the_missing_org_id_message_reads_well(memory) -> None:
     with pytest.raises(InvalidInputError, match="an org memory needs an org_id"):
-        memory.add_explicit_memory("The org uses SSO everywhere", user_id=fresh("user"), scope="org")
+        memory.for_user(fresh("user")).add("The org uses SSO everywhere", scope="org")
 
 
 @pytest.mark.parametrize(("kind", "founder_role", "other_role"),
@@ -426,15 +415,13 @@ def test_create_is_idempotent_for_its_founder_and_refused_for_anyone_else(memory
 
 def test_the_first_write_to_a_project_creates_it_with_the_writer_as_owner(memory) -> None:
     project, user, other = fresh("proj"), fresh("user"), fresh("other")
-    memory.add_explicit_memory("The project is a webshop for bikes", user_id=user, project_id=project,
-                               scope="project")
+    memory.for_user(user, project_id=project).add("The project is a webshop for bikes", scope="project")
     [owner] = memory.memberships(user_id=user)
     assert (owner.scope, owner.scope_id, owner.role, owner.added_by) == (Scope.PROJECT, project, Role.OWNER, user)
     with pytest.raises(PermissionDeniedError, match="you are not a member"):
-        memory.add_explicit_memory("The project is a webshop for cars", user_id=other, project_id=project,
-                                   scope="project")
+        memory.for_user(other, project_id=project).add("The project is a webshop for cars", scope="project")
     # reading a project nobody created creates nothing
-    assert memory.list_memories(user_id=other, project_id=fresh("proj")) == []
+    assert memory.for_user(other, project_id=fresh("proj")).list() == []
     assert memory.memberships(user_id=other) == []
 
 
@@ -442,18 +429,15 @@ def test_without_auto_create_a_project_must_be_created_first(dsn, config, embedd
     project, user = fresh("proj"), fresh("user")
     with MemoryService(dsn, config=config.replace(auto_create_projects=False), embeddings=embeddings) as strict:
         for write in (
-            lambda: strict.add_explicit_memory("The project ships weekly", user_id=user, project_id=project,
-                                               scope="project"),
-            lambda: strict.add_resource("A design document", user_id=user, project_id=project, scope="project",
-                                        kind="project_resource"),
+            lambda: strict.for_user(user, project_id=project).add("The project ships weekly", scope="project"),
+            lambda: strict.for_user(user, project_id=project).add_resource("A design document", scope="project", kind="project_resource"),
         ):
             with pytest.raises(PermissionDeniedError, match=rf"project '{project}' does not exist; create it first "
                                                             rf"with create_project\('{project}', user_id=\.\.\.\)"):
                 write()
         assert strict.memberships(user_id=user) == []
         strict.create_project(project, user_id=user)
-        item = strict.add_explicit_memory("The project ships weekly", user_id=user, project_id=project,
-                                          scope="project")
+        item = strict.for_user(user, project_id=project).add("The project ships weekly", scope="project")
         assert item.scope_id == project
 
 
@@ -467,8 +451,8 @@ def test_bad_scope_ids_are_refused_with_a_message(memory, bad) -> None:
         lambda: memory.create_project(bad, user_id=user),
         lambda: memory.create_team(bad, user_id=user),
         lambda: memory.create_org(bad, user_id=user),
-        lambda: memory.add_explicit_memory("A project memory here", user_id=user, project_id=bad, scope="project"),
-        lambda: memory.list_memories(user_id=user, team_id=bad),
+        lambda: memory.for_user(user, project_id=bad).add("A project memory here", scope="project"),
+        lambda: memory.for_user(user, team_id=bad).list(),
         lambda: memory.memberships(user_id=user, prefix=bad),
         lambda: memory.add_member("team", bad, "x", "member", user_id=user),
         lambda: memory.share_project(fresh("proj"), with_org=bad, user_id=user),
@@ -509,10 +493,9 @@ def test_scope_ids_are_nfkc_normalized(memory) -> None:
     assert memory.create_project(name, user_id=user) == created
     with pytest.raises(InvalidInputError, match="project_id: has whitespace"):  # refused, never trimmed
         memory.create_project(f" {name} ", user_id=user)
-    item = memory.add_explicit_memory("The wide project uses Django", user_id=user, project_id=wide,
-                                      scope="project")
+    item = memory.for_user(user, project_id=wide).add("The wide project uses Django", scope="project")
     assert item.scope_id == name
-    assert memory.get_memory(item.id, user_id=user, project_id=name).id == item.id
+    assert memory.for_user(user, project_id=name).get(item.id).id == item.id
     assert [m.scope_id for m in memory.memberships(user_id=user, prefix=wide[:4] + name[4:])] == [name]
 
 
@@ -520,46 +503,44 @@ def test_scope_ids_are_nfkc_normalized(memory) -> None:
 
 
 def test_the_project_profile_is_read_by_members_and_edited_by_owners_and_admins(memory, crew) -> None:
-    profile = memory.update_profile({"current_phase": "Beta in May"}, kind="project", **crew.ids("owner"))
+    profile = memory.for_user(**crew.ids("owner")).update_profile({"current_phase": "Beta in May"}, kind="project")
     assert profile.fields["current_phase"] == "Beta in May"
-    memory.update_profile({"project_goal": "A webshop for bikes"}, kind="project", **crew.ids("admin"))
+    memory.for_user(**crew.ids("admin")).update_profile({"project_goal": "A webshop for bikes"}, kind="project")
     for editor in ("editor", "viewer"):
         with pytest.raises(PermissionDeniedError, match="editing the project profile in project .* needs the role "
                                                         f"owner or admin; you are an? {editor}"):
-            memory.update_profile({"current_phase": "GA"}, kind="project", **crew.ids(editor))
+            memory.for_user(**crew.ids(editor)).update_profile({"current_phase": "GA"}, kind="project")
         with pytest.raises(PermissionDeniedError, match="needs the role owner or admin"):
-            memory.reset_profile_fields(kind="project", **crew.ids(editor))
+            memory.for_user(**crew.ids(editor)).reset_profile_fields(kind="project")
     for member in ("owner", "admin", "editor", "viewer"):
-        read = memory.get_profile("project", **crew.ids(member))
+        read = memory.for_user(**crew.ids(member)).profile("project")
         assert (read.fields["current_phase"], read.fields["project_goal"]) == ("Beta in May", "A webshop for bikes")
-        assert memory.get_profile_for_agent(**crew.ids(member)).project.fields["current_phase"] == "Beta in May"
+        assert memory.for_user(**crew.ids(member)).profiles().project.fields["current_phase"] == "Beta in May"
     for stranger in ("guest", "outsider"):
         with pytest.raises(PermissionDeniedError, match="reading the project profile in project .* you are not a "
                                                         "member"):
-            memory.get_profile("project", **crew.ids(stranger))
-        for_agent = memory.get_profile_for_agent(**crew.ids(stranger))
+            memory.for_user(**crew.ids(stranger)).profile("project")
+        for_agent = memory.for_user(**crew.ids(stranger)).profiles()
         assert for_agent.project is None and for_agent.project_text == ""
-        assert memory.refresh_profiles(**crew.ids(stranger), force=True, llm=None) == ["user"]
-    after = memory.reset_profile_fields(["current_phase"], kind="project", **crew.ids("admin"))
+        assert memory.for_user(**crew.ids(stranger)).refresh_profiles(force=True, llm=None) == ["user"]
+    after = memory.for_user(**crew.ids("admin")).reset_profile_fields(["current_phase"], kind="project")
     assert after.fields["current_phase"] is None and after.manual == {"project_goal": "A webshop for bikes"}
 
 
 def test_project_resources_are_read_by_members_and_added_by_writers(memory, crew) -> None:
-    spec = memory.add_resource("Deployment checklist: tag, build, ship.", **crew.ids("editor"),
-                               kind="project_resource", scope="project", title="Checklist")
+    spec = memory.for_user(**crew.ids("editor")).add_resource("Deployment checklist: tag, build, ship.", kind="project_resource", scope="project", title="Checklist")
     with pytest.raises(PermissionDeniedError, match="adding a resource in project .* needs the role owner, admin "
                                                     "or editor; you are a viewer"):
-        memory.add_resource("A viewer's notes", **crew.ids("viewer"), kind="project_resource", scope="project")
+        memory.for_user(**crew.ids("viewer")).add_resource("A viewer's notes", kind="project_resource", scope="project")
     for member in ("owner", "admin", "editor", "viewer"):
-        assert memory.get_resource(spec.id, **crew.ids(member)).id == spec.id
-        assert spec.id in {r.id for r in memory.list_resources(**crew.ids(member))}
+        assert memory.for_user(**crew.ids(member)).get_resource(spec.id).id == spec.id
+        assert spec.id in {r.id for r in memory.for_user(**crew.ids(member)).list_resources()}
     for stranger in ("guest", "outsider"):
         with pytest.raises(MemoryNotFoundError):
-            memory.get_resource(spec.id, **crew.ids(stranger))
-        assert memory.list_resources(**crew.ids(stranger)) == []
+            memory.for_user(**crew.ids(stranger)).get_resource(spec.id)
+        assert memory.for_user(**crew.ids(stranger)).list_resources() == []
         with pytest.raises(PermissionDeniedError, match="you are not a member"):
-            memory.add_resource("A stranger's notes", **crew.ids(stranger), kind="project_resource",
-                                scope="project")
+            memory.for_user(**crew.ids(stranger)).add_resource("A stranger's notes", kind="project_resource", scope="project")
 
 
 # --- tools and extraction ---------------------------------------------------------------------
@@ -606,12 +587,12 @@ def test_a_member_saving_to_a_leads_only_team_through_the_tools_is_not_allowed(m
                           config, use_async=use_async)
     assert refused.status == "error" and refused.text.startswith("Not allowed")
     assert "needs the role lead" in refused.text and "you are a member" in refused.text
-    assert memory.list_memories(user_id=lead, team_id=team) == []
+    assert memory.for_user(lead, team_id=team).list() == []
 
 
 async def test_extraction_rejects_what_the_role_may_not_write(svc, memory, crew) -> None:
     said = ["I prefer short answers. We use PostgreSQL for everything."]
-    report = await call(svc, "extract_memories", said, **crew.ids("viewer"), session_id=fresh("s"), llm=None)
+    report = await call(svc.for_user(session_id=fresh("s"), **crew.ids("viewer")), "extract", said, llm=None)
     assert report.status == "done"
     [rejected] = report.rejected
     assert rejected.proposal.scope is Scope.PROJECT and "PostgreSQL" in rejected.proposal.content
@@ -621,6 +602,6 @@ async def test_extraction_rejects_what_the_role_may_not_write(svc, memory, crew)
     assert added.memory.scope is Scope.USER
     assert project_ids(memory, crew, "owner") == set()
     # an editor saying the same thing stores it for the project
-    report = await call(svc, "extract_memories", said, **crew.ids("editor"), session_id=fresh("s"), llm=None)
+    report = await call(svc.for_user(session_id=fresh("s"), **crew.ids("editor")), "extract", said, llm=None)
     assert {(o.memory.scope, o.memory.scope_id) for o in report.added} == {
         (Scope.USER, crew.editor), (Scope.PROJECT, crew.project)}

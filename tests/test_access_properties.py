@@ -11,7 +11,7 @@ rules on its own, in plain Python (nothing from ``agent_memory.access``). It che
   not theirs to change (or the project/team/org refuses them), and changes nothing: after every
   write, read straight from the tables, the database holds exactly the model's memories,
   scopes, members and shares;
-- reads (``list_memories``, ``search_memories``, ``stats``, ``get_memory``, ``check_duplicate``
+- reads (``list``, ``search``, ``stats``, ``get``, ``find_duplicate``
   and dedupe on save, ``memberships``, ``list_members``) return exactly what the model says the
   caller may see; after every step one user (in turn) lists under one identity (in turn), and
   at the end of each example every user reads the whole world under several identities.
@@ -367,7 +367,7 @@ class AccessMachine(RuleBasedStateMachine):
         m = self.model
         expected = m.visible_ids(user, ident)
         STATS["calls"] += 1
-        got = {i.id: i for i in self.service.list_memories(user_id=user, **ident, status=None, limit=1000)}
+        got = {i.id: i for i in self.service.for_user(user, **ident).list(status=None, limit=1000)}
         leaked, missing = set(got) - expected, expected - set(got)
         assert not leaked and not missing, (
             f"list_memories as {user} {ident}: leaked {[m.items.get(i) for i in leaked]}, "
@@ -381,17 +381,16 @@ class AccessMachine(RuleBasedStateMachine):
         m = self.model
         expected = self._check_list(user, ident)
         STATS["calls"] += 1
-        active = {i.id for i in self.service.list_memories(user_id=user, **ident, limit=1000)}
+        active = {i.id for i in self.service.for_user(user, **ident).list(limit=1000)}
         assert active == {i for i in expected if m.items[i].status == "active"}, f"active list as {user} {ident}"
         if not search:
             return
         STATS["calls"] += 1
-        total = self.service.stats(user_id=user, **ident).total
+        total = self.service.for_user(user, **ident).stats().total
         assert total == len(expected), f"stats as {user} {ident} counted {total}, the model {len(expected)}"
         STATS["calls"] += 1
         k = self.service.config.max_k
-        hits = {h.item.id for h in self.service.search_memories(
-            "note written for the shared world", user_id=user, **ident, k=k, status=None, min_relevance=0.0)}
+        hits = {h.item.id for h in self.service.for_user(user, **ident).search("note written for the shared world", k=k, status=None, min_relevance=0.0)}
         assert hits <= expected, f"search as {user} {ident} leaked {[m.items.get(i) for i in hits - expected]}"
         if len(expected) <= k:
             assert hits == expected, f"search as {user} {ident} missed {[m.items[i] for i in expected - hits]}"
@@ -588,12 +587,12 @@ class AccessMachine(RuleBasedStateMachine):
         if again is not None:
             duplicate = next((i for i, item in m.items.items() if item.status == "active" and item.scope == scope
                               and item.content == again and m.visible(actor, ident, item)), None)
-            found = self._call("check_duplicate", None, self.service.check_duplicate, again, user_id=actor, **ident,
-                               scope=scope)
+            found = self._call("check_duplicate", None, self.service.for_user(actor, **ident).find_duplicate,
+                               again, scope=scope)
             assert (found and found.id) == duplicate, \
                 f"check_duplicate found {found}, the model says {duplicate and m.items[duplicate]}"
         result = self._call(f"save {scope}" + (" again" if again else ""), expected,
-                            self.service.add_explicit_memory, content, user_id=actor, **ident, scope=scope,
+                            self.service.for_user(actor, **ident).add, content, scope=scope,
                             visibility=visibility, dedupe=again is not None)
         if expected is None:
             assert isinstance(result, MemoryItem), f"the gate refused {content!r}: {result}"
@@ -680,23 +679,22 @@ class AccessMachine(RuleBasedStateMachine):
         if action == "edit":
             expected = InvalidInputError if status not in (None, "active") else expected
             content = self._content(actor)
-            result = self._call("edit_memory", expected, self.service.edit_memory, memory_id, user_id=actor,
-                                **ident, content=content)
+            result = self._call("edit_memory", expected, self.service.for_user(actor, **ident).edit, memory_id,
+                                content=content)
             if expected is None:
                 assert not isinstance(result, Rejection), result
                 m.items[memory_id].content = content
                 assert _row(result) == m.items[memory_id].row()
         elif action == "restore":
             expected = InvalidInputError if status not in (None, "archived") else expected
-            result = self._call("restore_memory", expected, self.service.restore_memory, memory_id, user_id=actor,
-                                **ident)
+            result = self._call("restore_memory", expected, self.service.for_user(actor, **ident).restore, memory_id)
             if expected is None:
                 m.items[memory_id].status = "active"
                 assert _row(result) == m.items[memory_id].row()
         else:
             hard = action == "delete_hard"
-            self._call(f"{action}_memory", expected, self.service.delete_memory, memory_id,
-                       user_id=actor, **ident, hard=hard)
+            self._call(f"{action}_memory", expected, self.service.for_user(actor, **ident).delete, memory_id,
+                       hard=hard)
             if expected is None and hard:
                 del m.items[memory_id]
                 m.gone.append(memory_id)
@@ -711,7 +709,7 @@ class AccessMachine(RuleBasedStateMachine):
         actor, ident = self._user(data), self._ident(data)
         doomed = [i for i, item in m.items.items() if item.creator == actor and item.status == "archived"
                   and m.visible(actor, ident, item) and m.may_change_own(actor, item)]
-        n = self._call("purge_archived", None, self.service.purge_archived, user_id=actor, **ident)
+        n = self._call("purge_archived", None, self.service.for_user(actor, **ident).purge_archived)
         assert n == len(doomed), f"purge_archived deleted {n}, the model says {len(doomed)}"
         for i in doomed:
             del m.items[i]
@@ -837,8 +835,8 @@ class AccessMachine(RuleBasedStateMachine):
             natural = item is not None and data.draw(st.booleans())
             ident = self._natural_ident(item) if natural else self._ident(data)
             seen = item is not None and m.visible(user, ident, item)
-            got = self._call("get_memory", None if seen else MemoryNotFoundError, self.service.get_memory,
-                             memory_id, user_id=user, **ident)
+            got = self._call("get_memory", None if seen else MemoryNotFoundError,
+                             self.service.for_user(user, **ident).get, memory_id)
             if seen:
                 assert _row(got) == item.row()
 

@@ -10,6 +10,7 @@ the gate as empty, without breaking the joiners that emoji and some scripts need
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 import unicodedata
@@ -30,6 +31,7 @@ from agent_memory.errors import DatabaseError
 from agent_memory.extraction.pipeline import extract_memories
 from agent_memory.gate import normalize_content
 from agent_memory.validation import check_identity
+from identity_args import split_ids
 
 GOOD = "I prefer tabs over spaces"
 
@@ -72,10 +74,11 @@ def test_save_rejects_malformed_arguments(memory, tenant, override, field, words
     kwargs.update(override)
     content = kwargs.pop("content")
     with pytest.raises(InvalidInputError) as info:
-        memory.add_explicit_memory(content, **kwargs)
+        ids, rest = split_ids(kwargs)
+        memory.for_user(**ids).add(content, **rest)
     assert info.value.field == field
     assert words in str(info.value)
-    assert memory.list_memories(user_id=tenant.user, status=None) == []
+    assert memory.for_user(tenant.user).list(status=None) == []
 
 
 SEARCH_CASES = [
@@ -100,27 +103,31 @@ async def test_search_rejects_malformed_arguments(memory, amemory, tenant, overr
     kwargs = dict(query="tabs", user_id=tenant.user)
     kwargs.update(override)
     query = kwargs.pop("query")
+    ids, rest = split_ids(kwargs)
     with pytest.raises(InvalidInputError) as info:
-        memory.search_memories(query, **kwargs)
+        memory.for_user(**ids).search(query, **rest)
     assert info.value.field == field and words in str(info.value)
     with pytest.raises(InvalidInputError) as ainfo:
-        await amemory.search_memories(query, **kwargs)
+        await amemory.for_user(**ids).search(query, **rest)
     assert str(ainfo.value) == str(info.value)
 
 
 @pytest.mark.parametrize("bad_id", ["", "not-a-uuid", 12, None, "x" * 10_000, "a3f1" * 9])
 def test_id_taking_calls_reject_malformed_ids(memory, tenant, bad_id):
-    for call in (memory.get_memory, memory.delete_memory, memory.restore_memory):
+    me = memory.for_user(tenant.user)
+    for call in (me.get, me.delete, me.restore, me.history, me.source):
         with pytest.raises(InvalidInputError, match="memory_id") as info:
-            call(bad_id, user_id=tenant.user)
+            call(bad_id)
         assert len(str(info.value)) < 200  # a huge id is described, not echoed
 
 
-async def test_async_service_raises_the_same_errors_when_awaited(amemory, tenant):
-    pending = amemory.add_explicit_memory(GOOD, user_id=None)  # building the call raises nothing yet
+async def test_async_handle_checks_the_identity_when_made_and_arguments_when_awaited(amemory, tenant):
     with pytest.raises(InvalidInputError, match="user_id"):
+        amemory.for_user(None)  # who is asking is checked once, when the handle is made
+    pending = amemory.for_user(tenant.user).add(GOOD, memory_type="opinion")  # building the call raises nothing
+    with pytest.raises(InvalidInputError, match="memory_type"):
         await pending
-    assert await amemory.list_memories(user_id=tenant.user) == []
+    assert await amemory.for_user(tenant.user).list() == []
 
 
 @pytest.mark.parametrize(
@@ -175,69 +182,69 @@ HUGE = 2**70
 #: (method, positional args, keyword args, field named, words in the message); "$mid" is the id of a
 #: memory the tenant owns, "$project" the tenant's project
 SERVICE_CASES = [
-    ("add_explicit_memory", [GOOD], {"metadata": {"a\x00": 1}}, "metadata", "NUL"),
-    ("add_explicit_memory", [GOOD], {"metadata": {"k": "v\x00"}}, "metadata", "NUL"),
-    ("add_explicit_memory", [GOOD], {"metadata": {"\ud800": 1}}, "metadata", "surrogate"),
-    ("add_explicit_memory", [GOOD], {"metadata": {"list": ["ok", "lone \udfff"]}}, "metadata", "surrogate"),
-    ("add_explicit_memory", [GOOD], {"metadata": DEEP}, "metadata", "nested more than 32 levels"),
-    ("add_explicit_memory", [GOOD], {"metadata": {"x": DEEP_LIST}}, "metadata", "nested more than 32 levels"),
-    ("add_explicit_memory", [GOOD], {"metadata": {"a": [1, math.nan]}}, "metadata", "NaN"),
-    ("add_explicit_memory", [GOOD], {"metadata": {1: "x"}}, "metadata", "keys must be strings"),
-    ("add_explicit_memory", [GOOD], {"dedupe": "no"}, "dedupe", "True or False"),
-    ("add_explicit_memory", [GOOD], {"confidence": math.inf}, "confidence", "between 0 and 1"),
-    ("add_explicit_memory", [GOOD], {"memory_type": DEEP_LIST}, "memory_type", "must be one of"),
-    ("add_explicit_memory", [GOOD], {"source_id": "\u200b\u2060"}, "source_id", "invisible"),
+    ("add", [GOOD], {"metadata": {"a\x00": 1}}, "metadata", "NUL"),
+    ("add", [GOOD], {"metadata": {"k": "v\x00"}}, "metadata", "NUL"),
+    ("add", [GOOD], {"metadata": {"\ud800": 1}}, "metadata", "surrogate"),
+    ("add", [GOOD], {"metadata": {"list": ["ok", "lone \udfff"]}}, "metadata", "surrogate"),
+    ("add", [GOOD], {"metadata": DEEP}, "metadata", "nested more than 32 levels"),
+    ("add", [GOOD], {"metadata": {"x": DEEP_LIST}}, "metadata", "nested more than 32 levels"),
+    ("add", [GOOD], {"metadata": {"a": [1, math.nan]}}, "metadata", "NaN"),
+    ("add", [GOOD], {"metadata": {1: "x"}}, "metadata", "keys must be strings"),
+    ("add", [GOOD], {"dedupe": "no"}, "dedupe", "True or False"),
+    ("add", [GOOD], {"confidence": math.inf}, "confidence", "between 0 and 1"),
+    ("add", [GOOD], {"memory_type": DEEP_LIST}, "memory_type", "must be one of"),
+    ("add", [GOOD], {"source_id": "\u200b\u2060"}, "source_id", "invisible"),
     ("add_resource", ["A design document about caching"], {"metadata": {"a\x00": 1}}, "metadata", "NUL"),
     ("add_resource", ["A design document about caching"], {"metadata": DEEP}, "metadata", "nested"),
     ("add_resource", ["A design document about caching"], {"kind": DEEP}, "kind", "must be one of"),
-    ("list_memories", [], {"offset": HUGE}, "offset", "at most 9223372036854775807"),
-    ("list_memories", [], {"offset": -1}, "offset", ">= 0"),
-    ("list_memories", [], {"offset": True}, "offset", ">= 0"),
-    ("list_memories", [], {"offset": 1.5}, "offset", ">= 0"),
-    ("list_memories", [], {"limit": True}, "limit", "whole number"),
-    ("list_memories", [], {"limit": HUGE}, "limit", "between 1 and 10000"),
-    ("list_memories", [], {"limit": -5}, "limit", "between 1 and 10000"),
-    ("list_memories", [], {"offset": DEEP}, "offset", ">= 0"),
+    ("list", [], {"offset": HUGE}, "offset", "at most 9223372036854775807"),
+    ("list", [], {"offset": -1}, "offset", ">= 0"),
+    ("list", [], {"offset": True}, "offset", ">= 0"),
+    ("list", [], {"offset": 1.5}, "offset", ">= 0"),
+    ("list", [], {"limit": True}, "limit", "whole number"),
+    ("list", [], {"limit": HUGE}, "limit", "between 1 and 10000"),
+    ("list", [], {"limit": -5}, "limit", "between 1 and 10000"),
+    ("list", [], {"offset": DEEP}, "offset", ">= 0"),
     ("list_resources", [], {"offset": HUGE}, "offset", "at most"),
     ("list_resources", [], {"limit": DEEP_LIST}, "limit", "whole number"),
-    ("import_memories", [None], {}, "items", "must be a list, got NoneType"),
-    ("import_memories", [5], {}, "items", "must be a list, got int"),
-    ("import_memories", ["I like green tea"], {}, "items", "must be a list, got str"),
-    ("import_memories", [{"content": GOOD}], {}, "items", "must be a list, got dict"),
-    ("import_memories", [[GOOD]], {"dedupe": "yes"}, "dedupe", "True or False"),
-    ("import_memories", [[GOOD, {"content": GOOD, "metadata": {"a": "\x00"}}]], {}, "metadata", "NUL"),
-    ("delete_memory", ["$mid"], {"hard": "no"}, "hard", "True or False"),
-    ("delete_memory", ["$mid"], {"hard": 1}, "hard", "True or False"),
-    ("delete_memory", ["$mid"], {"hard": None}, "hard", "True or False"),
-    ("delete_memory", [DEEP], {}, "memory_id", "must be a memory id"),
-    ("get_memory", [DEEP_LIST], {}, "memory_id", "must be a memory id"),
-    ("edit_memory", ["$mid"], {"content": GOOD + " always", "reason": "why\x00"}, "reason", "NUL"),
-    ("edit_memory", ["$mid"], {"confidence": math.nan}, "confidence", "between 0 and 1"),
-    ("extract_memories", [["I like tea\x00 a lot"]], {"llm": None}, "messages", "message 0 contains a NUL"),
-    ("extract_memories", [[{"role": "user", "content": "lone \ud800"}]], {"llm": None}, "messages", "surrogate"),
-    ("extract_memories", [["I like green tea", "and\x00this"]], {"llm": None}, "messages", "message 1"),
-    ("extract_memories", [[{"role": "user", "content": "hi", "id": "m\x00"}]], {"llm": None}, "messages", "the id"),
-    ("extract_memories", [DEEP], {"llm": None}, "messages", "message 0"),
-    ("extract_memories", [5], {"llm": None}, "messages", "list of messages"),
-    ("extract_memories", [["I like tea"]], {"llm": None, "min_new_turns": DEEP}, "min_new_turns", ">= 1"),
-    ("extract_memories", [["I like tea"]], {"llm": None, "min_new_turns": True}, "min_new_turns", ">= 1"),
+    ("add_many", [None], {}, "items", "must be a list, got NoneType"),
+    ("add_many", [5], {}, "items", "must be a list, got int"),
+    ("add_many", ["I like green tea"], {}, "items", "must be a list, got str"),
+    ("add_many", [{"content": GOOD}], {}, "items", "must be a list, got dict"),
+    ("add_many", [[GOOD]], {"dedupe": "yes"}, "dedupe", "True or False"),
+    ("add_many", [[GOOD, {"content": GOOD, "metadata": {"a": "\x00"}}]], {}, "metadata", "NUL"),
+    ("delete", ["$mid"], {"hard": "no"}, "hard", "True or False"),
+    ("delete", ["$mid"], {"hard": 1}, "hard", "True or False"),
+    ("delete", ["$mid"], {"hard": None}, "hard", "True or False"),
+    ("delete", [DEEP], {}, "memory_id", "must be a memory id"),
+    ("get", [DEEP_LIST], {}, "memory_id", "must be a memory id"),
+    ("edit", ["$mid"], {"content": GOOD + " always", "reason": "why\x00"}, "reason", "NUL"),
+    ("edit", ["$mid"], {"confidence": math.nan}, "confidence", "between 0 and 1"),
+    ("extract", [["I like tea\x00 a lot"]], {"llm": None}, "messages", "message 0 contains a NUL"),
+    ("extract", [[{"role": "user", "content": "lone \ud800"}]], {"llm": None}, "messages", "surrogate"),
+    ("extract", [["I like green tea", "and\x00this"]], {"llm": None}, "messages", "message 1"),
+    ("extract", [[{"role": "user", "content": "hi", "id": "m\x00"}]], {"llm": None}, "messages", "the id"),
+    ("extract", [DEEP], {"llm": None}, "messages", "message 0"),
+    ("extract", [5], {"llm": None}, "messages", "list of messages"),
+    ("extract", [["I like tea"]], {"llm": None, "min_new_turns": DEEP}, "min_new_turns", ">= 1"),
+    ("extract", [["I like tea"]], {"llm": None, "min_new_turns": True}, "min_new_turns", ">= 1"),
     ("refresh_profiles", [], {"force": "yes", "llm": None}, "force", "True or False"),
     ("reset_profile_fields", [5], {}, "names", "must be a list"),
-    ("get_profile", [DEEP], {}, "kind", "'user' or 'project'"),
+    ("profile", [DEEP], {}, "kind", "'user' or 'project'"),
     ("create_team", ["bad-input-team"], {"write": DEEP}, "write", "must be one of"),
     ("add_member", ["project", "$project", "bob", DEEP], {}, "role", "must be one of"),
     ("export_data", [], {"what": DEEP}, "what", "'visible'"),
-    ("search_memories", ["tea"], {"k": True}, "k", "whole number"),
-    ("search_memories", ["tea"], {"k": HUGE}, "k", "between 1 and"),
-    ("search_memories", ["tea"], {"min_relevance": math.inf}, "min_relevance", "between 0 and 1"),
-    ("search_memories", ["tea"], {"min_relevance": math.nan}, "min_relevance", "between 0 and 1"),
-    ("search_memories", ["tea"], {"as_of": DEEP}, "as_of", "datetime"),
-    ("search_memories", ["tea\x00"], {}, "query", "NUL"),
-    ("search_memories", ["tea \udc00"], {}, "query", "surrogate"),
-    ("search_memories", ["\u200b\u200d\ufeff"], {}, "query", "invisible"),
+    ("search", ["tea"], {"k": True}, "k", "whole number"),
+    ("search", ["tea"], {"k": HUGE}, "k", "between 1 and"),
+    ("search", ["tea"], {"min_relevance": math.inf}, "min_relevance", "between 0 and 1"),
+    ("search", ["tea"], {"min_relevance": math.nan}, "min_relevance", "between 0 and 1"),
+    ("search", ["tea"], {"as_of": DEEP}, "as_of", "datetime"),
+    ("search", ["tea\x00"], {}, "query", "NUL"),
+    ("search", ["tea \udc00"], {}, "query", "surrogate"),
+    ("search", ["\u200b\u200d\ufeff"], {}, "query", "invisible"),
     ("search_with_conflicts", ["tea"], {"scope": DEEP_LIST}, "scope", "must be one of"),
-    ("check_duplicate", ["\u200b\u2060\u200b"], {}, "content", "invisible"),
-    ("memory_history", [12345], {}, "memory_id", "must be a memory id"),
+    ("find_duplicate", ["\u200b\u2060\u200b"], {}, "content", "invisible"),
+    ("history", [12345], {}, "memory_id", "must be a memory id"),
 ]
 
 
@@ -256,6 +263,14 @@ def footprint(dsn: str, user: str) -> dict[str, int]:
     return counts
 
 
+def _door(service, method: str, ids: dict):
+    """The handle's method, or the service's (with ``user_id=``) for what is not one principal's."""
+    handle = service.for_user(**ids)
+    if hasattr(handle, method):
+        return getattr(handle, method)
+    return functools.partial(getattr(service, method), user_id=ids["user_id"])
+
+
 def _bind(values: list, tenant, mid: str) -> list:
     return [mid if v == "$mid" else tenant.project if v == "$project" else v for v in values]
 
@@ -264,22 +279,22 @@ def _bind(values: list, tenant, mid: str) -> list:
                          ids=[f"{c[0]}-{c[3]}-{i}" for i, c in enumerate(SERVICE_CASES)])
 async def test_every_method_refuses_malformed_input_and_writes_nothing(
         memory, amemory, dsn, tenant, method, args, kwargs, field, words):
-    mid = str(memory.add_explicit_memory("Prefers green tea in the afternoon", user_id=tenant.user).id)
+    mid = str(memory.for_user(tenant.user).add("Prefers green tea in the afternoon").id)
     ids = {"user_id": tenant.user}
-    if method in ("extract_memories",):
+    if method == "extract":
         ids["session_id"] = tenant.session
     before = footprint(dsn, tenant.user)
     call_args = _bind(args, tenant, mid)
     with pytest.raises(InvalidInputError) as info:
-        getattr(memory, method)(*call_args, **ids, **kwargs)
+        _door(memory, method, ids)(*call_args, **kwargs)
     assert info.value.field == field, str(info.value)
     assert words in str(info.value)
     assert len(str(info.value)) < 400  # a huge or deep value is described, never dumped
     with pytest.raises(InvalidInputError) as ainfo:
-        await getattr(amemory, method)(*call_args, **ids, **kwargs)
+        await _door(amemory, method, ids)(*call_args, **kwargs)
     assert str(ainfo.value) == str(info.value)
     assert footprint(dsn, tenant.user) == before
-    assert memory.get_memory(mid, user_id=tenant.user).status.value == "active"
+    assert memory.for_user(tenant.user).get(mid).status.value == "active"
 
 
 def test_format_memories_for_prompt_checks_its_arguments(memory, tenant):
@@ -314,17 +329,16 @@ async def test_a_database_error_in_mid_extraction_marks_the_run_failed(memory, a
     op = extract_memories(memory.config, identity, ["I prefer tabs over spaces. I live in Lisbon."])
     with pytest.raises((psycopg.Error, DatabaseError), match="(?i)division by zero"):
         if use_async:
-            await amemory._execute(failing_at(op, "SET status = 'done'"))
+            await amemory.execute(failing_at(op, "SET status = 'done'"))
         else:
-            memory._execute(failing_at(op, "SET status = 'done'"))
+            memory.execute(failing_at(op, "SET status = 'done'"))
     with psycopg.connect(dsn) as conn:
         runs = conn.execute("SELECT status, error FROM memory_extraction_runs WHERE user_id = %s",
                             (tenant.user,)).fetchall()
     assert [r[0] for r in runs] == ["failed"] and "DivisionByZero" in runs[0][1]
-    assert memory.list_memories(user_id=tenant.user, status=None) == []  # the run's writes were undone
+    assert memory.for_user(tenant.user).list(status=None) == []  # the run's writes were undone
     # the messages were not marked read: the next run learns from them
-    report = memory.extract_memories(["I prefer tabs over spaces. I live in Lisbon."], user_id=tenant.user,
-                                     session_id=tenant.session, llm=None)
+    report = memory.for_user(tenant.user, session_id=tenant.session).extract(["I prefer tabs over spaces. I live in Lisbon."], llm=None)
     assert report.status == "done" and report.added
 
 
@@ -347,19 +361,18 @@ INVISIBLE = [
 @pytest.mark.parametrize("content", INVISIBLE, ids=[f"inv{i}" for i in range(len(INVISIBLE))])
 def test_invisible_only_content_is_refused_as_empty(memory, dsn, tenant, content):
     before = footprint(dsn, tenant.user)
-    result = memory.add_explicit_memory(content, user_id=tenant.user)
+    result = memory.for_user(tenant.user).add(content)
     assert isinstance(result, Rejection) and result.reason is RejectionReason.EMPTY
     assert "content is empty" in result.message
-    imported = memory.import_memories([content, GOOD], user_id=tenant.user)
+    imported = memory.for_user(tenant.user).add_many([content, GOOD])
     assert [i for i, _ in imported.rejected] == [0] and len(imported.inserted) == 1
     assert footprint(dsn, tenant.user)["memory_items"] == before["memory_items"] + 1
 
 
 def test_invisible_characters_inside_text_are_removed(memory, tenant):
-    saved = memory.add_explicit_memory("Prefers\u200b dark\u2060 mode\u202e in\U000e0041 editors\ufeff",
-                                       user_id=tenant.user)
+    saved = memory.for_user(tenant.user).add("Prefers\u200b dark\u2060 mode\u202e in\U000e0041 editors\ufeff")
     assert isinstance(saved, MemoryItem) and saved.content == "Prefers dark mode in editors"
-    again = memory.add_explicit_memory("Prefers dark mode in editors", user_id=tenant.user)
+    again = memory.for_user(tenant.user).add("Prefers dark mode in editors")
     assert again.deduplicated and again.id == saved.id
 
 

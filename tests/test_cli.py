@@ -284,8 +284,8 @@ def test_reembed_switches_a_database_to_the_configured_model(fresh_dsn, monkeypa
 
     dsn = fresh_dsn()
     with MemoryService(dsn, embeddings=HashEmbeddings(8)) as old:
-        old.add_explicit_memory("My dog is called Rex", user_id="u1")
-        old.add_explicit_memory("I keep my notes in Obsidian", user_id="u1")
+        old.for_user("u1").add("My dog is called Rex")
+        old.for_user("u1").add("I keep my notes in Obsidian")
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("MEMORY_EMBEDDINGS", raising=False)
     assert main(["search", "dog", "--user", "u1", "--database-url", dsn]) == 2  # the local model does not fit

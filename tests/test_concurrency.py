@@ -25,7 +25,7 @@ def test_sixteen_threads_saving_one_fact(dsn, embeddings, tenant):
     with MemoryService(dsn, config=config, embeddings=embeddings) as service:
         with ThreadPoolExecutor(max_workers=16) as pool:
             results = list(pool.map(
-                lambda i: service.add_explicit_memory(VARIANTS[i % len(VARIANTS)], user_id=tenant.user),
+                lambda i: service.for_user(tenant.user).add(VARIANTS[i % len(VARIANTS)]),
                 range(16),
             ))
     assert len({r.id for r in results}) == 1
@@ -35,7 +35,7 @@ def test_sixteen_threads_saving_one_fact(dsn, embeddings, tenant):
 
 async def test_sixteen_tasks_saving_one_fact(amemory, dsn, tenant):
     results = await asyncio.gather(*(
-        amemory.add_explicit_memory(VARIANTS[i % len(VARIANTS)], user_id=tenant.user) for i in range(16)
+        amemory.for_user(tenant.user).add(VARIANTS[i % len(VARIANTS)]) for i in range(16)
     ))
     assert len({r.id for r in results}) == 1
     assert active_rows(dsn, tenant.user) == 1
@@ -47,8 +47,8 @@ def test_one_shared_connection_is_safe_across_threads(dsn, embeddings, tenant):
         service = MemoryService(conn, embeddings=embeddings)
         with ThreadPoolExecutor(max_workers=8) as pool:
             results = list(pool.map(
-                lambda i: service.add_explicit_memory(FACT, user_id=tenant.user), range(8)
+                lambda i: service.for_user(tenant.user).add(FACT), range(8)
             ))
-        found = service.search_memories("diet", user_id=tenant.user)
+        found = service.for_user(tenant.user).search("diet")
         assert not conn.closed  # the caller's connection stays theirs
     assert len({r.id for r in results}) == 1 and found[0].id == results[0].id

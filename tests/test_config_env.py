@@ -6,11 +6,14 @@ embedded database silently; these tests pin the rule down, with a real service o
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 
 import pytest
 
 from agent_memory import MemoryConfig, MemoryService
+from agent_memory.config import _RULES
 from agent_memory.embeddings import LocalEmbeddings
 from agent_memory.errors import ConfigurationError
 
@@ -54,6 +57,84 @@ def test_the_service_uses_database_url_when_given_a_config(
     monkeypatch.setenv("DATABASE_URL", dsn)
     monkeypatch.setenv("MEMORY_DATA_DIR", "/nonexistent/never-started")  # the embedded server is not used
     with MemoryService(config=MemoryConfig(keyword_weight=0), embeddings=embeddings) as service:
-        item = service.add_explicit_memory("Config precedence test: I prefer tea.", user_id="cfg-env-user")
+        item = service.for_user("cfg-env-user").add("Config precedence test: I prefer tea.")
     with MemoryService(dsn, config=MemoryConfig.defaults(), embeddings=embeddings) as direct:
-        assert direct.get_memory(item.id, user_id="cfg-env-user").content.startswith("Config precedence")
+        assert direct.for_user("cfg-env-user").get(item.id).content.startswith("Config precedence")
+
+
+# --- validation: every rule of the table refuses a bad value and names its field ------------------
+
+#: one bad value per validated field
+BAD_VALUES = {
+    "database_url": "  ",
+    "data_dir": 42,
+    "embeddings": "cohere",
+    "embedding_model": 3,
+    "embedding_threads": 0,
+    "min_confidence": 1.5,
+    "duplicate_threshold": -0.1,
+    "max_extractions": -1,
+    "extraction_window_hours": 0,
+    "min_length": 0,
+    "max_length": True,
+    "weight_similarity": math.nan,
+    "weight_confidence": "0.3",
+    "weight_scope": 2,
+    "scope_priority": {"planet": 1.0},
+    "keyword_weight": True,
+    "min_relevance": -1,
+    "candidate_pool": 0,
+    "max_k": 2.5,
+    "prompt_budget_chars": 199,
+    "pool_min_size": -1,
+    "pool_max_size": 0,
+    "checkpoint_archive_days": math.inf,
+    "llm": "gpt-4o-mini",
+    "extraction": "sometimes",
+    "extract_every": 0,
+    "auto_create_projects": "yes",
+    "team_write": "everyone",
+    "conflict_threshold": 1.01,
+}
+
+
+def test_every_field_has_a_rule_and_every_rule_a_bad_value():
+    assert set(_RULES) == {f.name for f in dataclasses.fields(MemoryConfig)}
+    assert set(BAD_VALUES) == set(_RULES)
+
+
+@pytest.mark.parametrize("field", list(_RULES))
+def test_each_rule_refuses_a_bad_value_naming_the_field(field):
+    bad = BAD_VALUES[field]
+    with pytest.raises(ConfigurationError) as caught:
+        MemoryConfig.defaults(**{field: bad})
+    message = str(caught.value)
+    assert message.startswith(f"{field} must be "), message
+    assert "\n" not in message
+    if field != "database_url":  # a URL may carry a password: it is not echoed
+        assert f"got {bad!r}" in message
+    # the same rule holds for a copy, and the value that passed the rule is accepted
+    with pytest.raises(ConfigurationError, match=f"^{field} must be "):
+        MemoryConfig.defaults().replace(**{field: bad})
+
+
+@pytest.mark.parametrize(("var", "raw", "field"), [
+    ("MEMORY_MIN_CONFIDENCE", "1.5", "min_confidence"),
+    ("MEMORY_TEAM_WRITE", "everyone", "team_write"),
+    ("MEMORY_PROMPT_BUDGET", "10", "prompt_budget_chars"),
+    ("MEMORY_LLM", "gpt-4o-mini", "llm"),
+])
+def test_a_parsed_environment_value_is_checked_by_the_same_rule(var, raw, field, monkeypatch):
+    with pytest.raises(ConfigurationError, match=f"^{field} must be "):
+        MemoryConfig.from_env({var: raw})
+    monkeypatch.setenv(var, raw)
+    with pytest.raises(ConfigurationError, match=f"^{field} must be "):
+        MemoryConfig()
+
+
+def test_normalised_values():
+    config = MemoryConfig.defaults(data_dir="~/pgdata", scope_priority={"team": 0.5})
+    assert config.data_dir.is_absolute() and config.data_dir.name == "pgdata"
+    assert dict(config.scope_priority) == {"session": 1.0, "project": 0.8, "user": 0.6, "team": 0.5, "org": 0.2}
+    with pytest.raises(TypeError):
+        config.scope_priority["org"] = 1.0  # type: ignore[index]

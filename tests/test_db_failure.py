@@ -108,11 +108,11 @@ def _terminate(dsn: str, pid: int) -> None:
 def test_dead_pooled_connections_are_replaced_without_the_caller_noticing(fresh_dsn, embeddings):
     dsn = fresh_dsn()
     with MemoryService(dsn, config=MemoryConfig(pool_max_size=3), embeddings=embeddings) as service:
-        kept = service.add_explicit_memory("I keep my notes in plain text files", user_id="u-dead-pool")
+        kept = service.for_user("u-dead-pool").add("I keep my notes in plain text files")
         for pid in _backend_pids(dsn):  # as after a server restart: every idle connection is dead
             _terminate(dsn, pid)
         started = time.monotonic()
-        assert [m.id for m in service.list_memories(user_id="u-dead-pool")] == [kept.id]
+        assert [m.id for m in service.for_user("u-dead-pool").list()] == [kept.id]
         assert time.monotonic() - started < 5
 
 
@@ -147,7 +147,7 @@ def test_a_passed_in_connection_that_died_is_reported_as_ours(dsn, embeddings, t
     service = MemoryService(conn, embeddings=embeddings)
     _terminate(dsn, conn.info.backend_pid)
     with pytest.raises(DatabaseUnavailableError, match="open a new one"):
-        service.list_memories(user_id=tenant.user)
+        service.for_user(tenant.user).list()
     conn.close()
 
 
@@ -166,9 +166,9 @@ def test_a_pool_with_every_connection_in_use_is_reported_busy_not_down(dsn, embe
         with pool.connection():  # someone else holds the only connection
             started = time.monotonic()
             with pytest.raises(DatabaseBusyError, match="is up but all 1 pooled connections stayed in use"):
-                service.list_memories(user_id=tenant.user)
+                service.for_user(tenant.user).list()
             assert time.monotonic() - started < 5
-        assert service.list_memories(user_id=tenant.user) == []
+        assert service.for_user(tenant.user).list() == []
 
 
 def test_a_server_that_never_answers_fails_within_the_dsn_connect_timeout(embeddings):
@@ -300,8 +300,7 @@ def test_a_killed_embedded_server_comes_back_and_no_acknowledged_write_is_lost(o
         while not stop.is_set():
             started = time.monotonic()
             try:
-                item = service.add_explicit_memory(f"Writer {writer} saved fact number {i} for the kill test",
-                                                   user_id="killer", dedupe=False)
+                item = service.for_user("killer").add(f"Writer {writer} saved fact number {i} for the kill test", dedupe=False)
                 acked.append(item.id)
             except Exception as exc:  # noqa: BLE001 - every failure is checked below
                 failures.append((exc, time.monotonic() - started))
@@ -337,8 +336,7 @@ async def test_the_async_service_brings_a_killed_embedded_server_back(own_server
         async def save(i: int) -> None:
             started = time.monotonic()
             try:
-                item = await service.add_explicit_memory(f"Async fact number {i} for the kill test",
-                                                         user_id="akiller", dedupe=False)
+                item = await service.for_user("akiller").add(f"Async fact number {i} for the kill test", dedupe=False)
                 acked.append(item.id)
             except Exception as exc:  # noqa: BLE001 - every failure is checked below
                 failures.append((exc, time.monotonic() - started))
@@ -362,15 +360,15 @@ def test_a_server_someone_else_runs_is_reported_down_quickly_then_used_again(own
     server = ensure_embedded_server(own_server)
     dsn = server.dsn(DEFAULT_DATABASE)
     with MemoryService(dsn, embeddings=embeddings) as service:
-        saved = service.add_explicit_memory("I water the plants on Sundays", user_id="outsider")
+        saved = service.for_user("outsider").add("I water the plants on Sundays")
         _kill_server(own_server)
         for _ in range(2):
             started = time.monotonic()
             with pytest.raises(DatabaseUnavailableError) as caught:
-                service.list_memories(user_id="outsider")
+                service.for_user("outsider").list()
             took = time.monotonic() - started
             assert took < 4, f"reporting the outage took {took:.1f}s"
             assert POOL_SIZE_ADVICE not in str(caught.value)
         assert "down" in str(caught.value) or "lost the connection" in str(caught.value)
         ensure_embedded_server(own_server)  # its owner starts it again
-        assert [m.id for m in service.list_memories(user_id="outsider")] == [saved.id]
+        assert [m.id for m in service.for_user("outsider").list()] == [saved.id]

@@ -57,9 +57,8 @@ def _without_times(text: str) -> str:
 @pytest.mark.slow
 def test_the_offline_demo_learns_by_itself_builds_profiles_and_reruns(memory):
     # left over from earlier runs: bob's note in the demo project, a hand-set field of alice's profile
-    memory.add_explicit_memory("The webshop front end is built with Vue 3", user_id=BOB.user_id,
-                               project_id=ALICE.project_id, scope="project", memory_type="context")
-    memory.update_profile({"username": "Old Alice"}, user_id=ALICE.user_id)
+    memory.for_user(BOB.user_id, project_id=ALICE.project_id).add("The webshop front end is built with Vue 3", scope="project", memory_type="context")
+    memory.for_user(ALICE.user_id).update_profile({"username": "Old Alice"})
     run_demo(memory, first_run := io.StringIO(), choice=choose_chat_model(offline=True))
     run_demo(memory, out := io.StringIO(), choice=choose_chat_model(offline=True))
     text = out.getvalue()
@@ -98,7 +97,7 @@ def test_the_offline_demo_learns_by_itself_builds_profiles_and_reruns(memory):
     other = _section(text, "Another user:", "What demo-alice has stored now")
     assert "nothing was injected" in other and "extraction:" not in other
     assert "I don't know anything about you yet" in other and "PostgreSQL" not in _section(other, "agent : ")
-    assert "search_memories for demo-bob: 0 memories" in other
+    assert "search for demo-bob: 0 memories" in other
     assert "Vue 3" not in text and "rate_limited" not in text
 
     stored = _section(text, "What demo-alice has stored now")
@@ -106,14 +105,14 @@ def test_the_offline_demo_learns_by_itself_builds_profiles_and_reruns(memory):
     assert re.search(r"Uses Vim\. +superseded +from HH:MM:SS to HH:MM:SS", _without_times(stored))
     assert re.search(r"Switched from Vim to VS Code\. +active +from HH:MM:SS on", _without_times(stored))
     alice = {"user_id": ALICE.user_id, "project_id": ALICE.project_id}
-    assert {m.content for m in memory.list_memories(**alice)} == {
+    assert {m.content for m in memory.for_user(**alice).list()} == {
         "Prefers concise answers with Python code examples.", "Switched from Vim to VS Code.",
         ("The team decided to use PostgreSQL 16 with pgvector for the webshop because it keeps the embeddings "
          "next to the orders.")}
-    profile = memory.get_profile_for_agent(**alice).user
+    profile = memory.for_user(**alice).profiles().user
     assert profile.fields["frequently_used_tools"] == ["VS Code"] and not profile.manual
-    assert memory.list_memories(user_id=BOB.user_id) == []
-    assert memory.get_profile_for_agent(user_id=BOB.user_id).user_text == ""
+    assert memory.for_user(BOB.user_id).list() == []
+    assert memory.for_user(BOB.user_id).profiles().user_text == ""
 
 
 def _user_lines(messages: list[BaseMessage]) -> list[str]:
@@ -151,6 +150,30 @@ def test_with_a_real_model_the_model_saves_and_extracts(memory):
     profiles = _section(text, "Profiles built from session 1", "Session 2:")
     assert "user profile of demo-alice (built by llm)" in profiles and "communication_style: concise" in profiles
     assert "project profile of demo-webshop (built by llm)" in profiles
+
+
+class _Built(Exception):
+    """Stops run_demo once its agent is built."""
+
+
+def test_the_offline_demo_asks_for_offline_summaries_and_a_real_model_summarizes(memory, monkeypatch):
+    """The rule-based model can't write a summary, so the offline demo chooses the extractive one
+    explicitly (short_term_memory no longer guesses from the model's class)."""
+    import agent_memory.middleware as middleware
+
+    built: list[dict] = []
+
+    def recording(model, tools, **options):
+        built.append(options)
+        raise _Built
+
+    monkeypatch.setattr(middleware, "create_memory_agent", recording)
+    stand_in = ChatModelChoice(ScriptedChatModel(script=["ok"]), "a scripted stand-in", False)
+    for choice in (choose_chat_model(offline=True), stand_in):
+        with pytest.raises(_Built):
+            run_demo(memory, io.StringIO(), choice=choice)
+    offline, real = (options["summarization"] for options in built)
+    assert offline == {"offline_summary": True} and real == {"offline_summary": False}
 
 
 def test_the_injected_sections_are_read_back_from_the_system_prompt():

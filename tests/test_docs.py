@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from agent_memory import MemoryService
+from agent_memory.handles import MemoryHandle
 from agent_memory.config import ENV_VARS, MemoryConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,10 +24,12 @@ def test_every_environment_variable_is_documented_with_its_default():
             assert table[var].strip(" `") == f"{value:g}", var
 
 
-def test_every_public_service_method_is_documented():
-    public = [n for n, f in inspect.getmembers(MemoryService, inspect.isfunction) if not n.startswith("_")]
-    missing = [n for n in public if f"`{n}(" not in README and n not in ("close",)]
-    assert not missing
+def test_every_public_service_and_handle_method_is_documented():
+    api = README.split("## The public API", 1)[1].split("\n## ", 1)[0]
+    for cls in (MemoryService, MemoryHandle):
+        public = [n for n, f in inspect.getmembers(cls, inspect.isfunction) if not n.startswith("_")]
+        missing = [n for n in public if f"`{n}(" not in api and f", {n}(" not in api and f" `{n}(" not in api]
+        assert not missing, (cls.__name__, missing)
 
 
 def test_ci_runs_the_readme_test_command():

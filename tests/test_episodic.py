@@ -572,14 +572,14 @@ def test_deleting_a_thread_deletes_its_archive_and_snapshots(dsn, checkpointer, 
 # --- schema -------------------------------------------------------------------------------------
 
 
-def test_checkpointer_sets_up_a_new_database_and_the_memory_service_completes_it(fresh_dsn, config, embeddings):
+def test_checkpointer_sets_up_a_new_database_the_memory_service_then_uses(fresh_dsn, config, embeddings):
     dsn = fresh_dsn()
-    with open_checkpointer(dsn, config=config) as cp:
-        assert cp.applied_migrations == ["0005_episodic", "0006_thread_owners"]
+    with open_checkpointer(dsn, config=config) as cp:  # every migration, in order (see test_migrations)
+        assert cp.applied_migrations == [m.name for m in MIGRATIONS]
     with open_checkpointer(dsn, config=config) as cp:
         assert cp.applied_migrations == []
     with MemoryService(dsn, config=config, embeddings=embeddings) as memory:
-        assert memory.applied_migrations == [m.name for m in MIGRATIONS if m.name not in ("0005_episodic", "0006_thread_owners")]
+        assert memory.applied_migrations == []
     with psycopg.connect(dsn) as conn:
         tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
     assert {"checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations",

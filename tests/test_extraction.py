@@ -41,24 +41,24 @@ def test_vim_to_vscode_over_three_sessions(memory: MemoryService, tenant) -> Non
         [decisions((1, "NONE", "M1", None, "same editor")),
          decisions((1, "SUPERSEDE", "M1", None, "changed editor"))],
     )
-    first = memory.extract_memories(["I use Vim for everything."], user_id=user, session_id="s1", llm=llm)
+    first = memory.for_user(user, session_id="s1").extract(["I use Vim for everything."], llm=llm)
     assert first.status == "done", first.summary()
     [added] = first.added
     assert added.decided_by is DecisionMethod.SIMILARITY  # nothing similar: no model call needed to add
-    second = memory.extract_memories(["Still on Vim, mostly Python."], user_id=user, session_id="s2", llm=llm)
+    second = memory.for_user(user, session_id="s2").extract(["Still on Vim, mostly Python."], llm=llm)
     assert [o.decision for o in second.outcomes] == [Decision.NONE]
     assert second.outcomes[0].decided_by is DecisionMethod.LLM
     before_switch = datetime.now(UTC)
-    third = memory.extract_memories(["I switched to VS Code last week."], user_id=user, session_id="s3", llm=llm)
+    third = memory.for_user(user, session_id="s3").extract(["I switched to VS Code last week."], llm=llm)
     [sup] = third.superseded
     assert sup.replaced.id == added.memory.id and sup.replaced.status is Status.SUPERSEDED
-    active = memory.list_memories(user_id=user)
+    active = memory.for_user(user).list()
     assert [m.content for m in active] == ["Switched from Vim to VS Code."]
-    history = memory.memory_history(sup.memory.id, user_id=user)
+    history = memory.for_user(user).history(sup.memory.id)
     assert [v.content for v in history] == ["Uses Vim as their code editor.", "Switched from Vim to VS Code."]
-    then = memory.search_memories("which editor?", user_id=user, as_of=before_switch)
+    then = memory.for_user(user).search("which editor?", as_of=before_switch)
     assert [r.content for r in then] == ["Uses Vim as their code editor."]
-    now = memory.search_memories("which editor?", user_id=user)
+    now = memory.for_user(user).search("which editor?")
     assert [r.content for r in now] == ["Switched from Vim to VS Code."]
 
 
@@ -73,9 +73,9 @@ def _decision_rows(dsn: str, user: str) -> list[dict]:
 
 def test_each_decision_by_the_model(memory: MemoryService, tenant, dsn: str) -> None:
     user, ids = tenant.user, {"user_id": tenant.user}
-    memory.add_explicit_memory("Prefers concise answers.", memory_type="preference", **ids)
-    memory.add_explicit_memory("Lives in Berlin.", **ids)
-    memory.add_explicit_memory("Works as a data engineer.", **ids)
+    memory.for_user(**ids).add("Prefers concise answers.", memory_type="preference")
+    memory.for_user(**ids).add("Lives in Berlin.")
+    memory.for_user(**ids).add("Works as a data engineer.")
     llm = model(
         [memories(("Prefers concise answers with Python examples.", "preference", "user"),
                   ("Lives in Munich now.", "fact", "user"),
@@ -86,13 +86,13 @@ def test_each_decision_by_the_model(memory: MemoryService, tenant, dsn: str) -> 
                    (3, "NONE", "M1", None, "known"),
                    (4, "ADD", None, None, "new"))],
     )
-    report = memory.extract_memories(["..."], session_id="d1", llm=llm, **ids)
+    report = memory.for_user(session_id="d1", **ids).extract(["..."], llm=llm)
     assert [o.decision for o in report.outcomes] == [Decision.UPDATE, Decision.SUPERSEDE, Decision.NONE, Decision.ADD]
     assert {o.decided_by for o in report.outcomes[:3]} == {DecisionMethod.LLM}
     updated = report.updated[0]
     assert updated.memory.id == updated.replaced.id and updated.memory.version == 2
     assert updated.memory.content == "Prefers concise answers with Python code examples."
-    history = memory.memory_history(updated.memory.id, **ids)
+    history = memory.for_user(**ids).history(updated.memory.id)
     assert [(v.content, v.current) for v in history] == [
         ("Prefers concise answers.", False), ("Prefers concise answers with Python code examples.", True)]
     assert history[0].decided_by == "llm" and history[0].change == "update"
@@ -100,23 +100,23 @@ def test_each_decision_by_the_model(memory: MemoryService, tenant, dsn: str) -> 
     assert moved.replaced.content == "Lives in Berlin." and moved.replaced.superseded_by == moved.memory.id
     assert moved.replaced.valid_to == moved.memory.valid_from
     assert report.unchanged[0].memory.content == "Works as a data engineer."
-    active = {m.content for m in memory.list_memories(**ids)}
+    active = {m.content for m in memory.for_user(**ids).list()}
     assert active == {"Prefers concise answers with Python code examples.", "Lives in Munich now.",
                       "Works as a data engineer.", "Plays the cello."}
     rows = _decision_rows(dsn, user)
     assert [(r["decision"], r["decided_by"]) for r in rows] == [
         ("update", "llm"), ("supersede", "llm"), ("none", "llm"), ("add", "llm")]
     # what is injected / searched by default never shows the superseded item
-    assert "Berlin" not in " ".join(r.content for r in memory.search_memories("where does the user live", **ids))
+    assert "Berlin" not in " ".join(r.content for r in memory.for_user(**ids).search("where does the user live"))
 
 
 def test_decisions_without_a_model_use_thresholds_and_say_so(memory: MemoryService, tenant, dsn: str) -> None:
     ids = {"user_id": tenant.user}
-    first = memory.extract_memories(["I use Vim.", "I prefer dark mode."], session_id="t1", llm=None, **ids)
+    first = memory.for_user(session_id="t1", **ids).extract(["I use Vim.", "I prefer dark mode."], llm=None)
     assert [o.decision for o in first.outcomes] == [Decision.ADD, Decision.ADD]
-    again = memory.extract_memories(["I prefer dark mode."], session_id="t2", llm=None, **ids)
+    again = memory.for_user(session_id="t2", **ids).extract(["I prefer dark mode."], llm=None)
     assert [o.decision for o in again.outcomes] == [Decision.NONE]
-    switched = memory.extract_memories(["I switched from Vim to VS Code."], session_id="t3", llm=None, **ids)
+    switched = memory.for_user(session_id="t3", **ids).extract(["I switched from Vim to VS Code."], llm=None)
     [outcome] = switched.outcomes
     assert outcome.decision is Decision.SUPERSEDE and outcome.replaced.content == "Uses Vim."
     assert all(o.decided_by is DecisionMethod.SIMILARITY for r in (first, again, switched) for o in r.outcomes)
@@ -129,10 +129,10 @@ def test_the_gate_rejects_a_secret_inside_a_good_proposal(memory: MemoryService,
     llm = model([memories(("Deploys with the key sk-proj-9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e.", "fact", "user"),
                           ("Deploys the webshop every Friday.", "habit", "user"),
                           ("Maybe likes tea.", "preference", "user", 0.4))])
-    report = memory.extract_memories(["my key is ..."], session_id="g1", llm=llm, **ids)
+    report = memory.for_user(session_id="g1", **ids).extract(["my key is ..."], llm=llm)
     assert [o.rejection.reason.value if o.rejection else o.decision.value for o in report.outcomes] == [
         "sensitive", "add", "low_confidence"]
-    stored = [m.content for m in memory.list_memories(**ids, status=None)]
+    stored = [m.content for m in memory.for_user(**ids).list(status=None)]
     assert stored == ["Deploys the webshop every Friday."]
     rows = _decision_rows(dsn, tenant.user)
     assert all("sk-proj" not in (r["reason"] or "") for r in rows)
@@ -151,19 +151,18 @@ def test_rate_limit_per_session_across_sessions_and_the_window(memory: MemorySer
     turns: list[str] = []
     for n in range(3):
         turns.append(f"I prefer tool number {n} for task {n}.")
-        assert memory.extract_memories(turns, session_id="r1", llm=None, **ids).status == "done"
+        assert memory.for_user(session_id="r1", **ids).extract(turns, llm=None).status == "done"
     turns.append("I prefer green tea in the afternoon.")
-    limited = memory.extract_memories(turns, session_id="r1", llm=None, **ids)
+    limited = memory.for_user(session_id="r1", **ids).extract(turns, llm=None)
     assert limited.status == "rate_limited" and limited.runs_left == 0 and "MEMORY_MAX_EXTRACTIONS" in limited.error
-    assert memory.extraction_budget(session_id="r1", **ids) == 0
+    assert memory.for_user(session_id="r1", **ids).extraction_budget() == 0
     # another session of the same user has its own budget
-    assert memory.extract_memories(["I prefer black coffee in the morning."], session_id="r2", llm=None,
-                                   **ids).status == "done"
-    assert not [m for m in memory.list_memories(**ids) if "green tea" in m.content]
+    assert memory.for_user(session_id="r2", **ids).extract(["I prefer black coffee in the morning."], llm=None).status == "done"
+    assert not [m for m in memory.for_user(**ids).list() if "green tea" in m.content]
     with psycopg.connect(dsn) as conn:  # a day passes for session r1
         conn.execute("UPDATE memory_extraction_runs SET created_at = now() - interval '25 hours'"
                      " WHERE user_id = %s AND session_id = 'r1'", (tenant.user,))
-    later = memory.extract_memories(turns, session_id="r1", llm=None, **ids)
+    later = memory.for_user(session_id="r1", **ids).extract(turns, llm=None)
     assert later.status == "done"
     assert [o.proposal.content for o in later.outcomes] == ["Prefers green tea in the afternoon."]
 
@@ -173,23 +172,23 @@ def test_read_once_and_a_failed_model_keeps_the_messages(memory: MemoryService, 
 
     ids = {"user_id": tenant.user}
     conversation = [HumanMessage("I prefer tabs over spaces.", id="h1"), AIMessage("Noted.", id="a1")]
-    assert memory.extract_memories(conversation, session_id="c1", llm=None, **ids).status == "done"
-    assert memory.extract_memories(conversation, session_id="c1", llm=None, **ids).status == "nothing_new"
+    assert memory.for_user(session_id="c1", **ids).extract(conversation, llm=None).status == "done"
+    assert memory.for_user(session_id="c1", **ids).extract(conversation, llm=None).status == "nothing_new"
 
     def boom(messages):
         raise RuntimeError("provider down")
 
     conversation += [HumanMessage("I am a backend developer.", id="h2")]
-    failed = memory.extract_memories(conversation, session_id="c1", llm=ScriptedChatModel(
-        structured={"ExtractedMemories": boom}), **ids)
+    failed = memory.for_user(session_id="c1", **ids).extract(conversation, llm=ScriptedChatModel(
+        structured={"ExtractedMemories": boom}))
     assert failed.status == "failed" and "provider down" in failed.error
-    retried = memory.extract_memories(conversation, session_id="c1", llm=None, **ids)
+    retried = memory.for_user(session_id="c1", **ids).extract(conversation, llm=None)
     assert [o.proposal.content for o in retried.outcomes] == ["Is a backend developer."]
 
 
 def test_consolidation_falls_back_when_the_model_fails(memory: MemoryService, tenant) -> None:
     ids = {"user_id": tenant.user}
-    memory.add_explicit_memory("Prefers dark mode.", memory_type="preference", **ids)
+    memory.for_user(**ids).add("Prefers dark mode.", memory_type="preference")
 
     def boom(messages):
         raise RuntimeError("timeout")
@@ -197,47 +196,44 @@ def test_consolidation_falls_back_when_the_model_fails(memory: MemoryService, te
     llm = ScriptedChatModel(structured={
         "ExtractedMemories": [memories(("Prefers dark mode.", "preference", "user"))],
         "ConsolidationDecisions": boom, "UserProfileUpdate": [{}]})
-    [outcome] = memory.extract_memories(["..."], session_id="f1", llm=llm, **ids).outcomes
+    [outcome] = memory.for_user(session_id="f1", **ids).extract(["..."], llm=llm).outcomes
     assert outcome.decision is Decision.NONE and outcome.decided_by is DecisionMethod.SIMILARITY
     assert outcome.reason.startswith("the model failed")
 
 
 def test_a_bad_target_from_the_model_falls_back(memory: MemoryService, tenant) -> None:
     ids = {"user_id": tenant.user}
-    memory.add_explicit_memory("Prefers dark mode.", memory_type="preference", **ids)
-    memory.add_explicit_memory("Prefers dark terminals.", memory_type="preference", **ids)
+    memory.for_user(**ids).add("Prefers dark mode.", memory_type="preference")
+    memory.for_user(**ids).add("Prefers dark terminals.", memory_type="preference")
     llm = model([memories(("Prefers dark mode.", "preference", "user"))],
                 [decisions((1, "SUPERSEDE", "M9", None, "no such target"), (7, "ADD", None, None, "no such proposal"))])
-    [outcome] = memory.extract_memories(["..."], session_id="b1", llm=llm, **ids).outcomes
+    [outcome] = memory.for_user(session_id="b1", **ids).extract(["..."], llm=llm).outcomes
     assert outcome.decided_by is DecisionMethod.SIMILARITY and outcome.decision is Decision.NONE
     assert "no usable decision" in outcome.reason
 
 
 def test_consolidation_never_reads_another_users_memories(memory: MemoryService, tenant) -> None:
-    memory.add_explicit_memory("Prefers dark mode.", memory_type="preference", user_id=tenant.other_user)
-    report = memory.extract_memories(["I prefer dark mode."], user_id=tenant.user, session_id="i1", llm=None)
+    memory.for_user(tenant.other_user).add("Prefers dark mode.", memory_type="preference")
+    report = memory.for_user(tenant.user, session_id="i1").extract(["I prefer dark mode."], llm=None)
     [outcome] = report.outcomes
     assert outcome.decision is Decision.ADD and outcome.memory.user_id == tenant.user
-    theirs = memory.list_memories(user_id=tenant.other_user)
+    theirs = memory.for_user(tenant.other_user).list()
     assert [m.content for m in theirs] == ["Prefers dark mode."] and theirs[0].version == 1
 
 
 def test_project_memories_and_no_project(memory: MemoryService, tenant) -> None:
-    report = memory.extract_memories(["We decided to use PostgreSQL because it has pgvector."],
-                                     session_id="p1", llm=None, user_id=tenant.user, project_id=tenant.project)
+    report = memory.for_user(tenant.user, session_id="p1", project_id=tenant.project).extract(["We decided to use PostgreSQL because it has pgvector."], llm=None)
     [outcome] = report.outcomes
     assert outcome.memory.scope.value == "project" and outcome.memory.project_id == tenant.project
-    alone = memory.extract_memories(["We decided to use Redis because it is fast."], user_id=tenant.user,
-                                    session_id="p2", llm=None)
+    alone = memory.for_user(tenant.user, session_id="p2").extract(["We decided to use Redis because it is fast."], llm=None)
     [outcome] = alone.outcomes
     assert outcome.memory.scope.value == "user" and "no project" in outcome.reason
 
 
 async def test_async_extraction(amemory, tenant) -> None:
-    report = await amemory.extract_memories(["I prefer short commit messages."], user_id=tenant.user,
-                                            session_id="a1", llm=None)
+    report = await amemory.for_user(tenant.user, session_id="a1").extract(["I prefer short commit messages."], llm=None)
     assert report.status == "done" and report.added
-    profiles = await amemory.get_profile_for_agent(user_id=tenant.user)
+    profiles = await amemory.for_user(tenant.user).profiles()
     assert "short commit messages" in profiles.user_text
 
 
@@ -247,7 +243,7 @@ def test_bad_input_is_refused_before_anything_happens(memory: MemoryService, ten
     from agent_memory import InvalidInputError
 
     with pytest.raises(InvalidInputError) as err:
-        memory.extract_memories(messages, user_id=tenant.user, session_id="x1", llm=None)
+        memory.for_user(tenant.user, session_id="x1").extract(messages, llm=None)
     assert err.value.field == field
     with pytest.raises(InvalidInputError):
-        memory.extract_memories(["hi"], user_id=tenant.user, session_id=None, llm=None)
+        memory.for_user(tenant.user, session_id=None).extract(["hi"], llm=None)

@@ -43,7 +43,7 @@ def agent_with(memory: Any, model: ScriptedChatModel | None = None, **extraction
 
 
 def contents(memory: Any, user: str, **ids: Any) -> list[str]:
-    return sorted(m.content for m in memory.list_memories(user_id=user, **ids))
+    return sorted(m.content for m in memory.for_user(user, **ids).list())
 
 
 def test_inline_extraction_learns_before_invoke_returns(memory: MemoryService, tenant) -> None:
@@ -54,9 +54,9 @@ def test_inline_extraction_learns_before_invoke_returns(memory: MemoryService, t
     assert contents(memory, tenant.user) == ["Prefers concise answers."]
     [report] = mw.reports
     assert report.status == "done" and report.extractor == "rules" and report.profiles_rebuilt == ("user",)
-    [item] = memory.list_memories(user_id=tenant.user)
+    [item] = memory.for_user(tenant.user).list()
     assert item.source.value == "conversation"
-    source = memory.get_memory_source(item.id, user_id=tenant.user)
+    source = memory.for_user(tenant.user).source(item.id)
     assert source.session_id == tenant.session and "user: I prefer concise answers." in source.content
     assert "assistant: ok" in source.content
 
@@ -71,21 +71,20 @@ def test_inline_extraction_learns_before_invoke_returns(memory: MemoryService, t
 
 
 def test_every_n_waits_for_the_nth_user_turn(memory: MemoryService, tenant) -> None:
-    direct = memory.extract_memories(["I own a canoe."], user_id=tenant.user, session_id=tenant.other_session,
-                                     llm=None, min_new_turns=2)
+    direct = memory.for_user(tenant.user, session_id=tenant.other_session).extract(["I own a canoe."], llm=None, min_new_turns=2)
     assert direct.status == "waiting"
     agent, _, mw = agent_with(memory, every=2)
     config = cfg(tenant.user, tenant.session)
     agent.invoke(say("I live in Lisbon."), config)
     assert [r.status for r in mw.reports] == ["waiting"]
-    assert memory.list_memories(user_id=tenant.user) == []
-    assert memory.extraction_budget(user_id=tenant.user, session_id=tenant.session) == 3  # waiting costs nothing
+    assert memory.for_user(tenant.user).list() == []
+    assert memory.for_user(tenant.user, session_id=tenant.session).extraction_budget() == 3  # waiting costs nothing
     agent.invoke(say("I use Neovim."), config)
     assert [r.status for r in mw.reports] == ["waiting", "done"]
     assert contents(memory, tenant.user) == ["Lives in Lisbon.", "Uses Neovim."]
     agent.invoke(say("I am a nurse."), config)
     assert mw.reports[-1].status == "waiting"
-    assert memory.extraction_budget(user_id=tenant.user, session_id=tenant.session) == 2
+    assert memory.for_user(tenant.user, session_id=tenant.session).extraction_budget() == 2
 
 
 def test_background_extraction_is_flushed(memory: MemoryService, tenant) -> None:
@@ -104,8 +103,8 @@ def test_mode_off_learns_nothing(memory: MemoryService, tenant) -> None:
     agent, model, mw = agent_with(memory, mode="off")
     agent.invoke(say("I prefer concise answers."), cfg(tenant.user, tenant.session))
     assert model.requests and not mw.reports
-    assert memory.list_memories(user_id=tenant.user) == []
-    assert memory.list_resources(user_id=tenant.user) == []
+    assert memory.for_user(tenant.user).list() == []
+    assert memory.for_user(tenant.user).list_resources() == []
 
 
 def test_without_a_user_nothing_happens(memory: MemoryService, tenant) -> None:
@@ -202,7 +201,7 @@ async def test_a_failing_extraction_model_never_breaks_the_agent(memory: MemoryS
     assert result["messages"][-1].text == "ok"
     [report] = mw.reports
     assert report.status == "failed" and "boom" in report.error and report.extractor.startswith("llm:")
-    assert memory.list_memories(user_id=tenant.user) == []
+    assert memory.for_user(tenant.user).list() == []
     # the messages wait: the next run reads them again, with what was said since
     await turn("I also live in Porto.")
     assert mw.reports[-1].status == "done"
@@ -218,13 +217,12 @@ def test_create_memory_agent_extracts_by_default(memory: MemoryService, tenant) 
     assert contents(memory, tenant.user) == ["Prefers concise answers."]
     off = create_memory_agent(model, memory=memory, checkpointer=False, extraction=False)
     off.invoke(say("I live in Lisbon."), cfg(tenant.other_user, tenant.session))
-    assert memory.list_memories(user_id=tenant.other_user) == []
+    assert memory.for_user(tenant.other_user).list() == []
 
 
 def test_memory_search_with_history_marks_what_is_no_longer_true(memory: MemoryService, tenant) -> None:
-    old = memory.add_explicit_memory("Uses Vim as their editor.", user_id=tenant.user)
-    report = memory.extract_memories(["I switched from Vim to VS Code."], user_id=tenant.user,
-                                     session_id=tenant.session, llm=None)
+    old = memory.for_user(tenant.user).add("Uses Vim as their editor.")
+    report = memory.for_user(tenant.user, session_id=tenant.session).extract(["I switched from Vim to VS Code."], llm=None)
     [outcome] = report.superseded
     new = outcome.memory
 
@@ -258,7 +256,7 @@ def test_create_memory_agent_extracts_with_the_agents_own_model_by_default(memor
     rules = create_memory_agent(model, memory=memory, checkpointer=False, extraction_llm=None)
     asked = len(model.structured_requests)
     rules.invoke(say("Rex, my dog, barked all night."), cfg(tenant.other_user, tenant.session))
-    assert len(model.structured_requests) == asked and memory.list_memories(user_id=tenant.other_user) == []
+    assert len(model.structured_requests) == asked and memory.for_user(tenant.other_user).list() == []
 
 
 def test_the_default_extractor_is_named_and_falls_back_to_rules(memory: MemoryService, tenant) -> None:

@@ -24,11 +24,12 @@ from agent_memory.episodic.forget import (
     delete_thread_rows,
     forget_user_threads,
 )
+from agent_memory.queries import USER_DATA_TABLES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from episodic_agent import build_agent, run_config
 
-THREAD_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_archive")
+THREAD_TABLES = tuple(t.name for t in USER_DATA_TABLES if t.forget == "episodic" and not t.user_columns)
 ALL_KEYS = {"threads", *FORGET_TABLES}
 LATER = timedelta(days=2)
 
@@ -213,8 +214,8 @@ def test_the_checkpointer_forgets_a_user_and_its_cached_claims(checkpointer):
     a, b, thread = f"a-{tag}", f"b-{tag}", f"t-{tag}"
     agent = build_agent(checkpointer)
     agent.invoke(user_says("hello"), run_config(thread, a))
-    removed = checkpointer.forget_user(a)
-    assert removed["threads"] == 1 and removed["checkpoints"] >= 1
+    report = checkpointer.forget_user(user_id=a)
+    assert report.user_id == a and report.removed["threads"] == 1 and report.removed["checkpoints"] >= 1
     agent.invoke(user_says("mine now"), run_config(thread, b))
     with pytest.raises(PermissionDeniedError, match="belongs to another user"):
         agent.invoke(user_says("back?"), run_config(thread, a))

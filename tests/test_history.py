@@ -41,25 +41,24 @@ def _contents(results) -> list[str]:
 def _superseded_editor(memory: MemoryService, user: str, session: str) -> tuple[MemoryItem, MemoryItem, datetime]:
     """'Uses Vim as their editor.' superseded by 'Switched from Vim to VS Code.' (offline rules);
     answers (old, new, a moment between them)."""
-    old = memory.add_explicit_memory("Uses Vim as their editor.", user_id=user)
+    old = memory.for_user(user).add("Uses Vim as their editor.")
     between = _tick(memory)
-    report = memory.extract_memories(["I switched from Vim to VS Code."], user_id=user, session_id=session, llm=None)
+    report = memory.for_user(user, session_id=session).extract(["I switched from Vim to VS Code."], llm=None)
     [outcome] = report.superseded
     assert outcome.replaced.id == old.id
-    return memory.get_memory(old.id, user_id=user), outcome.memory, between
+    return memory.for_user(user).get(old.id), outcome.memory, between
 
 
 def test_edit_keeps_the_old_wording_and_re_embeds(memory: MemoryService, tenant) -> None:
-    item = memory.add_explicit_memory("Drinks espresso every morning.", user_id=tenant.user, memory_type="habit")
+    item = memory.for_user(tenant.user).add("Drinks espresso every morning.", memory_type="habit")
     assert item.version == 1
-    edited = memory.edit_memory(item.id, user_id=tenant.user, content="Drinks green tea every morning.",
-                                reason="gave up coffee")
+    edited = memory.for_user(tenant.user).edit(item.id, content="Drinks green tea every morning.", reason="gave up coffee")
     assert isinstance(edited, MemoryItem)
     assert edited.id == item.id and edited.version == 2 and edited.content == "Drinks green tea every morning."
     assert edited.memory_type is item.memory_type and edited.status is Status.ACTIVE
     assert edited.updated_at > item.updated_at
 
-    history = memory.memory_history(item.id, user_id=tenant.user)
+    history = memory.for_user(tenant.user).history(item.id)
     assert [(v.content, v.version, v.current) for v in history] == [
         ("Drinks espresso every morning.", 1, False), ("Drinks green tea every morning.", 2, True)]
     old = history[0]
@@ -67,62 +66,60 @@ def test_edit_keeps_the_old_wording_and_re_embeds(memory: MemoryService, tenant)
     assert old.recorded_until is not None and history[1].recorded_until is None
 
     # the embedding follows the new wording: a search on it finds the memory, first
-    [hit, *_] = memory.search_memories("green tea", user_id=tenant.user, k=1)
+    [hit, *_] = memory.for_user(tenant.user).search("green tea", k=1)
     assert hit.id == item.id and hit.content == "Drinks green tea every morning."
     assert hit.similarity > 0.5
 
 
 def test_edit_type_and_confidence_without_content(memory: MemoryService, tenant) -> None:
-    item = memory.add_explicit_memory("Plays chess on Sundays.", user_id=tenant.user, confidence=0.8)
-    edited = memory.edit_memory(item.id, user_id=tenant.user, memory_type="habit", confidence=0.95)
+    item = memory.for_user(tenant.user).add("Plays chess on Sundays.", confidence=0.8)
+    edited = memory.for_user(tenant.user).edit(item.id, memory_type="habit", confidence=0.95)
     assert edited.content == item.content and edited.version == 2
     assert edited.memory_type.value == "habit" and edited.confidence == pytest.approx(0.95)
-    [old, new] = memory.memory_history(item.id, user_id=tenant.user)
+    [old, new] = memory.for_user(tenant.user).history(item.id)
     assert old.memory_type.value == "fact" and new.memory_type.value == "habit"
 
 
 def test_edit_arguments_are_checked(memory: MemoryService, tenant) -> None:
-    item = memory.add_explicit_memory("Collects vinyl records.", user_id=tenant.user)
+    item = memory.for_user(tenant.user).add("Collects vinyl records.")
     with pytest.raises(InvalidInputError) as err:
-        memory.edit_memory(item.id, user_id=tenant.user)
+        memory.for_user(tenant.user).edit(item.id)
     assert err.value.field == "content"
     with pytest.raises(InvalidInputError) as err:
-        memory.edit_memory(item.id, user_id=tenant.user, memory_type="opinion")
+        memory.for_user(tenant.user).edit(item.id, memory_type="opinion")
     assert err.value.field == "memory_type"
     with pytest.raises(InvalidInputError) as err:
-        memory.edit_memory(item.id, user_id=tenant.user, confidence=1.5)
+        memory.for_user(tenant.user).edit(item.id, confidence=1.5)
     assert err.value.field == "confidence"
     with pytest.raises(MemoryNotFoundError):
-        memory.edit_memory("00000000-0000-0000-0000-000000000000", user_id=tenant.user, confidence=0.9)
-    assert memory.get_memory(item.id, user_id=tenant.user).version == 1
+        memory.for_user(tenant.user).edit("00000000-0000-0000-0000-000000000000", confidence=0.9)
+    assert memory.for_user(tenant.user).get(item.id).version == 1
 
 
 def test_edit_refused_for_another_users_memory(memory: MemoryService, tenant) -> None:
     # the tenant's user owns the project; the other user is an editor, who edits only their own
-    shared = memory.add_explicit_memory("The project uses trunk-based development.", user_id=tenant.user,
-                                        project_id=tenant.project, scope="project", memory_type="habit")
+    shared = memory.for_user(tenant.user, project_id=tenant.project).add("The project uses trunk-based development.", scope="project", memory_type="habit")
     with pytest.raises(PermissionDeniedError, match="needs the role owner or admin; you are an editor"):
-        memory.edit_memory(shared.id, user_id=tenant.other_user, project_id=tenant.project,
-                           content="The project uses GitFlow.")
-    private = memory.add_explicit_memory("Is training for a marathon.", user_id=tenant.user)
+        memory.for_user(tenant.other_user, project_id=tenant.project).edit(shared.id, content="The project uses GitFlow.")
+    private = memory.for_user(tenant.user).add("Is training for a marathon.")
     with pytest.raises(MemoryNotFoundError):  # not even visible
-        memory.edit_memory(private.id, user_id=tenant.other_user, content="Is training for a triathlon.")
+        memory.for_user(tenant.other_user).edit(private.id, content="Is training for a triathlon.")
     for item in (shared, private):
-        now = memory.get_memory(item.id, user_id=tenant.user, project_id=tenant.project)
+        now = memory.for_user(tenant.user, project_id=tenant.project).get(item.id)
         assert now.content == item.content and now.version == 1
-        assert len(memory.memory_history(item.id, user_id=tenant.user, project_id=tenant.project)) == 1
+        assert len(memory.for_user(tenant.user, project_id=tenant.project).history(item.id)) == 1
 
 def test_edit_refused_for_archived_and_superseded_memories(memory: MemoryService, tenant) -> None:
-    archived = memory.add_explicit_memory("Owns a red bicycle.", user_id=tenant.user)
-    memory.delete_memory(archived.id, user_id=tenant.user)
+    archived = memory.for_user(tenant.user).add("Owns a red bicycle.")
+    memory.for_user(tenant.user).delete(archived.id)
     with pytest.raises(InvalidInputError, match="archived"):
-        memory.edit_memory(archived.id, user_id=tenant.user, content="Owns a blue bicycle.")
+        memory.for_user(tenant.user).edit(archived.id, content="Owns a blue bicycle.")
     old, _new, _ = _superseded_editor(memory, tenant.user, tenant.session)
     assert old.status is Status.SUPERSEDED
     with pytest.raises(InvalidInputError, match="superseded"):
-        memory.edit_memory(old.id, user_id=tenant.user, content="Uses Emacs as their editor.")
-    assert memory.get_memory(archived.id, user_id=tenant.user).content == "Owns a red bicycle."
-    assert memory.get_memory(old.id, user_id=tenant.user).version == 1
+        memory.for_user(tenant.user).edit(old.id, content="Uses Emacs as their editor.")
+    assert memory.for_user(tenant.user).get(archived.id).content == "Owns a red bicycle."
+    assert memory.for_user(tenant.user).get(old.id).version == 1
 
 
 @pytest.mark.parametrize(("content", "reason"), [
@@ -131,13 +128,13 @@ def test_edit_refused_for_archived_and_superseded_memories(memory: MemoryService
     ("   ", RejectionReason.EMPTY),
 ])
 def test_a_gate_rejection_on_edit_changes_nothing(memory: MemoryService, tenant, content, reason) -> None:
-    item = memory.add_explicit_memory("Keeps a sourdough starter.", user_id=tenant.user)
-    result = memory.edit_memory(item.id, user_id=tenant.user, content=content)
+    item = memory.for_user(tenant.user).add("Keeps a sourdough starter.")
+    result = memory.for_user(tenant.user).edit(item.id, content=content)
     assert isinstance(result, Rejection) and result.reason is reason
     assert "hunter2" not in result.message
-    now = memory.get_memory(item.id, user_id=tenant.user)
+    now = memory.for_user(tenant.user).get(item.id)
     assert now.content == item.content and now.version == 1 and now.updated_at == item.updated_at
-    assert [v.content for v in memory.memory_history(item.id, user_id=tenant.user)] == [item.content]
+    assert [v.content for v in memory.for_user(tenant.user).history(item.id)] == [item.content]
 
 
 class _EmbeddingsWithHook(LocalEmbeddings):
@@ -154,7 +151,7 @@ class _EmbeddingsWithHook(LocalEmbeddings):
 
 def test_an_item_archived_while_its_edit_is_embedded_is_not_revised(dsn, config, embeddings, tenant) -> None:
     with MemoryService(dsn, config=config, embeddings=embeddings) as plain:
-        item = plain.add_explicit_memory("Cycles to work in summer.", user_id=tenant.user)
+        item = plain.for_user(tenant.user).add("Cycles to work in summer.")
 
     def archive_meanwhile() -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -162,10 +159,10 @@ def test_an_item_archived_while_its_edit_is_embedded_is_not_revised(dsn, config,
 
     with MemoryService(dsn, config=config, embeddings=_EmbeddingsWithHook(embeddings, archive_meanwhile)) as racy:
         try:
-            result = racy.edit_memory(item.id, user_id=tenant.user, content="Cycles to work all year round.")
+            result = racy.for_user(tenant.user).edit(item.id, content="Cycles to work all year round.")
         except InvalidInputError:
             result = None  # refused: what should happen
-        now = racy.get_memory(item.id, user_id=tenant.user)
+        now = racy.for_user(tenant.user).get(item.id)
     assert now.status is Status.ARCHIVED
     assert result is None or isinstance(result, Rejection)
     assert now.content == "Cycles to work in summer." and now.version == 1
@@ -175,91 +172,91 @@ def test_an_item_archived_while_its_edit_is_embedded_is_not_revised(dsn, config,
     "an as_of search ranks (and applies min_relevance to) each item by its current embedding and text, "
     "not by the wording it had at as_of: a memory edited since is not found by what it said then"))
 def test_as_of_search_matches_the_wording_of_that_time(memory: MemoryService, tenant) -> None:
-    item = memory.add_explicit_memory("Drinks espresso every morning.", user_id=tenant.user)
+    item = memory.for_user(tenant.user).add("Drinks espresso every morning.")
     for other in ("Owns a cat named Miso.", "Goes to the gym on Mondays.", "Plays the cello in an orchestra."):
-        memory.add_explicit_memory(other, user_id=tenant.user)
+        memory.for_user(tenant.user).add(other)
     before = _tick(memory)
-    memory.edit_memory(item.id, user_id=tenant.user, content="Goes swimming every morning before work.")
-    [first, *_] = memory.search_memories("espresso coffee", user_id=tenant.user, as_of=before, k=4)
+    memory.for_user(tenant.user).edit(item.id, content="Goes swimming every morning before work.")
+    [first, *_] = memory.for_user(tenant.user).search("espresso coffee", as_of=before, k=4)
     assert first.id == item.id and first.content == "Drinks espresso every morning."
-    strict = memory.search_memories("espresso coffee", user_id=tenant.user, as_of=before, min_relevance=0.3)
+    strict = memory.for_user(tenant.user).search("espresso coffee", as_of=before, min_relevance=0.3)
     assert [r.id for r in strict] == [item.id]
 
 
 def test_as_of_before_an_item_existed_leaves_it_out(memory: MemoryService, tenant) -> None:
     before = _tick(memory)
-    item = memory.add_explicit_memory("Grows tomatoes on the balcony.", user_id=tenant.user)
+    item = memory.for_user(tenant.user).add("Grows tomatoes on the balcony.")
     after = _tick(memory)
-    assert memory.search_memories("tomatoes", user_id=tenant.user, as_of=before) == []
-    assert memory.list_memories(user_id=tenant.user, as_of=before) == []
-    assert [r.id for r in memory.search_memories("tomatoes", user_id=tenant.user, as_of=after)] == [item.id]
-    assert [m.id for m in memory.list_memories(user_id=tenant.user, as_of=after)] == [item.id]
+    assert memory.for_user(tenant.user).search("tomatoes", as_of=before) == []
+    assert memory.for_user(tenant.user).list(as_of=before) == []
+    assert [r.id for r in memory.for_user(tenant.user).search("tomatoes", as_of=after)] == [item.id]
+    assert [m.id for m in memory.for_user(tenant.user).list(as_of=after)] == [item.id]
 
 
 def test_as_of_before_an_edit_reads_the_old_wording(memory: MemoryService, tenant) -> None:
-    item = memory.add_explicit_memory("Lives in Lisbon near the river.", user_id=tenant.user)
+    item = memory.for_user(tenant.user).add("Lives in Lisbon near the river.")
     before_first = _tick(memory)
-    memory.edit_memory(item.id, user_id=tenant.user, content="Lives in Porto near the river.")
+    memory.for_user(tenant.user).edit(item.id, content="Lives in Porto near the river.")
     before_second = _tick(memory)
-    memory.edit_memory(item.id, user_id=tenant.user, content="Lives in Porto near the old town.")
+    memory.for_user(tenant.user).edit(item.id, content="Lives in Porto near the old town.")
     now = _tick(memory)
 
     def wording(as_of) -> tuple[list[str], list[str]]:
-        found = _contents(memory.search_memories("where does the user live", user_id=tenant.user, as_of=as_of))
-        listed = [m.content for m in memory.list_memories(user_id=tenant.user, as_of=as_of)]
+        found = _contents(memory.for_user(tenant.user).search("where does the user live", as_of=as_of))
+        listed = [m.content for m in memory.for_user(tenant.user).list(as_of=as_of)]
         return found, listed
 
     assert wording(before_first) == (["Lives in Lisbon near the river."], ["Lives in Lisbon near the river."])
     assert wording(before_second) == (["Lives in Porto near the river."], ["Lives in Porto near the river."])
     assert wording(now) == (["Lives in Porto near the old town."], ["Lives in Porto near the old town."])
-    assert _contents(memory.search_memories("where does the user live", user_id=tenant.user)) == [
+    assert _contents(memory.for_user(tenant.user).search("where does the user live")) == [
         "Lives in Porto near the old town."]
-    history = memory.memory_history(item.id, user_id=tenant.user)
+    history = memory.for_user(tenant.user).history(item.id)
     assert [v.version for v in history] == [1, 2, 3]
     # each wording was replaced after the previous one: recorded_until increases
     assert history[0].recorded_until < history[1].recorded_until
 
 
 def test_as_of_search_does_not_count_as_use(memory: MemoryService, tenant) -> None:
-    item = memory.add_explicit_memory("Speaks Portuguese at home.", user_id=tenant.user)
+    item = memory.for_user(tenant.user).add("Speaks Portuguese at home.")
     now = _tick(memory)
-    assert memory.search_memories("Portuguese", user_id=tenant.user, as_of=now)
-    assert memory.get_memory(item.id, user_id=tenant.user).access_count == item.access_count
+    assert memory.for_user(tenant.user).search("Portuguese", as_of=now)
+    assert memory.for_user(tenant.user).get(item.id).access_count == item.access_count
 
 
 def test_superseded_items_need_asking_for(memory: MemoryService, tenant) -> None:
     old, new, between = _superseded_editor(memory, tenant.user, tenant.session)
     assert old.status is Status.SUPERSEDED and old.superseded_by == new.id
     assert old.valid_to == new.valid_from
-    assert _contents(memory.search_memories("code editor", user_id=tenant.user)) == ["Switched from Vim to VS Code."]
-    assert [m.id for m in memory.list_memories(user_id=tenant.user)] == [new.id]
-    both = memory.search_memories("code editor", user_id=tenant.user, status=["active", "superseded"])
+    assert _contents(memory.for_user(tenant.user).search("code editor")) == ["Switched from Vim to VS Code."]
+    assert [m.id for m in memory.for_user(tenant.user).list()] == [new.id]
+    both = memory.for_user(tenant.user).search("code editor", status=["active", "superseded"])
     assert {r.id for r in both} == {old.id, new.id}
-    assert {m.id for m in memory.list_memories(user_id=tenant.user, status=["active", "superseded"])} == {
+    assert {m.id for m in memory.for_user(tenant.user).list(status=["active", "superseded"])} == {
         old.id, new.id}
     # as_of reads what held then: the old fact before the switch, the new one after it
-    assert [r.id for r in memory.search_memories("code editor", user_id=tenant.user, as_of=between)] == [old.id]
-    assert [m.id for m in memory.list_memories(user_id=tenant.user, as_of=between)] == [old.id]
-    assert [r.id for r in memory.search_memories("code editor", user_id=tenant.user, as_of=_tick(memory))] == [new.id]
+    assert [r.id for r in memory.for_user(tenant.user).search("code editor", as_of=between)] == [old.id]
+    assert [m.id for m in memory.for_user(tenant.user).list(as_of=between)] == [old.id]
+    assert [r.id for r in memory.for_user(tenant.user).search("code editor", as_of=_tick(memory))] == [new.id]
     # the chain reads the same from either end
-    chain = [v.content for v in memory.memory_history(old.id, user_id=tenant.user)]
+    chain = [v.content for v in memory.for_user(tenant.user).history(old.id)]
     assert chain == ["Uses Vim as their editor.", "Switched from Vim to VS Code."]
-    assert [v.content for v in memory.memory_history(new.id, user_id=tenant.user)] == chain
+    assert [v.content for v in memory.for_user(tenant.user).history(new.id)] == chain
 
 
 def test_archived_items_are_gone_from_the_past_too(memory: MemoryService, tenant) -> None:
-    item = memory.add_explicit_memory("Volunteers at the food bank.", user_id=tenant.user)
+    item = memory.for_user(tenant.user).add("Volunteers at the food bank.")
     while_active = _tick(memory)
-    memory.delete_memory(item.id, user_id=tenant.user)
-    assert memory.search_memories("food bank", user_id=tenant.user, as_of=while_active) == []
-    assert memory.list_memories(user_id=tenant.user, as_of=while_active) == []
-    memory.restore_memory(item.id, user_id=tenant.user)
-    assert [r.id for r in memory.search_memories("food bank", user_id=tenant.user, as_of=while_active)] == [item.id]
+    memory.for_user(tenant.user).delete(item.id)
+    assert memory.for_user(tenant.user).search("food bank", as_of=while_active) == []
+    assert memory.for_user(tenant.user).list(as_of=while_active) == []
+    memory.for_user(tenant.user).restore(item.id)
+    assert [r.id for r in memory.for_user(tenant.user).search("food bank", as_of=while_active)] == [item.id]
 
 
 def test_as_of_accepts_strings_and_naive_times(memory: MemoryService, tenant) -> None:
     before = _tick(memory)
-    item = memory.add_explicit_memory("Runs a book club every month.", user_id=tenant.user)
+    item = memory.for_user(tenant.user).add("Runs a book club every month.")
     after = _tick(memory)
     for as_of, expected in ((after.isoformat(), [item.id]), (before.isoformat(), []),
                             (after.astimezone(UTC).replace(tzinfo=None), [item.id]),
@@ -267,8 +264,8 @@ def test_as_of_accepts_strings_and_naive_times(memory: MemoryService, tenant) ->
                             (after.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f"), [item.id]),
                             # the same instant written in another zone
                             (after.astimezone(datetime.now().astimezone().tzinfo).isoformat(), [item.id])):
-        assert [r.id for r in memory.search_memories("book club", user_id=tenant.user, as_of=as_of)] == expected, as_of
-        assert [m.id for m in memory.list_memories(user_id=tenant.user, as_of=as_of)] == expected, as_of
+        assert [r.id for r in memory.for_user(tenant.user).search("book club", as_of=as_of)] == expected, as_of
+        assert [m.id for m in memory.for_user(tenant.user).list(as_of=as_of)] == expected, as_of
     # a naive time is read as UTC
     naive = datetime(2030, 1, 2, 3, 4, 5)
     assert check_as_of(naive) == naive.replace(tzinfo=UTC)
@@ -278,48 +275,44 @@ def test_as_of_accepts_strings_and_naive_times(memory: MemoryService, tenant) ->
 @pytest.mark.parametrize("bad", ["yesterday", "2024-13-45", "", 1700000000, ["2024-01-01"]])
 def test_as_of_validation(memory: MemoryService, tenant, bad) -> None:
     with pytest.raises(InvalidInputError) as err:
-        memory.search_memories("anything", user_id=tenant.user, as_of=bad)
+        memory.for_user(tenant.user).search("anything", as_of=bad)
     assert err.value.field == "as_of"
     with pytest.raises(InvalidInputError) as err:
-        memory.list_memories(user_id=tenant.user, as_of=bad)
+        memory.for_user(tenant.user).list(as_of=bad)
     assert err.value.field == "as_of"
 
 
 def test_history_and_the_past_stay_private(memory: MemoryService, tenant) -> None:
-    theirs = memory.add_explicit_memory("Is saving up for a sailboat.", user_id=tenant.other_user)
-    memory.edit_memory(theirs.id, user_id=tenant.other_user, content="Is saving up for a small sailboat.")
-    mine = memory.add_explicit_memory("Is saving up for a camper van.", user_id=tenant.user)
+    theirs = memory.for_user(tenant.other_user).add("Is saving up for a sailboat.")
+    memory.for_user(tenant.other_user).edit(theirs.id, content="Is saving up for a small sailboat.")
+    mine = memory.for_user(tenant.user).add("Is saving up for a camper van.")
     now = _tick(memory)
     with pytest.raises(MemoryNotFoundError):
-        memory.memory_history(theirs.id, user_id=tenant.user)
+        memory.for_user(tenant.user).history(theirs.id)
     with pytest.raises(MemoryNotFoundError):
-        memory.memory_history(theirs.id, user_id=tenant.user, project_id=tenant.project, session_id=tenant.session)
-    found = memory.search_memories("saving up for a sailboat", user_id=tenant.user, as_of=now, k=10,
-                                   status=["active", "superseded", "archived"])
+        memory.for_user(tenant.user, project_id=tenant.project, session_id=tenant.session).history(theirs.id)
+    found = memory.for_user(tenant.user).search("saving up for a sailboat", as_of=now, k=10, status=["active", "superseded", "archived"])
     assert [r.id for r in found] == [mine.id]
-    assert [m.id for m in memory.list_memories(user_id=tenant.user, as_of=now,
-                                               status=["active", "superseded", "archived"])] == [mine.id]
+    assert [m.id for m in memory.for_user(tenant.user).list(as_of=now, status=["active", "superseded", "archived"])] == [mine.id]
     # an owner_only project memory of another member stays out of the past as well
-    memory.add_explicit_memory("Private: negotiating the sailboat price.", user_id=tenant.other_user,
-                               project_id=tenant.project, scope="project", visibility="owner_only")
+    memory.for_user(tenant.other_user, project_id=tenant.project).add("Private: negotiating the sailboat price.", scope="project", visibility="owner_only")
     later = _tick(memory)
-    assert "sailboat price" not in " ".join(_contents(memory.search_memories(
-        "sailboat price", user_id=tenant.user, project_id=tenant.project, as_of=later, k=10)))
+    assert "sailboat price" not in " ".join(_contents(memory.for_user(tenant.user, project_id=tenant.project).search("sailboat price", as_of=later, k=10)))
 
 
 async def test_async_as_of_search_and_history(amemory, memory: MemoryService, tenant) -> None:
-    item = await amemory.add_explicit_memory("Commutes by train to work.", user_id=tenant.user)
+    item = await amemory.for_user(tenant.user).add("Commutes by train to work.")
     before = _tick(memory)
-    edited = await amemory.edit_memory(item.id, user_id=tenant.user, content="Commutes by bicycle to work.")
+    edited = await amemory.for_user(tenant.user).edit(item.id, content="Commutes by bicycle to work.")
     assert edited.version == 2
-    then = await amemory.search_memories("how does the user commute", user_id=tenant.user, as_of=before)
+    then = await amemory.for_user(tenant.user).search("how does the user commute", as_of=before)
     assert _contents(then) == ["Commutes by train to work."]
-    listed = await amemory.list_memories(user_id=tenant.user, as_of=before.isoformat())
+    listed = await amemory.for_user(tenant.user).list(as_of=before.isoformat())
     assert [m.content for m in listed] == ["Commutes by train to work."]
-    history = await amemory.memory_history(item.id, user_id=tenant.user)
+    history = await amemory.for_user(tenant.user).history(item.id)
     assert [v.content for v in history] == ["Commutes by train to work.", "Commutes by bicycle to work."]
     with pytest.raises(MemoryNotFoundError):
-        await amemory.memory_history(item.id, user_id=tenant.other_user)
+        await amemory.for_user(tenant.other_user).history(item.id)
     with pytest.raises(InvalidInputError):
-        await amemory.search_memories("commute", user_id=tenant.user, as_of="last tuesday")
-    assert await amemory.search_memories("commute", user_id=tenant.user, as_of=before - timedelta(hours=1)) == []
+        await amemory.for_user(tenant.user).search("commute", as_of="last tuesday")
+    assert await amemory.for_user(tenant.user).search("commute", as_of=before - timedelta(hours=1)) == []

@@ -138,13 +138,13 @@ def test_printable_ids_keep_their_exact_spelling() -> None:
 
 
 def test_the_service_refuses_a_user_spelled_with_a_trailing_space(memory, tenant) -> None:
-    memory.add_explicit_memory("Prefers dark mode in every editor", user_id=tenant.user)
+    memory.for_user(tenant.user).add("Prefers dark mode in every editor")
     for spelling in (f"{tenant.user} ", f"{tenant.user}\u00a0", f"{tenant.user}\u200b"):
         with pytest.raises(InvalidInputError, match="user_id"):
-            memory.list_memories(user_id=spelling)
+            memory.for_user(spelling).list()
         with pytest.raises(InvalidInputError, match="user_id"):
-            memory.add_explicit_memory("Uses vim keybindings", user_id=spelling)
-    assert [m.content for m in memory.list_memories(user_id=tenant.user)] == ["Prefers dark mode in every editor"]
+            memory.for_user(spelling).add("Uses vim keybindings")
+    assert [m.content for m in memory.for_user(tenant.user).list()] == ["Prefers dark mode in every editor"]
 
 
 # --- the attack: context eve, configurable alice -------------------------------------------------
@@ -183,7 +183,7 @@ def full_agent(memory, checkpointer: PostgresCheckpointer, model: ScriptedChatMo
 def alices_thread(memory, checkpointer, dsn, tenant) -> dict[str, Any]:
     """alice (``tenant.user``) has a thread with a secret in it, and a snapshot of it."""
     thread = f"{tenant.session}-{uuid.uuid4().hex[:6]}"
-    memory.add_explicit_memory("Alice's merger codename is BLUEBIRD", user_id=tenant.user)
+    memory.for_user(tenant.user).add("Alice's merger codename is BLUEBIRD")
     model = ScriptedChatModel(script=["noted"])
     full_agent(memory, checkpointer, model).invoke(says("the merger codename is BLUEBIRD"),
                                                    run_config(thread, tenant.user))
@@ -255,7 +255,7 @@ def test_eve_in_the_context_alone_is_refused_alices_thread(memory, checkpointer,
 
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # ToolRuntime serializing a dataclass context
 def test_memory_lookup_and_tools_refuse_the_run_without_a_checkpointer(memory, tenant) -> None:
-    memory.add_explicit_memory("Alice's salary is 250k", user_id=tenant.user)
+    memory.for_user(tenant.user).add("Alice's salary is 250k")
     model = ScriptedChatModel(script=["ok"])
     agent = create_agent(model, [], context_schema=Ctx, middleware=[MemoryMiddleware(memory, fail_open=True)])
     with pytest.raises(IdentityConflictError, match="user_id"):
@@ -268,8 +268,8 @@ def test_memory_lookup_and_tools_refuse_the_run_without_a_checkpointer(memory, t
     with pytest.raises(IdentityConflictError, match="user_id"):
         agent.invoke(says("remember I like green tea"), conf(user_id=tenant.user), context=Ctx(tenant.other_user))
     assert len(model.requests) == 1  # the model asked for the tool; the tool failed the run
-    assert [m.content for m in memory.list_memories(user_id=tenant.user)] == ["Alice's salary is 250k"]
-    assert memory.list_memories(user_id=tenant.other_user) == []
+    assert [m.content for m in memory.for_user(tenant.user).list()] == ["Alice's salary is 250k"]
+    assert memory.for_user(tenant.other_user).list() == []
 
 
 def test_a_graph_node_and_extraction_read_the_same_rule(memory, tenant) -> None:
@@ -283,7 +283,7 @@ def test_a_graph_node_and_extraction_read_the_same_rule(memory, tenant) -> None:
                          middleware=[ExtractionMiddleware(memory)])
     with pytest.raises(IdentityConflictError):
         agent.invoke(says("I prefer tea"), run_config("t", tenant.user), context=Ctx(tenant.other_user))
-    assert memory.list_memories(user_id=tenant.user) == memory.list_memories(user_id=tenant.other_user) == []
+    assert memory.for_user(tenant.user).list() == memory.for_user(tenant.other_user).list() == []
 
 
 def test_a_run_with_a_padded_user_id_fails_before_anything_is_written(checkpointer, dsn, tenant) -> None:

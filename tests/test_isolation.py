@@ -30,7 +30,7 @@ def world(memory: MemoryService):
     memory.create_project(p1, user_id=u["alice"])
     memory.add_member("project", p1, u["bob"], "editor", user_id=u["alice"])
     for name, extra, scope, visibility, content in specs:  # carol's first write creates p2
-        item = memory.add_explicit_memory(content, user_id=u[name], scope=scope, visibility=visibility, **extra)
+        item = memory.for_user(u[name], **extra).add(content, scope=scope, visibility=visibility)
         owned[name].append(item)
     return u, p1, p2, s, owned
 
@@ -38,10 +38,10 @@ def world(memory: MemoryService):
 def visible_contents(memory: MemoryService, **ids) -> dict[str, set[str]]:
     """What each read path returns for one caller."""
     out = {
-        "search": {h.content for h in memory.search_memories("sourdough", k=50, status=None, **ids)},
-        "list": {i.content for i in memory.list_memories(status=None, limit=100, **ids)},
+        "search": {h.content for h in memory.for_user(**ids).search("sourdough", k=50, status=None)},
+        "list": {i.content for i in memory.for_user(**ids).list(status=None, limit=100)},
     }
-    out["stats"] = {str(memory.stats(**ids).total)}
+    out["stats"] = {str(memory.for_user(**ids).stats().total)}
     return out
 
 
@@ -76,29 +76,28 @@ def test_point_reads_and_writes_by_id_respect_tenancy(memory, world):
     for reader in (dict(user_id=u["alice"], project_id=p1, session_id=s),
                    dict(user_id=u["bob"], project_id=p1, session_id="b")):
         with pytest.raises(MemoryNotFoundError):
-            memory.get_memory(carol_item.id, **reader)
+            memory.for_user(**reader).get(carol_item.id)
         with pytest.raises(MemoryNotFoundError):
-            memory.delete_memory(carol_item.id, **reader)
+            memory.for_user(**reader).delete(carol_item.id)
         with pytest.raises(MemoryNotFoundError):
-            memory.restore_memory(carol_item.id, **reader)
-    assert memory.get_memory(carol_item.id, user_id=u["carol"]).status.value == "active"
+            memory.for_user(**reader).restore(carol_item.id)
+    assert memory.for_user(u["carol"]).get(carol_item.id).status.value == "active"
 
 
 def test_duplicate_detection_never_matches_another_tenants_memory(memory, world):
     u, p1, p2, s, owned = world
     stranger = f"dave-{uuid.uuid4().hex[:6]}"
-    assert memory.check_duplicate("Alice loves sourdough baking", user_id=stranger) is None
-    item = memory.add_explicit_memory("Alice loves sourdough baking", user_id=stranger)
+    assert memory.for_user(stranger).find_duplicate("Alice loves sourdough baking") is None
+    item = memory.for_user(stranger).add("Alice loves sourdough baking")
     assert not item.deduplicated and item.user_id == stranger
     # bob may not see alice's owner_only project note, so his identical save is a new memory
-    bobs = memory.add_explicit_memory("Alice's private sourdough note", user_id=u["bob"], project_id=p1,
-                                      scope="project")
+    bobs = memory.for_user(u["bob"], project_id=p1).add("Alice's private sourdough note", scope="project")
     assert not bobs.deduplicated
 
 
 def test_purge_and_stats_touch_only_the_caller(memory, world):
     u, p1, p2, s, owned = world
-    memory.delete_memory(owned["bob"][0].id, user_id=u["bob"], project_id=p1)
-    assert memory.purge_archived(user_id=u["alice"], project_id=p1, session_id=s) == 0
-    assert memory.get_memory(owned["bob"][0].id, user_id=u["bob"]).status.value == "archived"
-    assert memory.stats(user_id=u["alice"], project_id=p1, session_id=s).total == 5
+    memory.for_user(u["bob"], project_id=p1).delete(owned["bob"][0].id)
+    assert memory.for_user(u["alice"], project_id=p1, session_id=s).purge_archived() == 0
+    assert memory.for_user(u["bob"]).get(owned["bob"][0].id).status.value == "archived"
+    assert memory.for_user(u["alice"], project_id=p1, session_id=s).stats().total == 5

@@ -44,30 +44,27 @@ def world(memory: MemoryService) -> World:
 def _runners(memory: MemoryService, w: World) -> dict[str, object]:
     """The issue's example: the org says Jest, the team Vitest, the user prefers Bun."""
     return {
-        "org": memory.add_explicit_memory("Use Jest for unit tests.", scope="org", org_id=w.org, user_id=w.alice,
-                                          memory_type="constraint"),
-        "team": memory.add_explicit_memory("Use Vitest for unit tests.", scope="team", team_id=w.team,
-                                           user_id=w.bob, memory_type="constraint"),
-        "user": memory.add_explicit_memory("Prefers Bun test for unit tests.", user_id=w.alice,
-                                           memory_type="preference"),
+        "org": memory.for_user(w.alice, org_id=w.org).add("Use Jest for unit tests.", scope="org", memory_type="constraint"),
+        "team": memory.for_user(w.bob, team_id=w.team).add("Use Vitest for unit tests.", scope="team", memory_type="constraint"),
+        "user": memory.for_user(w.alice).add("Prefers Bun test for unit tests.", memory_type="preference"),
     }
 
 
 def test_search_spans_levels_and_tags_each_result(memory, world):
     w = world
     saved = _runners(memory, w)
-    results = memory.search_memories("which runner for unit tests", k=10, user_id=w.alice)
+    results = memory.for_user(w.alice).search("which runner for unit tests", k=10)
     assert {(r.level, r.scope_id) for r in results} == {(Scope.ORG, w.org), (Scope.TEAM, w.team),
                                                          (Scope.USER, w.alice)}
     # a chosen level
-    only_team = memory.search_memories("unit tests", k=10, scope="team", user_id=w.alice)
+    only_team = memory.for_user(w.alice).search("unit tests", k=10, scope="team")
     assert [r.id for r in only_team] == [saved["team"].id]
     # bob is in the team but not the org: no org memory for him
-    bob = memory.search_memories("unit tests", k=10, user_id=w.bob)
+    bob = memory.for_user(w.bob).search("unit tests", k=10)
     assert [r.id for r in bob] == [saved["team"].id]
     # naming a team he is not in narrows to nothing at that level
-    assert memory.search_memories("unit tests", k=10, user_id=w.bob, team_id=f"other-{w.team}") == []
-    assert memory.search_memories("unit tests", k=10, user_id=w.outsider) == []
+    assert memory.for_user(w.bob, team_id=f"other-{w.team}").search("unit tests", k=10) == []
+    assert memory.for_user(w.outsider).search("unit tests", k=10) == []
 
 
 def test_the_most_specific_level_ranks_first_and_weights_are_configurable(memory, world, dsn, embeddings):
@@ -77,36 +74,34 @@ def test_the_most_specific_level_ranks_first_and_weights_are_configurable(memory
     ids = {}
     for scope, extra in (("org", {"org_id": w.org}), ("team", {"team_id": w.team}), ("user", {}),
                          ("project", {"project_id": project})):
-        ids[scope] = memory.add_explicit_memory(text, scope=scope, user_id=w.alice, **extra).id
-    order = [r.level.value for r in memory.search_memories("commit message format", k=4, user_id=w.alice,
-                                                           project_id=project)]
+        ids[scope] = memory.for_user(w.alice, **extra).add(text, scope=scope).id
+    order = [r.level.value for r in memory.for_user(w.alice, project_id=project).search("commit message format", k=4)]
     assert order == ["project", "user", "team", "org"]  # scope_priority 0.8 > 0.6 > 0.4 > 0.2
     flipped = MemoryConfig(scope_priority={"org": 1.0, "team": 0.9})
     with MemoryService(dsn, config=flipped, embeddings=embeddings) as other:
-        order = [r.level.value for r in other.search_memories("commit message format", k=4, user_id=w.alice,
-                                                              project_id=project)]
+        order = [r.level.value for r in other.for_user(w.alice, project_id=project).search("commit message format", k=4)]
     assert order[:2] == ["org", "team"]
 
 
 def test_conflicts_across_levels_are_returned_together_in_precedence_order(memory, world):
     w = world
     saved = _runners(memory, w)
-    results, conflicts = memory.search_with_conflicts("which runner for unit tests", k=1, user_id=w.alice)
+    results, conflicts = memory.for_user(w.alice).search_with_conflicts("which runner for unit tests", k=1)
     assert len(results) == 1  # k=1 ranks two of them out ...
     [conflict] = conflicts   # ... but the conflict brings them back, most specific first
     assert [m.id for m in conflict.items] == [saved["user"].id, saved["team"].id, saved["org"].id]
     assert conflict.order == "user > team > org" and conflict.winner.id == saved["user"].id
     # bob sees only the team's rule: nothing to conflict with at his levels
-    _, bob_conflicts = memory.search_with_conflicts("which runner for unit tests", k=5, user_id=w.bob)
+    _, bob_conflicts = memory.for_user(w.bob).search_with_conflicts("which runner for unit tests", k=5)
     assert bob_conflicts == []
 
 
 def test_agreement_and_unrelated_memories_are_not_conflicts(memory, world):
     w = world
-    memory.add_explicit_memory("Use Jest for unit tests.", scope="org", org_id=w.org, user_id=w.alice)
-    memory.add_explicit_memory("Use Jest for all unit tests.", scope="team", team_id=w.team, user_id=w.alice)
-    memory.add_explicit_memory("Deploys happen on Fridays.", user_id=w.alice)
-    results, conflicts = memory.search_with_conflicts("unit tests and deploys", k=5, user_id=w.alice)
+    memory.for_user(w.alice, org_id=w.org).add("Use Jest for unit tests.", scope="org")
+    memory.for_user(w.alice, team_id=w.team).add("Use Jest for all unit tests.", scope="team")
+    memory.for_user(w.alice).add("Deploys happen on Fridays.")
+    results, conflicts = memory.for_user(w.alice).search_with_conflicts("unit tests and deploys", k=5)
     assert len(results) == 3 and conflicts == []
 
 
@@ -128,21 +123,20 @@ def test_a_conflict_never_pulls_in_another_tenants_memory(memory, world):
     _runners(memory, w)
     other_team = f"other-{w.team}"
     memory.create_team(other_team, user_id=w.outsider)
-    hidden = memory.add_explicit_memory("Use Mocha for unit tests.", scope="team", team_id=other_team,
-                                        user_id=w.outsider)
-    results, conflicts = memory.search_with_conflicts("which runner for unit tests", k=5, user_id=w.alice)
+    hidden = memory.for_user(w.outsider, team_id=other_team).add("Use Mocha for unit tests.", scope="team")
+    results, conflicts = memory.for_user(w.alice).search_with_conflicts("which runner for unit tests", k=5)
     seen = {r.id for r in results} | {m.id for c in conflicts for m in c.items}
     assert hidden.id not in seen and len(seen) == 3
     # and the outsider's own search sees only their team's memory, with no conflict from alice's levels
-    results, conflicts = memory.search_with_conflicts("which runner for unit tests", k=5, user_id=w.outsider)
+    results, conflicts = memory.for_user(w.outsider).search_with_conflicts("which runner for unit tests", k=5)
     assert [r.id for r in results] == [hidden.id] and conflicts == []
 
 
 async def test_conflicts_async(amemory, world):
     w = world
-    await amemory.add_explicit_memory("Use Jest for unit tests.", scope="org", org_id=w.org, user_id=w.alice)
-    await amemory.add_explicit_memory("Prefers Bun test for unit tests.", user_id=w.alice)
-    _, conflicts = await amemory.search_with_conflicts("unit test runner", user_id=w.alice)
+    await amemory.for_user(w.alice, org_id=w.org).add("Use Jest for unit tests.", scope="org")
+    await amemory.for_user(w.alice).add("Prefers Bun test for unit tests.")
+    _, conflicts = await amemory.for_user(w.alice).search_with_conflicts("unit test runner")
     assert [[m.scope.value for m in c.items] for c in conflicts] == [["user", "org"]]
 
 
@@ -176,9 +170,9 @@ def test_precedence_follows_scope_priority():
 
 def test_group_conflicts_is_pure_and_needs_two_levels(memory, world):
     w = world
-    a = memory.add_explicit_memory("Use tabs for indentation.", user_id=w.alice)
-    b = memory.add_explicit_memory("Use spaces for indentation.", user_id=w.alice)
-    c = memory.add_explicit_memory("Use two spaces for indentation.", scope="team", team_id=w.team, user_id=w.alice)
+    a = memory.for_user(w.alice).add("Use tabs for indentation.")
+    b = memory.for_user(w.alice).add("Use spaces for indentation.")
+    c = memory.for_user(w.alice, team_id=w.team).add("Use two spaces for indentation.", scope="team")
     items = {i.id: i for i in (a, b, c)}
     prio = MemoryConfig().scope_priority
     kw = dict(anchors=[a.id, b.id], scope_priority=prio, conflict_threshold=0.4, duplicate_threshold=0.85)

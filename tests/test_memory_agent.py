@@ -62,7 +62,7 @@ def test_four_layers_in_one_call(memory, tenant) -> None:
     assert {c["name"] for c in result["working_memory"]["tool_calls"]} >= {"memory_save", "weather"}
     assert "<working_memory>" in model.system_prompts[-1] and "check the weather" in model.system_prompts[-1]
     # long-term memory: saved for the run's user
-    assert [m.content for m in memory.list_memories(user_id=tenant.user)] == [
+    assert [m.content for m in memory.for_user(tenant.user).list()] == [
         "Prefers metric units for all measurements"]
     # episodic memory: checkpoint and snapshot in PostgreSQL
     assert agent.checkpointer.get_tuple(one) is not None
@@ -121,7 +121,7 @@ def test_model_failure_resumes_from_the_last_checkpoint(memory, tenant) -> None:
 
 
 def test_sync_and_async_share_one_agent(memory, tenant) -> None:
-    memory.add_explicit_memory("Works as a marine biologist in Bergen", user_id=tenant.user, memory_type="fact")
+    memory.for_user(tenant.user).add("Works as a marine biologist in Bergen", memory_type="fact")
 
     def script(msgs):
         system = msgs[0].text if isinstance(msgs[0], SystemMessage) else ""
@@ -178,7 +178,7 @@ def test_bad_arguments(memory) -> None:
 
 
 async def test_with_an_async_memory_service(amemory, tenant) -> None:
-    await amemory.add_explicit_memory("Keeps bees on the balcony", user_id=tenant.user, memory_type="habit")
+    await amemory.for_user(tenant.user).add("Keeps bees on the balcony", memory_type="habit")
     model = ScriptedChatModel(script=["ok"])
     agent = create_memory_agent(model, [], memory=amemory)
     assert isinstance(agent.checkpointer, PostgresCheckpointer)

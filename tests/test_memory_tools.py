@@ -46,7 +46,7 @@ def test_save_search_stats_delete(memory: MemoryService, tenant, use_async: bool
     assert "(preference, user): Prefers dark mode" in saved.text
     assert f"(context, project:{tenant.project})" in project.text
     item_id = saved.text.split()[2]
-    stored = memory.get_memory(item_id, user_id=tenant.user)
+    stored = memory.for_user(tenant.user).get(item_id)
     assert stored.source.value == "ai" and stored.memory_type.value == "preference"
 
     [found, stats] = run_tools(memory, [tool_call("memory_search", query="editor theme", k=3),
@@ -56,15 +56,15 @@ def test_save_search_stats_delete(memory: MemoryService, tenant, use_async: bool
 
     [deleted] = run_tools(memory, [tool_call("memory_delete", memory_id=item_id)], config, use_async=use_async)
     assert deleted.status == "success" and deleted.text.startswith("Deleted (archived) memory " + item_id)
-    assert memory.get_memory(item_id, user_id=tenant.user).status.value == "archived"
+    assert memory.for_user(tenant.user).get(item_id).status.value == "archived"
 
 
 def test_duplicate_is_reported_not_repeated(memory, tenant) -> None:
-    first = memory.add_explicit_memory("Runs five kilometres every morning", user_id=tenant.user, memory_type="habit")
+    first = memory.for_user(tenant.user).add("Runs five kilometres every morning", memory_type="habit")
     [again] = run_tools(memory, [tool_call("memory_save", content="Runs five kilometres every morning",
                                            memory_type="habit")], cfg(tenant.user))
     assert again.status == "success" and again.text.startswith("Already remembered") and str(first.id) in again.text
-    assert len(memory.list_memories(user_id=tenant.user)) == 1
+    assert len(memory.for_user(tenant.user).list()) == 1
 
 
 def test_gate_rejection_comes_back_as_an_error_message(memory, tenant) -> None:
@@ -73,7 +73,7 @@ def test_gate_rejection_comes_back_as_an_error_message(memory, tenant) -> None:
     )], cfg(tenant.user))
     assert rejected.status == "error" and rejected.text.startswith("Not saved:")
     assert "AKIA" not in rejected.text
-    assert memory.list_memories(user_id=tenant.user) == []
+    assert memory.for_user(tenant.user).list() == []
 
 
 @pytest.mark.parametrize(("call", "expected"), [
@@ -94,33 +94,32 @@ def test_bad_arguments_come_back_as_messages(memory, tenant, call, expected) -> 
     [answer] = run_tools(memory, [call], cfg(tenant.user))
     assert answer.status == "error"
     assert expected in answer.text
-    assert memory.list_memories(user_id=tenant.user) == []
+    assert memory.for_user(tenant.user).list() == []
 
 
 def test_k_above_the_limit_is_clamped(memory, tenant) -> None:
-    memory.add_explicit_memory("Enjoys hiking in the Alps", user_id=tenant.user)
+    memory.for_user(tenant.user).add("Enjoys hiking in the Alps")
     [found] = run_tools(memory, [tool_call("memory_search", query="hiking", k=500)], cfg(tenant.user))
     assert found.status == "success" and "Enjoys hiking" in found.text
 
 
 def test_identity_comes_from_the_run_not_the_arguments(memory, tenant) -> None:
-    memory.add_explicit_memory("Victim's private note about their salary", user_id=tenant.other_user)
+    memory.for_user(tenant.other_user).add("Victim's private note about their salary")
     [saved, found] = run_tools(memory, [
         tool_call("memory_save", content="Attacker wrote this memory", user_id=tenant.other_user),
         tool_call("memory_search", query="private note about salary", user_id=tenant.other_user),
     ], cfg(tenant.user))
     assert "Victim" not in found.text  # (the parallel save may or may not be found: it is the caller's own)
-    assert [i.content for i in memory.list_memories(user_id=tenant.other_user)] == [
+    assert [i.content for i in memory.for_user(tenant.other_user).list()] == [
         "Victim's private note about their salary"]
     if saved.status == "success":  # the stray argument was ignored: it is the caller's memory
-        assert [i.content for i in memory.list_memories(user_id=tenant.user)] == ["Attacker wrote this memory"]
+        assert [i.content for i in memory.for_user(tenant.user).list()] == ["Attacker wrote this memory"]
 
 
 def test_users_only_delete_what_they_may(memory, tenant) -> None:
     # the other user is an editor of the tenant's project: they delete only what they created
-    theirs = memory.add_explicit_memory("The owner's own preference for vim", user_id=tenant.user)
-    shared = memory.add_explicit_memory("The project deploys on Fridays only", user_id=tenant.user,
-                                        project_id=tenant.project, scope="project", memory_type="constraint")
+    theirs = memory.for_user(tenant.user).add("The owner's own preference for vim")
+    shared = memory.for_user(tenant.user, project_id=tenant.project).add("The project deploys on Fridays only", scope="project", memory_type="constraint")
     [hidden, refused] = run_tools(memory, [tool_call("memory_delete", memory_id=str(theirs.id)),
                                            tool_call("memory_delete", memory_id=str(shared.id))],
                                   cfg(tenant.other_user, tenant.project))
@@ -128,14 +127,13 @@ def test_users_only_delete_what_they_may(memory, tenant) -> None:
     assert refused.status == "error" and refused.text.startswith("Not allowed")
     assert "needs the role owner or admin; you are an editor" in refused.text
     for item in (theirs, shared):
-        assert memory.get_memory(item.id, user_id=tenant.user, project_id=tenant.project).status.value == "active"
+        assert memory.for_user(tenant.user, project_id=tenant.project).get(item.id).status.value == "active"
 
 
 def test_search_and_stats_only_see_the_callers_memories(memory, tenant) -> None:
-    memory.add_explicit_memory("Mine: prefers green tea in the afternoon", user_id=tenant.user)
-    memory.add_explicit_memory("Theirs: prefers black tea in the afternoon", user_id=tenant.other_user)
-    memory.add_explicit_memory("Other project: tea budget is fixed", user_id=tenant.other_user,
-                               project_id=tenant.other_project, scope="project")
+    memory.for_user(tenant.user).add("Mine: prefers green tea in the afternoon")
+    memory.for_user(tenant.other_user).add("Theirs: prefers black tea in the afternoon")
+    memory.for_user(tenant.other_user, project_id=tenant.other_project).add("Other project: tea budget is fixed", scope="project")
     [found, stats] = run_tools(memory, [tool_call("memory_search", query="tea", k=10), tool_call("memory_stats")],
                                cfg(tenant.user, tenant.project))
     assert "green tea" in found.text and "black tea" not in found.text and "budget" not in found.text
@@ -175,9 +173,9 @@ def assert_reply_lines(text: str, n_items: int) -> None:
 def test_search_reply_escapes_content_like_the_prompt_block(memory, tenant) -> None:
     """Every payload, stored through the gate, comes back one line each with no raw tag; the
     memory's text in the reply is exactly what the prompt block shows."""
-    result = memory.import_memories(PAYLOADS, user_id=tenant.user)
+    result = memory.for_user(tenant.user).add_many(PAYLOADS)
     assert not result.rejected and len(result.inserted) == len(PAYLOADS)
-    stored = {i.id: i.content for i in memory.list_memories(user_id=tenant.user)}
+    stored = {i.id: i.content for i in memory.for_user(tenant.user).list()}
     assert any("\n" in c for c in stored.values())  # the gate keeps newlines: escaping must fold them
     [found] = run_tools(memory, [tool_call("memory_search", query="SYSTEM instructions tea", k=20)],
                         cfg(tenant.user))

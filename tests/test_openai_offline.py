@@ -36,9 +36,9 @@ def openai_memory(endpoint: FakeOpenAI, fresh_dsn: Callable[[], str]) -> Iterato
 
 
 def test_openai_embeddings_use_only_the_configured_endpoint(openai_memory: MemoryService, endpoint: FakeOpenAI):
-    saved = openai_memory.add_explicit_memory("I prefer green tea in the morning.", user_id="oa-user")
-    openai_memory.add_explicit_memory("The deploy runs every Friday.", user_id="oa-user")
-    [hit, *_] = openai_memory.search_memories("green tea", user_id="oa-user")
+    saved = openai_memory.for_user("oa-user").add("I prefer green tea in the morning.")
+    openai_memory.for_user("oa-user").add("The deploy runs every Friday.")
+    [hit, *_] = openai_memory.for_user("oa-user").search("green tea")
     assert hit.id == saved.id
     assert endpoint.paths() and all(p.endswith("/embeddings") for p in endpoint.paths())
     assert all(body["model"] == "fake-embed" for _, body in endpoint.requests)
@@ -51,10 +51,10 @@ def test_a_failing_endpoint_is_an_embedding_error_and_nothing_is_written(
 ):
     endpoint.fail = failure
     with pytest.raises(EmbeddingError, match="OPENAI_BASE_URL") as caught:
-        openai_memory.add_explicit_memory("I like long walks on the beach.", user_id="oa-fail")
+        openai_memory.for_user("oa-fail").add("I like long walks on the beach.")
     assert "nothing was written" in str(caught.value)
     endpoint.fail = None
-    assert openai_memory.list_memories(user_id="oa-fail") == []
+    assert openai_memory.for_user("oa-fail").list() == []
 
 
 def test_an_agent_on_chat_openai_saves_with_a_tool_and_extracts_with_structured_output(
@@ -81,7 +81,7 @@ def test_an_agent_on_chat_openai_saves_with_a_tool_and_extracts_with_structured_
     result = agent.invoke({"messages": [("user", "Rex, my dog, barked all night.")]},
                           {"configurable": {"user_id": "oa-agent", "thread_id": "oa-thread"}})
     assert result["messages"][-1].text == "Noted."
-    contents = sorted(m.content for m in openai_memory.list_memories(user_id="oa-agent"))
+    contents = sorted(m.content for m in openai_memory.for_user("oa-agent").list())
     assert contents == ["Has a dog named Rex.", "Works on the Apollo project."]
     chats = [body for path, body in endpoint.requests if path.endswith("/chat/completions")]
     assert any(body.get("tools") for body in chats)  # the agent's call, with the memory tools

@@ -29,7 +29,8 @@ def test_wheel_contains_exactly_the_agent_memory_tree(wheel):
     assert top == {"agent_memory", next(t for t in top if t.endswith(".dist-info"))}
     for required in ("agent_memory/__init__.py", "agent_memory/service.py", "agent_memory/db/migrations.py",
                      "agent_memory/embeddings/local.py", "agent_memory/middleware/__init__.py",
-                     "agent_memory/prompts/__init__.py", "agent_memory/prompts/memory_block.txt"):
+                     "agent_memory/prompts/__init__.py", "agent_memory/prompts/memory_block.txt",
+                     "agent_memory/py.typed", "agent_memory/handles.py", "agent_memory/principal.py"):
         assert required in names
     assert not any(n.startswith(("middleware/", "prompts/", "tests/", "benchmarks/")) for n in names)
 

@@ -113,7 +113,7 @@ class World:
         return {"user_id": user, f"{self.kind}_id": self.scope_id}
 
     def save(self, user: str, content: str, visibility: str = "members") -> MemoryItem:
-        item = self.memory.add_explicit_memory(content, **self.ids(user), scope=self.kind, visibility=visibility)
+        item = self.memory.for_user(**self.ids(user)).add(content, scope=self.kind, visibility=visibility)
         assert isinstance(item, MemoryItem), item
         return item
 
@@ -159,9 +159,9 @@ def read(visibility: str) -> Callable[[World], bool]:
         item = w.save(w.writer, f"The {w.kind} keeps its {visibility} notes in the wiki", visibility)
         w.settle()
         me = w.ids(w.actor)
-        listed = item.id in {i.id for i in w.memory.list_memories(**me, scope=w.kind)}
-        found = item.id in {r.id for r in w.memory.search_memories(item.content, **me, scope=w.kind, k=50)}
-        got = allowed(lambda: w.memory.get_memory(item.id, **me))
+        listed = item.id in {i.id for i in w.memory.for_user(**me).list(scope=w.kind)}
+        found = item.id in {r.id for r in w.memory.for_user(**me).search(item.content, scope=w.kind, k=50)}
+        got = allowed(lambda: w.memory.for_user(**me).get(item.id))
         assert listed == found == got, (listed, found, got)
         return got
 
@@ -172,7 +172,7 @@ def create(w: World) -> bool:
     w.settle()
     content = f"The {w.kind} deploys from the main branch only"
     ok = allowed(lambda: w.save(w.actor, content))
-    stored = [i for i in w.memory.list_memories(**w.ids(w.founder), scope=w.kind) if i.content == content]
+    stored = [i for i in w.memory.for_user(**w.ids(w.founder)).list(scope=w.kind) if i.content == content]
     assert [i.user_id for i in stored] == ([w.actor] if ok else [])
     return ok
 
@@ -188,13 +188,13 @@ def edit_delete_restore(own: bool) -> Callable[[World], bool]:
         me = w.ids(w.actor)
 
         def archive_then_restore() -> None:
-            if w.memory.get_memory(item.id, **w.ids(w.founder)).status.value != "archived":
-                w.memory.delete_memory(item.id, **w.ids(w.founder))
-            assert w.memory.restore_memory(item.id, **me).status.value == "active"
+            if w.memory.for_user(**w.ids(w.founder)).get(item.id).status.value != "archived":
+                w.memory.for_user(**w.ids(w.founder)).delete(item.id)
+            assert w.memory.for_user(**me).restore(item.id).status.value == "active"
 
         return allowed(
-            lambda: w.memory.edit_memory(item.id, **me, content=f"The {w.kind} reviews every change twice"),
-            lambda: w.memory.delete_memory(item.id, **me),
+            lambda: w.memory.for_user(**me).edit(item.id, content=f"The {w.kind} reviews every change twice"),
+            lambda: w.memory.for_user(**me).delete(item.id),
             archive_then_restore,
         )
 
@@ -216,8 +216,8 @@ def edit_project_profile(w: World) -> bool:
     w.settle()
     me = w.ids(w.actor)
     return allowed(
-        lambda: w.memory.update_profile({"current_phase": "Beta in May"}, kind="project", **me),
-        lambda: w.memory.reset_profile_fields(["current_phase"], kind="project", **me),
+        lambda: w.memory.for_user(**me).update_profile({"current_phase": "Beta in May"}, kind="project"),
+        lambda: w.memory.for_user(**me).reset_profile_fields(["current_phase"], kind="project"),
     )
 
 

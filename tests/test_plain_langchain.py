@@ -16,23 +16,23 @@ def test_tools_with_an_explicit_identity_work_outside_a_run(memory: MemoryServic
     assert "Saved" in reply and "dark roast" in reply
     found = search.invoke({"query": "what coffee does the user like?"})
     assert "dark roast" in found
-    [item] = memory.list_memories(user_id=tenant.user)
+    [item] = memory.for_user(tenant.user).list()
     assert item.user_id == tenant.user and item.source.value == "ai"
     # the model chooses no identity: the schemas have no id fields
     for tool in (save, search, delete, stats):
         assert not {"user_id", "project_id", "runtime"} & set(tool.args)
     assert "1" in stats.invoke({})
     delete.invoke({"memory_id": str(item.id)})
-    assert memory.list_memories(user_id=tenant.user) == []
+    assert memory.for_user(tenant.user).list() == []
 
 
 def test_explicit_tools_see_only_their_users_memories(memory: MemoryService, tenant) -> None:
-    memory.add_explicit_memory("Has a cat named Miso.", user_id=tenant.other_user)
+    memory.for_user(tenant.other_user).add("Has a cat named Miso.")
     [_, search, delete, _] = memory_tools(memory, user_id=tenant.user)
     assert "Has a cat" not in search.invoke({"query": "cat named Miso"})
-    [theirs] = memory.list_memories(user_id=tenant.other_user)
+    [theirs] = memory.for_user(tenant.other_user).list()
     reply = delete.invoke({"memory_id": str(theirs.id)})
-    assert "No memory with that id is visible" in reply and memory.list_memories(user_id=tenant.other_user) != []
+    assert "No memory with that id is visible" in reply and memory.for_user(tenant.other_user).list() != []
 
 
 def test_bad_explicit_identities_are_refused(memory: MemoryService) -> None:
@@ -51,9 +51,8 @@ async def test_async_tools_with_an_explicit_identity(amemory: AsyncMemoryService
 
 
 def test_the_retriever_returns_documents_for_its_principal_only(memory: MemoryService, tenant) -> None:
-    memory.add_explicit_memory("Deploys go out on Thursdays.", user_id=tenant.user, project_id=tenant.project,
-                               scope="project")
-    memory.add_explicit_memory("Thursday is my day off.", user_id=tenant.other_user)
+    memory.for_user(tenant.user, project_id=tenant.project).add("Deploys go out on Thursdays.", scope="project")
+    memory.for_user(tenant.other_user).add("Thursday is my day off.")
     retriever = MemoryRetriever(memory=memory, user_id=tenant.user, project_id=tenant.project, k=3)
     docs = retriever.invoke("when do deploys happen?")
     assert docs and all(isinstance(d, Document) for d in docs)
@@ -66,6 +65,6 @@ def test_the_retriever_returns_documents_for_its_principal_only(memory: MemorySe
 
 
 async def test_the_retriever_awaits_an_async_service(amemory: AsyncMemoryService, tenant) -> None:
-    await amemory.add_explicit_memory("Allergic to peanuts.", user_id=tenant.user)
+    await amemory.for_user(tenant.user).add("Allergic to peanuts.")
     docs = await MemoryRetriever(memory=amemory, user_id=tenant.user).ainvoke("allergies")
     assert [d.page_content for d in docs][:1] == ["Allergic to peanuts."]

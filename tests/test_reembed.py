@@ -23,8 +23,8 @@ FACTS = ["I keep my notes in Obsidian", "My dog is called Rex", "I prefer tea ov
 
 def _seed(dsn: str, dims: int = 8) -> list[str]:
     with MemoryService(dsn, embeddings=HashEmbeddings(dims)) as memory:
-        ids = [str(memory.add_explicit_memory(f, user_id="u1").id) for f in FACTS]
-        memory.delete_memory(ids[-1], user_id="u1")  # archived memories are re-embedded too
+        ids = [str(memory.for_user("u1").add(f).id) for f in FACTS]
+        memory.for_user("u1").delete(ids[-1])  # archived memories are re-embedded too
     return ids
 
 
@@ -84,9 +84,9 @@ def test_reembed_switches_the_dimension_in_batches_and_search_works(fresh_dsn):
         assert set(stored) == set(ids)
         assert all(_close(vector, new._vector(content)) for content, vector in stored.values())
     with MemoryService(dsn, embeddings=HashEmbeddings(16)) as memory:  # the new model starts, and finds
-        [hit] = memory.search_memories("what is my dog called", user_id="u1", k=1)
+        [hit] = memory.for_user("u1").search("what is my dog called", k=1)
         assert hit.content == "My dog is called Rex"
-        saved = memory.add_explicit_memory("I run on Tuesdays", user_id="u1")
+        saved = memory.for_user("u1").add("I run on Tuesdays")
         assert not isinstance(saved, type(None)) and saved.content == "I run on Tuesdays"
     with pytest.raises(EmbeddingDimensionMismatchError):  # and the old one is refused now
         MemoryService(dsn, embeddings=HashEmbeddings(8))
@@ -108,8 +108,8 @@ def test_an_interrupted_run_resumes_and_embeds_edited_memories_again(fresh_dsn):
             " ORDER BY m.status <> 'active', r.id").fetchall()]
         assert len(staged) == 2
     with MemoryService(dsn, embeddings=HashEmbeddings(8)) as old:
-        old.edit_memory(staged[0], user_id="u1", content="My cat is called Tom")  # its staged vector is stale
-        old.delete_memory(staged[1], user_id="u1", hard=True)  # and this one's goes with it
+        old.for_user("u1").edit(staged[0], content="My cat is called Tom")  # its staged vector is stale
+        old.for_user("u1").delete(staged[1], hard=True)  # and this one's goes with it
     seen.clear()
     new.calls.clear()
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -185,4 +185,4 @@ def test_the_async_driver_switches_too(fresh_dsn):
     report = asyncio.run(go())
     assert report.switched and report.embedded == 5
     with MemoryService(dsn, embeddings=HashEmbeddings(16)) as memory:
-        assert memory.stats(user_id="u1").by_status == {"active": 4, "archived": 1}  # statuses stay
+        assert memory.for_user("u1").stats().by_status == {"active": 4, "archived": 1}  # statuses stay

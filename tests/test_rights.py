@@ -28,7 +28,8 @@ from agent_memory.db.requests import run
 from agent_memory.episodic import PostgresCheckpointer
 from agent_memory.episodic.forget import FORGET_TABLES
 from agent_memory.models import Identity, MemoryItem
-from agent_memory.queries import ITEM_COLUMNS
+from agent_memory.queries import ITEM_COLUMNS, USER_DATA_TABLES
+from identity_args import split_ids
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from episodic_agent import build_agent, run_config
@@ -86,7 +87,8 @@ def build_world(memory: MemoryService) -> World:
     memory.share_project(w.acme, user_id=a, with_user=c)
 
     def add(name: str, text: str, user: str, *, seen: bool, **kw: Any) -> UUID:
-        item = memory.add_explicit_memory(text, user_id=user, **kw)
+        ids, rest = split_ids(kw)
+        item = memory.for_user(user, **ids).add(text, **rest)
         assert isinstance(item, MemoryItem) and not item.deduplicated, item
         w.named[name] = item.id
         (w.visible if seen else w.hidden).add(item.id)
@@ -95,12 +97,12 @@ def build_world(memory: MemoryService) -> World:
     # alice: every level, an edit, an archived and a superseded memory
     add("dark", "Alice prefers dark mode in every editor.", a, seen=True, memory_type="preference")
     city = add("city", "Alice lives in Lisbon.", a, seen=True)
-    assert isinstance(memory.edit_memory(city, user_id=a, content="Alice lives in Porto.", reason="moved"),
+    assert isinstance(memory.for_user(a).edit(city, content="Alice lives in Porto.", reason="moved"),
                       MemoryItem)
     add("latte", "Alice drinks oat milk lattes every day.", a, seen=True, memory_type="habit")
-    memory.delete_memory(w.named["latte"], user_id=a)
+    memory.for_user(a).delete(w.named["latte"])
     add("vim", "Uses Vim as their editor.", a, seen=True)
-    report = memory.extract_memories(["I switched from Vim to VS Code."], user_id=a, session_id=w.session, llm=None)
+    report = memory.for_user(a, session_id=w.session).extract(["I switched from Vim to VS Code."], llm=None)
     [outcome] = report.superseded
     assert outcome.replaced.id == w.named["vim"]
     w.named["vscode"] = outcome.memory.id
@@ -108,10 +110,8 @@ def build_world(memory: MemoryService) -> World:
     add("debug", "In this session Alice is debugging the login flow.", a, seen=True, scope="session",
         session_id=w.session)
     add("graphql", "The acme API uses GraphQL.", a, seen=True, scope="project", project_id=w.acme)
-    assert isinstance(memory.edit_memory(w.named["graphql"], user_id=a, project_id=w.acme,
-                                         content="The acme API uses GraphQL and REST."), MemoryItem)
-    decided = memory.extract_memories(["We decided to use Redis for caching."], user_id=a, session_id=w.session,
-                                      project_id=w.acme, llm=None)
+    assert isinstance(memory.for_user(a, project_id=w.acme).edit(w.named["graphql"], content="The acme API uses GraphQL and REST."), MemoryItem)
+    decided = memory.for_user(a, session_id=w.session, project_id=w.acme).extract(["We decided to use Redis for caching."], llm=None)
     [redis] = decided.added
     assert redis.memory.scope.value == "project" and redis.memory.scope_id == w.acme
     w.named["redis"] = redis.memory.id
@@ -122,17 +122,14 @@ def build_world(memory: MemoryService) -> World:
         project_id=w.acme, visibility="public")
     add("svelte", "The web app is built with Svelte.", a, seen=True, scope="project", project_id=w.web)
     add("trunk", "The team uses trunk-based development.", a, seen=True, scope="team", team_id=w.team)
-    w.resources["reading"] = memory.add_resource("Alice's reading list: Designing Data-Intensive Applications.",
-                                                 user_id=a, title="reading list").id
-    w.resources["architecture"] = memory.add_resource(
-        "Acme architecture overview: one GraphQL gateway in front of three services.", user_id=a,
-        project_id=w.acme, scope="project", kind="project_resource", title="architecture").id
-    memory.update_profile({"username": "Ali"}, user_id=a)
-    memory.update_profile({"project_goal": "Ship the acme API."}, kind="project", user_id=a, project_id=w.acme)
+    w.resources["reading"] = memory.for_user(a).add_resource("Alice's reading list: Designing Data-Intensive Applications.", title="reading list").id
+    w.resources["architecture"] = memory.for_user(a, project_id=w.acme).add_resource("Acme architecture overview: one GraphQL gateway in front of three services.", scope="project", kind="project_resource", title="architecture").id
+    memory.for_user(a).update_profile({"username": "Ali"})
+    memory.for_user(a, project_id=w.acme).update_profile({"project_goal": "Ship the acme API."}, kind="project")
 
     # bob: private levels, owner_only notes, an edit of alice's memory, a resource alice cites
     add("tea", "Bob likes green tea in the afternoon.", b, seen=False)
-    assert isinstance(memory.edit_memory(w.named["tea"], user_id=b, content="Bob likes green tea in the evening."),
+    assert isinstance(memory.for_user(b).edit(w.named["tea"], content="Bob likes green tea in the evening."),
                       MemoryItem)
     add("review", "In this session Bob is reviewing pull requests.", b, seen=False, scope="session",
         session_id=w.bob_session)
@@ -141,23 +138,20 @@ def build_world(memory: MemoryService) -> World:
         project_id=w.acme, visibility="owner_only")
     add("browsers", "The web project targets modern browsers.", b, seen=True, scope="project", project_id=w.web,
         visibility="public")
-    assert isinstance(memory.edit_memory(w.named["svelte"], user_id=b, project_id=w.web,
-                                         content="The web app is built with SvelteKit."), MemoryItem)
-    w.resources["style"] = memory.add_resource("Web style guide: two-space indentation, no semicolons.",
-                                               user_id=b, project_id=w.web, scope="project",
-                                               kind="project_resource").id
+    assert isinstance(memory.for_user(b, project_id=w.web).edit(w.named["svelte"], content="The web app is built with SvelteKit."), MemoryItem)
+    w.resources["style"] = memory.for_user(b, project_id=w.web).add_resource("Web style guide: two-space indentation, no semicolons.", scope="project", kind="project_resource").id
     add("indent", "The web style guide asks for two-space indentation.", a, seen=True, scope="project",
         project_id=w.web, source="project_resource", source_id=str(w.resources["style"]))
     add("standup", "Team standup is at half past nine.", b, seen=True, scope="team", team_id=w.team)
     add("leaving", "Bob's team note: thinking about changing teams.", b, seen=False, scope="team",
         team_id=w.team, visibility="owner_only")
     add("birds", "The solo project is a bird watching app.", b, seen=False, scope="project", project_id=w.solo)
-    bob_run = memory.extract_memories(["I use Emacs for everything."], user_id=b, session_id=w.bob_session, llm=None)
+    bob_run = memory.for_user(b, session_id=w.bob_session).extract(["I use Emacs for everything."], llm=None)
     assert bob_run.run_id is not None
     w.hidden.update(o.memory.id for o in bob_run.outcomes if o.memory is not None)
-    memory.add_resource("Bob's notes on tea.", user_id=b)
-    memory.update_profile({"username": "Bobby"}, user_id=b)
-    memory.update_profile({"current_phase": "Beta."}, kind="project", user_id=b, project_id=w.web)
+    memory.for_user(b).add_resource("Bob's notes on tea.")
+    memory.for_user(b).update_profile({"username": "Bobby"})
+    memory.for_user(b, project_id=w.web).update_profile({"current_phase": "Beta."}, kind="project")
 
     # carol: her own memory, the corp project (its public memory reaches alice through the team), the org
     add("marathon", "Carol runs marathons.", c, seen=False)
@@ -180,7 +174,7 @@ def identities(w: World) -> list[dict[str, Any]]:
 
 
 def all_readable(memory: MemoryService, w: World) -> set[UUID]:
-    return {i.id for ids in identities(w) for i in memory.list_memories(status=None, limit=10_000, **ids)}
+    return {i.id for ids in identities(w) for i in memory.for_user(**ids).list(status=None, limit=10_000)}
 
 
 @pytest.fixture(scope="module")
@@ -212,8 +206,8 @@ def columns(dsn: str, table: str) -> list[str]:
         return [d.name for d in conn.execute(f"SELECT * FROM {table} LIMIT 0").description]
 
 
-TABLES = ("memory_items", "memory_item_history", "memory_resources", "memory_profiles", "memory_scopes",
-          "memory_members", "memory_project_shares")
+#: the tables an import writes: those of the export's sections
+TABLES = tuple(t.name for t in USER_DATA_TABLES if t.exported)
 
 
 def table_counts(dsn: str) -> dict[str, int]:
@@ -266,23 +260,20 @@ def test_an_import_into_an_empty_database_answers_the_same(memory, world, fresh_
         assert report.inserted == {s: len(data[s]) for s in SECTIONS}
         assert report.skipped == dict.fromkeys(SECTIONS, 0)
         for ids in identities(w):
-            assert new.list_memories(status=None, limit=1000, **ids) == memory.list_memories(
-                status=None, limit=1000, **ids), ids
+            assert new.for_user(**ids).list(status=None, limit=1000) == memory.for_user(**ids).list(status=None, limit=1000), ids
         searched = 0
         for ids in identities(w):
             for query in QUERIES:
-                before = [(r.id, r.content, round(r.score, 6)) for r in memory.search_memories(query, k=8, **ids)]
-                after = [(r.id, r.content, round(r.score, 6)) for r in new.search_memories(query, k=8, **ids)]
+                before = [(r.id, r.content, round(r.score, 6)) for r in memory.for_user(**ids).search(query, k=8)]
+                after = [(r.id, r.content, round(r.score, 6)) for r in new.for_user(**ids).search(query, k=8)]
                 assert after == before, (query, ids)
                 searched += bool(before)
         assert searched > 100
         for name in ("city", "svelte", "vscode"):
-            assert new.memory_history(w.named[name], user_id=w.alice, project_id=w.web) == memory.memory_history(
-                w.named[name], user_id=w.alice, project_id=w.web)
-        assert new.list_resources(user_id=w.alice, project_id=w.acme) == memory.list_resources(
-            user_id=w.alice, project_id=w.acme)
-        assert new.get_profile(user_id=w.alice).manual == {"username": "Ali"}
-        assert new.get_profile("project", user_id=w.alice, project_id=w.acme).manual == {
+            assert new.for_user(w.alice, project_id=w.web).history(w.named[name]) == memory.for_user(w.alice, project_id=w.web).history(w.named[name])
+        assert new.for_user(w.alice, project_id=w.acme).list_resources() == memory.for_user(w.alice, project_id=w.acme).list_resources()
+        assert new.for_user(w.alice).profile().manual == {"username": "Ali"}
+        assert new.for_user(w.alice, project_id=w.acme).profile("project").manual == {
             "project_goal": "Ship the acme API."}
         assert new.memberships(user_id=w.alice) == memory.memberships(user_id=w.alice)
 
@@ -450,7 +441,7 @@ def test_forgetting_a_user_removes_all_they_own_and_nothing_of_others(memory, ds
     others = others_rows(dsn, w)
     assert len(others["memories"]) == 17
 
-    report = memory.forget_user(w.bob)
+    report = memory.forget_user(user_id=w.bob)
 
     assert report.user_id == w.bob
     assert {k: report.removed[k] for k in before} == before
@@ -462,7 +453,7 @@ def test_forgetting_a_user_removes_all_they_own_and_nothing_of_others(memory, ds
                               "profiles.edited_by": 1}
     assert bobs_rows(dsn, w) == dict.fromkeys(before, 0)
     assert count(dsn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", thread) == 0
-    assert memory.list_memories(user_id=w.bob, status=None) == []
+    assert memory.for_user(w.bob).list(status=None) == []
 
     # others' rows are untouched, but for the places that named bob
     after = others_rows(dsn, w)
@@ -486,10 +477,10 @@ def test_forgetting_a_user_removes_all_they_own_and_nothing_of_others(memory, ds
                                         for r in others["profiles"]), key=repr)
     assert after["scopes"] == sorted((tuple(rights.FORGOTTEN_USER if v == w.bob else v for v in r)
                                       for r in others["scopes"]), key=repr)
-    assert {i.id for i in memory.list_memories(user_id=w.alice, project_id=w.web, scope="project")} == {
+    assert {i.id for i in memory.for_user(w.alice, project_id=w.web).list(scope="project")} == {
         w.named["svelte"], w.named["indent"]}
 
-    again = memory.forget_user(w.bob)
+    again = memory.forget_user(user_id=w.bob)
     assert set(again.removed.values()) == {0} and set(again.changed.values()) == {0}
     assert again.ownerless == [] and set(again.removed) == set(report.removed)
 
@@ -549,8 +540,8 @@ def test_only_the_owner_deletes_a_project_and_only_that_project_goes(memory, dsn
     assert scope_rows(dsn, "project", w.acme) == dict.fromkeys(before, 0)
     assert neighbours(dsn, w) == near  # acme-corp and acme/web are other projects
     assert [m.scope_id for m in memory.memberships(user_id=w.alice, scope="project")] == [w.web]
-    assert memory.list_memories(user_id=w.alice, project_id=w.acme, scope="project", status=None) == []
-    assert memory.list_memories(user_id=w.alice, status=None, scope="user", limit=100) != []  # hers elsewhere stay
+    assert memory.for_user(w.alice, project_id=w.acme).list(scope="project", status=None) == []
+    assert memory.for_user(w.alice).list(status=None, scope="user", limit=100) != []  # hers elsewhere stay
 
     again = memory.delete_scope("project", w.acme, user_id=w.alice)
     assert again.removed == dict.fromkeys(before, 0)
@@ -559,7 +550,7 @@ def test_only_the_owner_deletes_a_project_and_only_that_project_goes(memory, dsn
 
 def test_a_team_lead_deletes_the_team_and_the_shares_naming_it(memory, dsn):
     w = build_world(memory)
-    assert [i.id for i in memory.list_memories(user_id=w.alice, project_id=w.corp, scope="project")] == [
+    assert [i.id for i in memory.for_user(w.alice, project_id=w.corp).list(scope="project")] == [
         w.named["rockets"]]
     with pytest.raises(PermissionDeniedError, match=r"needs the role lead; you are a member"):
         memory.delete_scope("team", w.team, user_id=w.bob)
@@ -570,9 +561,8 @@ def test_a_team_lead_deletes_the_team_and_the_shares_naming_it(memory, dsn):
     assert report.removed == before
     assert scope_rows(dsn, "team", w.team) == dict.fromkeys(before, 0)
     # corp was shared with the team: its public memory is no longer alice's to read; corp itself stays
-    assert memory.list_memories(user_id=w.alice, project_id=w.corp, scope="project") == []
-    assert [i.id for i in memory.list_memories(user_id=w.carol, project_id=w.corp, scope="project",
-                                               limit=10)] == [w.named["moon"], w.named["rockets"]]
+    assert memory.for_user(w.alice, project_id=w.corp).list(scope="project") == []
+    assert [i.id for i in memory.for_user(w.carol, project_id=w.corp).list(scope="project", limit=10)] == [w.named["moon"], w.named["rockets"]]
     assert memory.delete_scope("team", w.team, user_id=w.alice).removed == dict.fromkeys(before, 0)
 
 

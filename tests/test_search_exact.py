@@ -32,10 +32,9 @@ def corpus(memory: MemoryService):
                       scope=scope, confidence=round(rng.uniform(0.7, 1.0), 3))
             for i in range(120)
         ]
-        memory.import_memories(items, **ids)
+        memory.for_user(**ids).add_many(items)
     # other tenants' rows with the same texts: must never appear, and must not change the answer
-    memory.import_memories([f"I like coffee a lot (note user {i})" for i in range(50)],
-                           user_id=f"noise-{tag}", project_id=ids["project_id"] + "x")
+    memory.for_user(f"noise-{tag}", project_id=ids["project_id"] + "x").add_many([f"I like coffee a lot (note user {i})" for i in range(50)])
     return ids
 
 
@@ -83,7 +82,7 @@ def test_search_equals_exact_scan(dsn, memory, embeddings, corpus, scope, keywor
     with MemoryService(dsn, config=config, embeddings=embeddings) as service:
         for query in QUERIES:
             for k in (1, 10, 40):
-                hits = service.search_memories(query, k=k, scope=scope, **corpus)
+                hits = service.for_user(**corpus).search(query, k=k, scope=scope)
                 want_ids, want_scores = exact_top_k(dsn, service, corpus, query, scope, k, kw)
                 assert len(hits) == len(want_ids) == k
                 assert [h.score for h in hits] == pytest.approx(want_scores, abs=1e-5)

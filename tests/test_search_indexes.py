@@ -56,7 +56,7 @@ def world(memory: MemoryService):
                            memory_type=memory_type or rng.choice(["fact", "preference", "decision", "event"]),
                            confidence=round(rng.uniform(0.6, 1.0), 3))
                  for t in texts(rng, f"{who} {scope} {visibility}", n)]
-        memory.import_memories(items, user_id=u[who], **ids)
+        memory.for_user(u[who], **ids).add_many(items)
 
     put("alice", "user", 40)
     put("alice", "session", 15, project_id=s["P"], session_id=f"sess-{tag}")
@@ -100,9 +100,9 @@ def test_indexed_search_equals_the_exhaustive_scan_under_every_access_rule(memor
     for i, query in enumerate(QUERIES):
         for filters in FILTERS[i % 3::3] if caller != "alice-all-levels" else FILTERS:
             args = dict(dict(k=7), **filters)
-            got = memory.search_memories(query, **ids, **args)
+            got = memory.for_user(**ids).search(query, **args)
             with exhaustive():
-                want = memory.search_memories(query, **ids, **args)
+                want = memory.for_user(**ids).search(query, **args)
             assert _answer(got) == _answer(want), (caller, query, filters)
             if caller == "alice-not-a-member":  # her own and her org's (none named: all of hers)
                 assert {r.item.scope_id for r in got} <= {u["alice"], s["O"]}
@@ -111,7 +111,7 @@ def test_indexed_search_equals_the_exhaustive_scan_under_every_access_rule(memor
 def test_no_result_ever_belongs_to_a_scope_the_caller_cannot_read(memory, world):
     u, s, tag = world
     alice = _callers(u, s, tag)["alice-shared-project"]
-    seen = [r.item for q in QUERIES for r in memory.search_memories(q, k=50, **alice)]
+    seen = [r.item for q in QUERIES for r in memory.for_user(**alice).search(q, k=50)]
     assert seen, "the shared project's public memories and alice's own must be found"
     for item in seen:
         assert item.scope_id not in (s["P3"], s["T3"]) and item.user_id != u["dave"]
@@ -128,12 +128,11 @@ def test_ties_wider_than_the_candidate_window_still_give_the_exact_answer(memory
     with MemoryService(memory.conn, config=config, embeddings=memory.embeddings) as small_pool:
         items = [NewMemory(content="The deploy freeze starts on Friday", scope="project", confidence=0.9)] * 150
         items += [NewMemory(content=t, scope="project") for t in texts(random.Random(3), "x", 30)]
-        small_pool.import_memories(items, user_id=tenant.user, project_id=tenant.project)
+        small_pool.for_user(tenant.user, project_id=tenant.project).add_many(items)
         for k in (3, 10, 40):
-            got = small_pool.search_memories("deploy freeze", k=k, user_id=tenant.user, project_id=tenant.project)
+            got = small_pool.for_user(tenant.user, project_id=tenant.project).search("deploy freeze", k=k)
             with exhaustive():
-                want = small_pool.search_memories("deploy freeze", k=k, user_id=tenant.user,
-                                                  project_id=tenant.project)
+                want = small_pool.for_user(tenant.user, project_id=tenant.project).search("deploy freeze", k=k)
             assert len(got) == k and _answer(got) == _answer(want)
 
 
@@ -144,9 +143,8 @@ def test_the_python_key_is_the_sql_key(dsn, memory, tenant):
         for value in values:
             assert conn.execute("SELECT agent_memory_key(%s)", (value,)).fetchone()[0] == queries.scope_key(value)
         assert len({queries.scope_key(v) for v in values}) == len(values)
-        memory.add_explicit_memory("I keep my keys in the blue bowl", user_id=tenant.user)
-        memory.add_explicit_memory("The staging database is in Frankfurt", scope="project", user_id=tenant.user,
-                                   project_id=tenant.project)
+        memory.for_user(tenant.user).add("I keep my keys in the blue bowl")
+        memory.for_user(tenant.user, project_id=tenant.project).add("The staging database is in Frankfurt", scope="project")
         rows = conn.execute("SELECT scope_id, user_id, scope_key, owner_key FROM memory_items WHERE user_id = %s",
                             (tenant.user,)).fetchall()
     assert len(rows) == 2
@@ -170,29 +168,28 @@ def test_memory_terms_follow_every_write_path(dsn, memory, tenant):
         assert not diff, f"memory_terms differs from memory_items after {step}: {diff}"
         return _postings(dsn)
 
-    saved = memory.add_explicit_memory("Our sprint review moves to Thursday afternoons", scope="project", **who)
+    saved = memory.for_user(**who).add("Our sprint review moves to Thursday afternoons", scope="project")
     grown = check("a save")
     assert grown > before
-    report = memory.import_memories([NewMemory(content=t, scope="project") for t in texts(random.Random(5), "t", 20)]
-                                    + ["I water the ferns every Sunday"], **who)
+    report = memory.for_user(**who).add_many([NewMemory(content=t, scope="project") for t in texts(random.Random(5), "t", 20)]
+                                    + ["I water the ferns every Sunday"])
     check("an import")
-    memory.edit_memory(saved.id, content="Our sprint review moves to Wednesday mornings", **who)
+    memory.for_user(**who).edit(saved.id, content="Our sprint review moves to Wednesday mornings")
     check("an edit")
-    memory.delete_memory(report.inserted[0], **who)
+    memory.for_user(**who).delete(report.inserted[0])
     check("an archive")
-    memory.restore_memory(report.inserted[0], **who)
+    memory.for_user(**who).restore(report.inserted[0])
     check("a restore")
-    memory.delete_memory(report.inserted[1], hard=True, **who)
+    memory.for_user(**who).delete(report.inserted[1], hard=True)
     check("a hard delete")
-    memory.delete_memory(report.inserted[2], **who)
-    memory.purge_archived(**who)
+    memory.for_user(**who).delete(report.inserted[2])
+    memory.for_user(**who).purge_archived()
     check("a purge")
     with psycopg.connect(dsn) as conn:  # ids are rewritten by tools that re-key data (the CLI tests do)
         conn.execute("UPDATE memory_items SET id = gen_random_uuid() WHERE id = %s", (report.inserted[3],))
     check("an id change")
-    memory.add_explicit_memory("The release train leaves every second Tuesday", scope="project",
-                               user_id=tenant.other_user, project_id=tenant.project)
-    memory.forget_user(tenant.other_user)
+    memory.for_user(tenant.other_user, project_id=tenant.project).add("The release train leaves every second Tuesday", scope="project")
+    memory.forget_user(user_id=tenant.other_user)
     check("forgetting a user")
     memory.delete_scope("project", tenant.project, user_id=tenant.user)
     check("deleting a scope")
@@ -227,14 +224,13 @@ def test_duplicate_checks_find_the_exact_nearest_and_never_another_tenants(dsn, 
         identity = Identity(**ids)
         for probe in probes:
             for text in (probe, probe + " (alice)"):
-                found = memory.check_duplicate(text, scope=scope.value, **ids)
+                found = memory.for_user(**ids).find_duplicate(text, scope=scope.value)
                 want = _exact_nearest(dsn, identity, scope, memory.embeddings.embed_query(text), threshold)
                 assert (None if found is None else found.id) == want, (ids, text)
                 if found is not None:
                     assert found.scope_id in (s["T1"], s["P"])  # never dave's team or project
     # dave's rows are identical texts: a member-less caller finds nothing to dedupe against
-    assert memory.check_duplicate("We talked about guitar yesterday", scope="team",
-                                  user_id=u["alice"], team_id=s["T3"]) is None
+    assert memory.for_user(u["alice"], team_id=s["T3"]).find_duplicate("We talked about guitar yesterday", scope="team") is None
 
 
 def test_bulk_import_dedupes_against_the_callers_scope_only(dsn, memory, world):
@@ -247,11 +243,9 @@ def test_bulk_import_dedupes_against_the_callers_scope_only(dsn, memory, world):
             " LIMIT 5", (s["T1"],))]
     fresh = f"team-{uuid.uuid4().hex[:8]}"
     memory.create_team(fresh, user_id=u["dave"])
-    report = memory.import_memories([NewMemory(content=c, scope="team") for c in dave_team],
-                                    user_id=u["dave"], team_id=fresh, dedupe=True)
+    report = memory.for_user(u["dave"], team_id=fresh).add_many([NewMemory(content=c, scope="team") for c in dave_team], dedupe=True)
     assert len(report.inserted) == len(dave_team) and not report.duplicates  # T3's rows are another scope
-    again = memory.import_memories([NewMemory(content=c, scope="team") for c in bob_team + dave_team],
-                                   user_id=u["bob"], team_id=s["T1"], dedupe=True)
+    again = memory.for_user(u["bob"], team_id=s["T1"]).add_many([NewMemory(content=c, scope="team") for c in bob_team + dave_team], dedupe=True)
     # bob's own wordings are duplicates; dave's may be near ones of T1's too, but only ever of T1's rows
     assert {i for i, _ in again.duplicates} >= set(range(len(bob_team)))
     with psycopg.connect(dsn) as conn:
@@ -263,9 +257,9 @@ def test_bulk_import_dedupes_against_the_callers_scope_only(dsn, memory, world):
 def test_conflicts_come_only_from_levels_the_caller_reads(memory, world):
     u, s, tag = world
     alice = _callers(u, s, tag)["alice-shared-project"]
-    readable = {str(r.item.id) for q in QUERIES for r in memory.search_memories(q, k=50, **alice)}
+    readable = {str(r.item.id) for q in QUERIES for r in memory.for_user(**alice).search(q, k=50)}
     for query in QUERIES:
-        results, found = memory.search_with_conflicts(query, k=8, **alice)
+        results, found = memory.for_user(**alice).search_with_conflicts(query, k=8)
         for conflict in found:
             for item in conflict.items:
                 assert item.user_id != u["dave"] and item.scope_id not in (s["P3"], s["T3"])
@@ -276,7 +270,7 @@ def test_conflicts_come_only_from_levels_the_caller_reads(memory, world):
 def test_neighbours_at_other_levels_equal_the_exhaustive_join(dsn, memory, world):
     u, s, tag = world
     identity = Identity(**_callers(u, s, tag)["alice-all-levels"])
-    anchors = [r.item.id for r in memory.search_memories("deploy deadline", k=8, **_callers(u, s, tag)["alice-all-levels"])]
+    anchors = [r.item.id for r in memory.for_user(**_callers(u, s, tag)["alice-all-levels"]).search("deploy deadline", k=8)]
     threshold, per = memory.config.conflict_threshold, 3
     q, p = queries.cross_level_neighbours(identity, anchors, threshold, per)
     filt, params = queries.item_filter(identity)
@@ -305,25 +299,25 @@ def test_big_vectors_stay_out_of_the_index_and_search_is_still_exact(fresh_dsn):
     big = SEARCH_INDEX_MAX_DIMENSIONS + 76
     with MemoryService(dsn, embeddings=HashEmbeddings(big)) as memory:
         assert "embedding_half" not in _search_index(dsn)
-        memory.import_memories(texts(random.Random(1), "big", 60), user_id="u1")
-        got = memory.search_memories("coffee deadline", k=5, user_id="u1")
+        memory.for_user("u1").add_many(texts(random.Random(1), "big", 60))
+        got = memory.for_user("u1").search("coffee deadline", k=5)
         with exhaustive():
-            want = memory.search_memories("coffee deadline", k=5, user_id="u1")
+            want = memory.for_user("u1").search("coffee deadline", k=5)
         assert len(got) == 5 and _answer(got) == _answer(want)
 
 
 def test_reembedding_across_the_limit_remakes_the_search_index(fresh_dsn):
     dsn = fresh_dsn()
     with MemoryService(dsn, embeddings=HashEmbeddings(8)) as memory:
-        memory.import_memories(texts(random.Random(2), "r", 30), user_id="u1")
+        memory.for_user("u1").add_many(texts(random.Random(2), "r", 30))
     assert "embedding_half" in _search_index(dsn)
     for dims, carried in ((SEARCH_INDEX_MAX_DIMENSIONS + 1, False), (32, True)):
         with psycopg.connect(dsn, autocommit=True) as conn:
             reembed(conn, HashEmbeddings(dims))
         assert ("embedding_half" in _search_index(dsn)) is carried
         with MemoryService(dsn, embeddings=HashEmbeddings(dims)) as memory:
-            got = memory.search_memories("hiking plan", k=4, user_id="u1")
+            got = memory.for_user("u1").search("hiking plan", k=4)
             with exhaustive():
-                want = memory.search_memories("hiking plan", k=4, user_id="u1")
+                want = memory.for_user("u1").search("hiking plan", k=4)
             assert len(got) == 4 and _answer(got) == _answer(want)
-            assert memory.check_duplicate(got[0].content, user_id="u1").id == got[0].item.id
+            assert memory.for_user("u1").find_duplicate(got[0].content).id == got[0].item.id

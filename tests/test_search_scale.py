@@ -24,6 +24,7 @@ from agent_memory.embeddings import LocalEmbeddings
 from agent_memory.models import MemoryItem
 from agent_memory.ops import NewMemory
 from agent_memory.testing import ScriptedChatModel
+from identity_args import split_ids
 from search_reference import exhaustive, terms_diff
 from search_reference import texts as sentences
 
@@ -37,9 +38,10 @@ def answer(results) -> list[tuple[UUID, float, float]]:
 
 
 def search_both(service: MemoryService, query: str, **kwargs: Any) -> tuple[list, list]:
-    got = service.search_memories(query, **kwargs)
+    ids, rest = split_ids(kwargs)
+    got = service.for_user(**ids).search(query, **rest)
     with exhaustive():
-        want = service.search_memories(query, **kwargs)
+        want = service.for_user(**ids).search(query, **rest)
     return got, want
 
 
@@ -133,10 +135,8 @@ def world(memory: MemoryService) -> World:
         texts = texts if texts is not None else sentences(rng, f"{who} {level} {visibility}", n)
         written.setdefault(who, []).extend(texts)
         types = [rng.choice(TYPES) for _ in texts]
-        report = memory.import_memories(
-            [NewMemory(content=t, scope=level, visibility=visibility, memory_type=ty,
-                       confidence=round(rng.uniform(0.7, 1.0), 3)) for t, ty in zip(texts, types)],
-            user_id=u[who], **ids)
+        report = memory.for_user(u[who], **ids).add_many([NewMemory(content=t, scope=level, visibility=visibility, memory_type=ty,
+                       confidence=round(rng.uniform(0.7, 1.0), 3)) for t, ty in zip(texts, types)])
         assert not report.rejected and len(report.inserted) == len(texts)
         scope_id = {"user": u[who], "session": ids.get("session_id"), "project": ids.get("project_id"),
                     "team": ids.get("team_id"), "org": ids.get("org_id")}[level]
@@ -257,7 +257,7 @@ def test_key_columns_at_every_level_with_unicode_ids(dsn, memory):
                         ("project", "The staging cluster for the Kyoto launch runs in Osaka"),
                         ("team", "The team retro is on the first Monday of each month"),
                         ("org", "Travel expenses are filed in the finance portal within 30 days")):
-        item = memory.add_explicit_memory(text, scope=level, **ids)
+        item = memory.for_user(**ids).add(text, scope=level)
         assert isinstance(item, MemoryItem), item
         made[level] = item
     assert made["project"].scope_id == project  # NFKC
@@ -277,7 +277,7 @@ def test_key_columns_at_every_level_with_unicode_ids(dsn, memory):
     # the indexed search reaches each level by those keys, whichever spelling of the project is used
     for spelling in (wide, project):
         for level, item in made.items():
-            hits = memory.search_memories(item.content, k=1, scope=level, **dict(ids, project_id=spelling))
+            hits = memory.for_user(**dict(ids, project_id=spelling)).search(item.content, k=1, scope=level)
             assert [h.id for h in hits] == [item.id], (level, spelling)
 
 
@@ -307,52 +307,45 @@ def test_memory_terms_through_writes_at_every_level(dsn, memory):
     me = dict(user_id=alice, project_id=project, session_id=f"t-sess-{tag}", team_id=team)
     assert_terms_true(dsn, "setup")
 
-    repeated = memory.add_explicit_memory("Deploy, deploy, deploy: the deploy script runs nightly", **me)
+    repeated = memory.for_user(**me).add("Deploy, deploy, deploy: the deploy script runs nightly")
     assert dict((lex, tf) for _, lex, tf, _, _ in postings(dsn, repeated.id))["deploy"] == 4
-    mine = memory.add_explicit_memory("Alice keeps the team's release checklist in the wiki", scope="team",
-                                      visibility="owner_only", **me)
-    public = memory.add_explicit_memory("The project roadmap is reviewed every quarter", scope="project",
-                                        visibility="public", **me)
-    session = memory.add_explicit_memory("During this call we picked the blue color scheme", scope="session", **me)
-    org_rule = memory.add_explicit_memory("All contracts need two signatures before sending", scope="org",
-                                          user_id=carol, org_id=org)
-    stop_words = memory.add_explicit_memory("It is what it is, and that is that", **me)
+    mine = memory.for_user(**me).add("Alice keeps the team's release checklist in the wiki", scope="team", visibility="owner_only")
+    public = memory.for_user(**me).add("The project roadmap is reviewed every quarter", scope="project", visibility="public")
+    session = memory.for_user(**me).add("During this call we picked the blue color scheme", scope="session")
+    org_rule = memory.for_user(carol, org_id=org).add("All contracts need two signatures before sending", scope="org")
+    stop_words = memory.for_user(**me).add("It is what it is, and that is that")
     assert isinstance(stop_words, MemoryItem) and postings(dsn, stop_words.id) == []
     assert_terms_true(dsn, "saves at the user, team, project, session and org levels")
     assert {p[3] for p in postings(dsn, mine.id)} == {"owner_only"}
     assert {p[3] for p in postings(dsn, public.id)} == {"public"}
 
-    again = memory.add_explicit_memory("Alice keeps the team's release checklist in the wiki", scope="team",
-                                       visibility="owner_only", **me)
+    again = memory.for_user(**me).add("Alice keeps the team's release checklist in the wiki", scope="team", visibility="owner_only")
     assert again.deduplicated and again.id == mine.id
     assert_terms_true(dsn, "a save answered by a duplicate")
 
-    report = memory.import_memories(
-        [NewMemory(content=t, scope=lvl) for t, lvl in (("The sprint demo is on Thursdays", "team"),
+    report = memory.for_user(**me).add_many([NewMemory(content=t, scope=lvl) for t, lvl in (("The sprint demo is on Thursdays", "team"),
                                                         ("The sprint demo is on Thursdays", "team"),
                                                         ("Backups run at 3 am", "project"),
                                                         ("Alice keeps the team's release checklist in the wiki",
-                                                         "team"))],
-        dedupe=True, **me)
+                                                         "team"))], dedupe=True)
     assert len(report.inserted) == 2 and len(report.duplicates) == 2
     assert_terms_true(dsn, "an import with duplicates")
 
     before = postings(dsn, repeated.id)
-    hits = memory.search_memories("deploy script", k=3, **me)
+    hits = memory.for_user(**me).search("deploy script", k=3)
     assert repeated.id in {h.id for h in hits}
     assert postings(dsn, repeated.id) == before  # recording a hit's use rewrites nothing here
-    memory.edit_memory(repeated.id, confidence=0.8, **me)
+    memory.for_user(**me).edit(repeated.id, confidence=0.8)
     assert postings(dsn, repeated.id) == before  # nor does a change of confidence
     assert_terms_true(dsn, "a search and a confidence edit")
 
-    memory.edit_memory(repeated.id, memory_type="habit", **me)
+    memory.for_user(**me).edit(repeated.id, memory_type="habit")
     assert {p[4] for p in postings(dsn, repeated.id)} == {"habit"}
-    memory.edit_memory(mine.id, content="Alice keeps the team's release checklist in the handbook", **me)
+    memory.for_user(**me).edit(mine.id, content="Alice keeps the team's release checklist in the handbook")
     assert "handbook" in {p[1] for p in postings(dsn, mine.id)}
-    memory.edit_memory(report.inserted[0], content="The sprint demo moved to Fridays", user_id=bob,
-                       team_id=team)  # the lead edits a member's memory
+    memory.for_user(bob, team_id=team).edit(report.inserted[0], content="The sprint demo moved to Fridays")  # the lead edits a member's memory
     assert "friday" in {p[1] for p in postings(dsn, report.inserted[0])}
-    memory.edit_memory(stop_words.id, content="It is what it is, said the plumber", **me)
+    memory.for_user(**me).edit(stop_words.id, content="It is what it is, said the plumber")
     assert [p[1] for p in postings(dsn, stop_words.id)] == ["plumber", "said"]
     assert_terms_true(dsn, "edits of type and of content (by the owner and by a team lead)")
 
@@ -361,21 +354,21 @@ def test_memory_terms_through_writes_at_every_level(dsn, memory):
     assert {p[3] for p in postings(dsn, public.id)} == {"members"}
     assert_terms_true(dsn, "a visibility change")
 
-    memory.delete_memory(session.id, **me)
+    memory.for_user(**me).delete(session.id)
     assert postings(dsn, session.id) == []
-    memory.delete_memory(org_rule.id, user_id=carol, org_id=org)
+    memory.for_user(carol, org_id=org).delete(org_rule.id)
     assert_terms_true(dsn, "archiving")
-    memory.restore_memory(session.id, **me)
+    memory.for_user(**me).restore(session.id)
     assert postings(dsn, session.id) != []
     assert_terms_true(dsn, "a restore")
 
     # extraction: the offline rules supersede, a scripted model updates in place
-    memory.add_explicit_memory("Uses Vim as their editor.", **me)
-    switched = memory.extract_memories(["I switched from Vim to VS Code."], llm=None, **me)
+    memory.for_user(**me).add("Uses Vim as their editor.")
+    switched = memory.for_user(**me).extract(["I switched from Vim to VS Code."], llm=None)
     [sup] = switched.superseded
     assert postings(dsn, sup.replaced.id) == [] and postings(dsn, sup.memory.id) != []
     assert_terms_true(dsn, "a supersession by extraction")
-    memory.add_explicit_memory("Prefers short answers.", memory_type="preference", **me)
+    memory.for_user(**me).add("Prefers short answers.", memory_type="preference")
     llm = ScriptedChatModel(structured={
         "ExtractedMemories": [{"memories": [{"content": "Prefers short answers with Rust examples.",
                                              "memory_type": "preference", "scope": "user", "confidence": 0.95}]}],
@@ -383,22 +376,22 @@ def test_memory_terms_through_writes_at_every_level(dsn, memory):
                                                    "content": "Prefers short answers with Rust code examples.",
                                                    "reason": "more detail"}]}],
         "UserProfileUpdate": [{"frequently_used_tools": []}], "ProjectProfileUpdate": [{}]})
-    updated = memory.extract_memories(["Short answers please, with Rust."], llm=llm, **me)
+    updated = memory.for_user(**me).extract(["Short answers please, with Rust."], llm=llm)
     [upd] = updated.updated
     assert "rust" in {p[1] for p in postings(dsn, upd.memory.id)}
     assert_terms_true(dsn, "an update by extraction")
 
-    memory.delete_memory(report.inserted[0], hard=True, **me)
-    memory.delete_memory(repeated.id, **me)
-    assert memory.purge_archived(**me) >= 1
+    memory.for_user(**me).delete(report.inserted[0], hard=True)
+    memory.for_user(**me).delete(repeated.id)
+    assert memory.for_user(**me).purge_archived() >= 1
     assert_terms_true(dsn, "a hard delete and a purge")
 
     # erasure and re-import of everything alice owns (archived and superseded rows included)
-    memory.delete_memory(public.id, **me)
+    memory.for_user(**me).delete(public.id)
     exported = memory.export_data(user_id=alice, what="owned")
     statuses = {m["status"] for m in exported["memories"]}
     assert {"active", "superseded", "archived"} <= statuses
-    memory.forget_user(alice)
+    memory.forget_user(user_id=alice)
     with psycopg.connect(dsn) as conn:
         left = conn.execute("SELECT count(*) FROM memory_terms WHERE owner_key = %s",
                             (queries.scope_key(alice),)).fetchone()[0]
@@ -445,9 +438,9 @@ def test_indexed_search_equals_exhaustive_for_every_caller(world, small_pool, de
         for query in QUERIES:
             for k in (1, 6, 20):
                 with exhaustive():
-                    want = small_pool.search_memories(query, k=k, **ids, **filters)
+                    want = small_pool.for_user(**ids).search(query, k=k, **filters)
                 for service in (small_pool, default_pool):
-                    got = service.search_memories(query, k=k, **ids, **filters)
+                    got = service.for_user(**ids).search(query, k=k, **filters)
                     assert answer(got) == answer(want), (who, query, k, service.config.candidate_pool)
                     visible = world.visible(ids, scope=filters.get("scope"), memory_type=filters.get("memory_type"))
                     assert {r.id for r in got} <= visible, (who, query)
@@ -512,7 +505,7 @@ def keyword_corpus(memory: MemoryService) -> dict[str, Any]:
         "Quokka, quokka, quokka: the mascot vote ended in a tie",
         "Warehouse inventory shows 12 zeppelin kits",
         "Accounting flagged the quokka zeppelin order twice")]
-    report = memory.import_memories(plain + rare, user_id=lead, team_id=team)
+    report = memory.for_user(lead, team_id=team).add_many(plain + rare)
     assert not report.rejected
     return {"ids": dict(user_id=member, team_id=team), "rare": set(report.inserted[len(plain):]),
             "query": "quokka zeppelin: what do we do on weekends?"}
@@ -524,7 +517,7 @@ def test_keyword_rows_outside_the_vector_pool_are_found(keyword_corpus, small_po
     ids, rare, query = keyword_corpus["ids"], keyword_corpus["rare"], keyword_corpus["query"]
     config = small_pool.config.replace(keyword_weight=0.0)
     with MemoryService(small_pool.conn, config=config, embeddings=small_pool.embeddings) as vector_only:
-        by_vector = [r.id for r in vector_only.search_memories(query, k=156, **ids)]
+        by_vector = [r.id for r in vector_only.for_user(**ids).search(query, k=156)]
     assert len(by_vector) == 156
     for k in (1, 3, 6, 10):
         outside = {i for i in rare if by_vector.index(i) >= k + 1}
@@ -551,13 +544,13 @@ def test_naming_scope_ids_without_membership_reads_nothing_of_them(world, small_
     ids = callers(world)["eve-naming-their-ids"]
     eve = world.u["eve"]
     for query in QUERIES:
-        got = small_pool.search_memories(query, k=1000, **ids)
+        got = small_pool.for_user(**ids).search(query, k=1000)
         assert got and {(r.item.user_id, r.item.scope) for r in got} == {(eve, "user")}
         for level in ("project", "team", "org", "session"):
-            assert small_pool.search_memories(query, k=50, scope=level, **ids) == []
+            assert small_pool.for_user(**ids).search(query, k=50, scope=level) == []
     # the same shape of statement, just run for alice, does see those rows (the cache keeps no values)
     alice = dict(ids, user_id=world.u["alice"])
-    assert {r.item.scope for r in small_pool.search_memories("deadline", k=1000, **alice)} == {
+    assert {r.item.scope for r in small_pool.for_user(**alice).search("deadline", k=1000)} == {
         "user", "project", "session", "team", "org"}
 
 
@@ -565,13 +558,11 @@ def test_ids_equal_across_levels_never_mix(world, memory):
     """A user named like alice's project, a session named like her team: keys of equal strings
     are equal, so only the level keeps them apart."""
     s = world.s
-    twin = memory.add_explicit_memory("The twin user prefers window seats on trains", user_id=s["P"],
-                                      session_id=s["T1"])
+    twin = memory.for_user(s["P"], session_id=s["T1"]).add("The twin user prefers window seats on trains")
     assert isinstance(twin, MemoryItem)
-    memory.add_explicit_memory("The twin user booked a session about trains", scope="session", user_id=s["P"],
-                               session_id=s["T1"])
+    memory.for_user(s["P"], session_id=s["T1"]).add("The twin user booked a session about trains", scope="session")
     for query in QUERIES + ["trains"]:
-        got = memory.search_memories(query, k=100, user_id=s["P"], session_id=s["T1"])
+        got = memory.for_user(s["P"], session_id=s["T1"]).search(query, k=100)
         assert {r.item.user_id for r in got} == {s["P"]}, query
         assert {r.item.scope for r in got} <= {"user", "session"}
 
@@ -587,25 +578,24 @@ def test_another_tenant_with_the_same_words_changes_nothing(memory):
     memory.create_team(levels["team"]["team_id"], user_id=alice)
     ids = dict(user_id=alice, **levels["project"], **levels["team"])
     for i, (level, extra) in enumerate(levels.items()):
-        memory.import_memories([NewMemory(content=t, scope=level) for t in texts[i::3]], user_id=alice, **extra)
+        memory.for_user(alice, **extra).add_many([NewMemory(content=t, scope=level) for t in texts[i::3]])
     queries_ = QUERIES + ["quokka", "(iso 7)"]
-    before = {q: answer(memory.search_memories(q, k=12, **ids)) for q in queries_}
+    before = {q: answer(memory.for_user(**ids).search(q, k=12)) for q in queries_}
 
     eve_ids = dict(user_id=eve, project_id=f"iso-pe-{tag}", team_id=f"iso-te-{tag}")
     memory.create_team(eve_ids["team_id"], user_id=eve)
     for level in ("user", "project", "team"):
-        memory.import_memories([NewMemory(content=t, scope=level) for t in texts]
+        memory.for_user(**eve_ids).add_many([NewMemory(content=t, scope=level) for t in texts]
                                + [NewMemory(content=t.replace("(", "[").replace(")", "]"), scope=level)
                                   for t in texts]
-                               + [NewMemory(content=f"quokka {t}", scope=level) for t in texts],
-                               **eve_ids)
-    after = {q: answer(memory.search_memories(q, k=12, **ids)) for q in queries_}
+                               + [NewMemory(content=f"quokka {t}", scope=level) for t in texts])
+    after = {q: answer(memory.for_user(**ids).search(q, k=12)) for q in queries_}
     assert after == before
-    eve_rows = {r.id for q in queries_ for r in memory.search_memories(q, k=100, **eve_ids)}
+    eve_rows = {r.id for q in queries_ for r in memory.for_user(**eve_ids).search(q, k=100)}
     assert eve_rows and not eve_rows & {a[0] for v in after.values() for a in v}
     # eve naming alice's project and team sees none of it
     for q in queries_:
-        got = memory.search_memories(q, k=100, user_id=eve, project_id=ids["project_id"], team_id=ids["team_id"])
+        got = memory.for_user(eve, project_id=ids["project_id"], team_id=ids["team_id"]).search(q, k=100)
         assert {r.item.user_id for r in got} <= {eve} and {r.item.scope for r in got} <= {"user"}
 
 
@@ -617,17 +607,15 @@ def test_losing_membership_or_a_share_takes_effect_at_once(memory):
     memory.add_member("team", team, grace, "member", user_id=frank)
     memory.create_project(project, user_id=frank)
     memory.share_project(project, user_id=frank, with_user=grace)
-    memory.import_memories([NewMemory(content="The on-call rotation changes on Mondays", scope="team")],
-                           user_id=frank, team_id=team)
-    memory.import_memories([NewMemory(content="The launch checklist is public", scope="project", visibility="public"),
-                            NewMemory(content="The launch budget is confidential", scope="project")],
-                           user_id=frank, project_id=project)
+    memory.for_user(frank, team_id=team).add_many([NewMemory(content="The on-call rotation changes on Mondays", scope="team")])
+    memory.for_user(frank, project_id=project).add_many([NewMemory(content="The launch checklist is public", scope="project", visibility="public"),
+                            NewMemory(content="The launch budget is confidential", scope="project")])
     as_grace = dict(user_id=grace, project_id=project)
-    seen = {r.content for r in memory.search_memories("on-call launch budget checklist", k=10, **as_grace)}
+    seen = {r.content for r in memory.for_user(**as_grace).search("on-call launch budget checklist", k=10)}
     assert seen == {"The on-call rotation changes on Mondays", "The launch checklist is public"}
     memory.remove_member("team", team, grace, user_id=frank)
     memory.unshare_project(project, user_id=frank, with_user=grace)
-    assert memory.search_memories("on-call launch budget checklist", k=10, **as_grace) == []
+    assert memory.for_user(**as_grace).search("on-call launch budget checklist", k=10) == []
 
 
 def test_zero_similarity_weight_with_a_floor(world, small_pool):

@@ -151,10 +151,10 @@ def test_add_explicit_memory(db) -> None:
     who = ids()
     picked = sample()
     for entry in picked:
-        result = service.add_explicit_memory(entry.text, **who)
+        result = service.for_user(**who).add(entry.text)
         assert isinstance(result, Rejection) and result.reason is RejectionReason.SENSITIVE, (entry.kind, result)
         assert entry.secret not in result.message
-    kept = [service.add_explicit_memory(text, **who) for text in BENIGN[:5]]
+    kept = [service.for_user(**who).add(text) for text in BENIGN[:5]]
     assert not any(isinstance(k, Rejection) for k in kept), kept
     assert {k.content for k in kept} <= set(stored_contents(dsn, who["user_id"]))
     assert_no_leak(dsn, "add_explicit_memory", [e.secret for e in picked])
@@ -164,7 +164,7 @@ def test_import_memories(db) -> None:
     service, dsn = db
     who = ids()
     picked = sample(seed=2)
-    result = service.import_memories([e.text for e in picked] + BENIGN[:3], **who)
+    result = service.for_user(**who).add_many([e.text for e in picked] + BENIGN[:3])
     assert sorted(i for i, _ in result.rejected) == list(range(len(picked)))
     assert all(r.reason is RejectionReason.SENSITIVE for _, r in result.rejected)
     assert len(result.inserted) == len(BENIGN[:3])
@@ -204,10 +204,10 @@ def test_extraction_by_rules_keeps_the_conversation_with_secrets_withheld(db) ->
         messages += [{"role": "user", "content": f"Remember that {e.text}", "id": f"m{i}"}
                      for i, e in enumerate(picked[start:start + per_run])]
         session = f"{who['session_id']}-{start}"
-        report = service.extract_memories(messages, llm=None, **dict(who, session_id=session))
+        report = service.for_user(**dict(who, session_id=session)).extract(messages, llm=None)
         assert report.status == "done", report.summary()
         assert report.added or report.unchanged, report.summary()
-        [conversation] = [r for r in service.list_resources(user_id=who["user_id"], kind="conversation")
+        [conversation] = [r for r in service.for_user(who["user_id"]).list_resources(kind="conversation")
                           if r.session_id == session]
         assert "dark mode" in conversation.content and "[withheld: " in conversation.content
     assert_no_leak(dsn, "extraction by rules", [e.secret for e in picked])
@@ -229,7 +229,7 @@ def test_extraction_by_a_model_that_proposes_the_secrets(db) -> None:
     who = ids()
     picked = sample(seed=5)
     # a benign memory first, so the model is asked to decide (its reason quotes a secret)
-    service.add_explicit_memory("Prefers dark mode in every editor.", user_id=who["user_id"])
+    service.for_user(who["user_id"]).add("Prefers dark mode in every editor.")
     per_run = MAX_PROPOSALS - 1  # a run reads at most MAX_PROPOSALS proposals: one is benign
     for start in range(0, len(picked), per_run):
         chunk = picked[start:start + per_run]
@@ -240,13 +240,12 @@ def test_extraction_by_a_model_that_proposes_the_secrets(db) -> None:
         profile = {"background": chunk[0].text, "custom_instructions": [e.text for e in chunk[1:6]],
                    "username": "Sam"}
         llm = _structured_model(extracted, reason=f"the user said {chunk[0].text}", profile=profile)
-        report = service.extract_memories([e.text for e in chunk] + ["I prefer dark mode in editors and terminals."],
-                                          llm=llm, **dict(who, session_id=f"{who['session_id']}-{start}"))
+        report = service.for_user(**dict(who, session_id=f"{who['session_id']}-{start}")).extract([e.text for e in chunk] + ["I prefer dark mode in editors and terminals."], llm=llm)
         assert report.status == "done", report.summary()
         assert len(report.rejected) == len(chunk), report.summary()
         assert all(o.rejection.reason is RejectionReason.SENSITIVE for o in report.rejected)
-    service.refresh_profiles(user_id=who["user_id"], llm=llm, force=True)
-    assert service.get_profile(user_id=who["user_id"]).fields["username"] == "Sam"  # the clean part is kept
+    service.for_user(who["user_id"]).refresh_profiles(llm=llm, force=True)
+    assert service.for_user(who["user_id"]).profile().fields["username"] == "Sam"  # the clean part is kept
     assert_no_leak(dsn, "extraction by a model", [e.secret for e in picked])
 
 
@@ -258,8 +257,8 @@ def test_a_failing_model_does_not_store_what_its_error_quotes(db) -> None:
     def boom(messages: list[Any]) -> Any:
         raise ValueError("could not parse: " + " ".join(m.text for m in messages))
 
-    report = service.extract_memories([e.text for e in picked], llm=ScriptedChatModel(
-        structured={"ExtractedMemories": boom}), **who)
+    report = service.for_user(**who).extract([e.text for e in picked], llm=ScriptedChatModel(
+        structured={"ExtractedMemories": boom}))
     assert report.status == "failed"
     assert_no_leak(dsn, "failed extraction", [e.secret for e in picked])
 
@@ -268,19 +267,19 @@ def test_edit_memory_runs_the_whole_gate(db) -> None:
     service, dsn = db
     who = ids()
     picked = sample(seed=7)
-    item = service.add_explicit_memory("Plays chess on Sundays.", **who)
+    item = service.for_user(**who).add("Plays chess on Sundays.")
     for entry in picked:
-        result = service.edit_memory(item.id, content=entry.text, **who)
+        result = service.for_user(**who).edit(item.id, content=entry.text)
         assert isinstance(result, Rejection) and result.reason is RejectionReason.SENSITIVE, entry.kind
     with pytest.raises(InvalidInputError) as caught:
-        service.edit_memory(item.id, content="Plays chess on Saturdays.", reason=picked[0].text, **who)
+        service.for_user(**who).edit(item.id, content="Plays chess on Saturdays.", reason=picked[0].text)
     assert caught.value.field == "reason"
-    low = service.edit_memory(item.id, confidence=0.1, **who)
+    low = service.for_user(**who).edit(item.id, confidence=0.1)
     assert isinstance(low, Rejection) and low.reason is RejectionReason.LOW_CONFIDENCE
-    long = service.edit_memory(item.id, content="x" * (service.config.max_length + 1), **who)
+    long = service.for_user(**who).edit(item.id, content="x" * (service.config.max_length + 1))
     assert isinstance(long, Rejection) and long.reason is RejectionReason.TOO_LONG
-    assert service.get_memory(item.id, **who).version == 1  # nothing was written
-    edited = service.edit_memory(item.id, content="Plays chess on Saturdays.", confidence=0.9, **who)
+    assert service.for_user(**who).get(item.id).version == 1  # nothing was written
+    edited = service.for_user(**who).edit(item.id, content="Plays chess on Saturdays.", confidence=0.9)
     assert edited.content == "Plays chess on Saturdays." and edited.version == 2
     assert_no_leak(dsn, "edit_memory", [e.secret for e in picked])
 
@@ -289,10 +288,10 @@ def test_import_data_passes_every_row_through_the_gate(db, fresh_dsn, config, em
     service, dsn = db
     who = ids()
     picked = sample(seed=8)
-    item = service.add_explicit_memory("Plays chess on Sundays.", **who)
-    service.edit_memory(item.id, content="Plays chess on Saturdays.", **who)
-    service.add_resource("Notes on the chess club.", title="chess", **who)
-    service.update_profile({"username": "Sam"}, **{"user_id": who["user_id"]})
+    item = service.for_user(**who).add("Plays chess on Sundays.")
+    service.for_user(**who).edit(item.id, content="Plays chess on Saturdays.")
+    service.for_user(**who).add_resource("Notes on the chess club.", title="chess")
+    service.for_user(**{"user_id": who["user_id"]}).update_profile({"username": "Sam"})
     data = json.loads(json.dumps(service.export_data(user_id=who["user_id"])))
     good = data["memories"][0]
     bad_memories = []
@@ -326,16 +325,16 @@ def test_import_data_passes_every_row_through_the_gate(db, fresh_dsn, config, em
         assert [i for i, _ in report.rejected["resources"]] == [len(data["resources"]) - 1]
         assert [i for i, _ in report.rejected["profiles"]] == [0]
         assert all(picked[2 % len(picked)].secret not in r.message for _, r in report.rejected["profiles"])
-        [withheld] = [r for r in target.list_resources(user_id=who["user_id"]) if r.content.startswith("Intro.")]
+        [withheld] = [r for r in target.for_user(who["user_id"]).list_resources() if r.content.startswith("Intro.")]
         assert withheld.content.endswith("The end.") and "[withheld: " in withheld.content
-        assert [m.content for m in target.list_memories(user_id=who["user_id"])] == ["Plays chess on Saturdays."]
+        assert [m.content for m in target.for_user(who["user_id"]).list()] == ["Plays chess on Saturdays."]
     assert_no_leak(target_dsn, "import_data", [e.secret for e in picked])
 
 
 def test_import_data_writes_nothing_from_an_invalid_file(db, fresh_dsn, config, embeddings) -> None:
     service, _ = db
     who = ids()
-    service.add_explicit_memory("Plays chess on Sundays.", **who)
+    service.for_user(**who).add("Plays chess on Sundays.")
     data = json.loads(json.dumps(service.export_data(user_id=who["user_id"])))
     data["memories"].append({**data["memories"][0], "id": str(uuid.uuid4()), "content": sample(1)[0].text})
     data["memories"].append({**data["memories"][0], "id": "not-a-uuid"})
@@ -354,8 +353,7 @@ def test_add_resource_withholds_each_secret_and_keeps_the_rest(db) -> None:
     picked = sample(seed=9)
     body = "\n".join(f"Line {i}: {e.text}" for i, e in enumerate(picked))
     short = sorted((e for e in picked if len(e.text) <= 200), key=lambda e: len(e.text))  # fit a title or an id
-    doc = service.add_resource(f"Runbook.\n{body}\nEnd of runbook.", title=f"runbook {short[0].text}",
-                               external_id="runbook.md", **who)
+    doc = service.for_user(**who).add_resource(f"Runbook.\n{body}\nEnd of runbook.", title=f"runbook {short[0].text}", external_id="runbook.md")
     assert doc.content.startswith("Runbook.\nLine 0: ") and doc.content.endswith("End of runbook.")
     assert doc.content.count("[withheld: ") >= len(picked)
     assert "Line 39: " in doc.content or len(picked) < 40
@@ -363,10 +361,10 @@ def test_add_resource_withholds_each_secret_and_keeps_the_rest(db) -> None:
                                  ("metadata", {"metadata": {short[-1].text: "the key is the secret"}}, short[-1]),
                                  ("external_id", {"external_id": short[1 % len(short)].text}, short[1 % len(short)])):
         with pytest.raises(InvalidInputError) as caught:
-            service.add_resource("Another document.", **kwargs, **who)
+            service.for_user(**who).add_resource("Another document.", **kwargs)
         assert caught.value.field == field and "secret" in str(caught.value), entry.kind
         assert entry.secret not in str(caught.value)
-    assert len(service.list_resources(user_id=who["user_id"], kind="document")) == 1
+    assert len(service.for_user(who["user_id"]).list_resources(kind="document")) == 1
     assert_no_leak(dsn, "add_resource", [e.secret for e in picked])
 
 
@@ -374,14 +372,14 @@ def test_update_profile_refuses_a_secret_naming_the_field(db) -> None:
     service, dsn = db
     who = {"user_id": ids()["user_id"]}
     picked = sample(seed=10)
-    service.update_profile({"username": "Sam"}, **who)
+    service.for_user(**who).update_profile({"username": "Sam"})
     for i, entry in enumerate(picked):
         field, value = [("background", entry.text), ("custom_instructions", ["Be brief.", entry.text]),
                         ("username", entry.text)][i % 3]
         with pytest.raises(InvalidInputError) as caught:
-            service.update_profile({field: value, "profession": "pilot"}, **who)
+            service.for_user(**who).update_profile({field: value, "profession": "pilot"})
         assert caught.value.field.startswith(field), (entry.kind, caught.value.field)
-    assert service.get_profile(**who).manual == {"username": "Sam"}  # nothing of the refused edits
+    assert service.for_user(**who).profile().manual == {"username": "Sam"}  # nothing of the refused edits
     assert_no_leak(dsn, "update_profile", [e.secret for e in picked])
 
 
@@ -391,7 +389,7 @@ def test_profiles_are_never_built_from_a_secret(db) -> None:
     service, dsn = db
     who = {"user_id": ids()["user_id"]}
     picked = sample(seed=12)
-    item = service.add_explicit_memory("Works as a pilot.", **who)
+    item = service.for_user(**who).add("Works as a pilot.")
     with psycopg.connect(dsn) as conn:
         for entry in picked:
             for kind in ("preference", "fact", "habit"):
@@ -400,13 +398,13 @@ def test_profiles_are_never_built_from_a_secret(db) -> None:
                     " visibility, metadata, embedding) SELECT %s, %s, %s, scope, scope_id, user_id, source,"
                     " confidence, visibility, metadata, embedding FROM memory_items WHERE id = %s",
                     (uuid.uuid4(), f"Says: {entry.text}", kind, item.id))
-    assert service.refresh_profiles(force=True, llm=None, **who) == ["user"]
+    assert service.for_user(**who).refresh_profiles(force=True, llm=None) == ["user"]
     assert_no_leak(dsn, "refresh_profiles by rules", [e.secret for e in picked], only=["memory_profiles"])
     llm = ScriptedChatModel(structured={"UserProfileUpdate": [{
         "background": picked[0].text, "characteristics": [f"Says: {e.text}" for e in picked],
         "profession": "pilot"}]})
-    assert service.refresh_profiles(force=True, llm=llm, **who) == ["user"]
-    assert service.get_profile(**who).fields["profession"] == "pilot"
+    assert service.for_user(**who).refresh_profiles(force=True, llm=llm) == ["user"]
+    assert service.for_user(**who).profile().fields["profession"] == "pilot"
     assert_no_leak(dsn, "refresh_profiles by a model", [e.secret for e in picked], only=["memory_profiles"])
     with psycopg.connect(dsn) as conn:
         conn.execute("DELETE FROM memory_items WHERE user_id = %s", (who["user_id"],))
@@ -419,16 +417,15 @@ def test_metadata_with_a_secret_is_refused_on_every_path(db) -> None:
     shapes = [lambda s: {"note": s}, lambda s: {"a": {"b": [1, {"c": s}]}}, lambda s: {s: "value"}]
     for i, entry in enumerate(picked):
         metadata = shapes[i % 3](entry.text)
-        result = service.add_explicit_memory("Plays chess on Sundays.", metadata=metadata, **who)
+        result = service.for_user(**who).add("Plays chess on Sundays.", metadata=metadata)
         assert isinstance(result, Rejection) and result.reason is RejectionReason.SENSITIVE, entry.kind
         assert result.message.startswith("metadata: ") and entry.secret not in result.message
-    result = service.import_memories([{"content": "Plays chess on Sundays.", "metadata": {"k": e.text}}
-                                      for e in picked] + [{"content": "Plays go on Mondays.", "metadata": {"k": 1}}],
-                                     **who)
+    result = service.for_user(**who).add_many([{"content": "Plays chess on Sundays.", "metadata": {"k": e.text}}
+                                      for e in picked] + [{"content": "Plays go on Mondays.", "metadata": {"k": 1}}])
     assert len(result.rejected) == len(picked) and len(result.inserted) == 1
     for entry in picked:
         if len(entry.text) <= 256 and "\n" not in entry.text:  # an id's limit; ids are one line
-            result = service.add_explicit_memory("Plays chess on Sundays.", source_id=entry.text, **who)
+            result = service.for_user(**who).add("Plays chess on Sundays.", source_id=entry.text)
             assert isinstance(result, Rejection) and result.reason is RejectionReason.SENSITIVE, entry.kind
     assert_no_leak(dsn, "metadata and source_id", [e.secret for e in picked])
 
@@ -452,13 +449,13 @@ def test_async_paths(db, config, embeddings) -> None:
     async def go() -> None:
         async with AsyncMemoryService(dsn, config=config, embeddings=embeddings) as amemory:
             for entry in picked:
-                result = await amemory.add_explicit_memory(entry.text, **who)
+                result = await amemory.for_user(**who).add(entry.text)
                 assert isinstance(result, Rejection) and result.reason is RejectionReason.SENSITIVE
-            doc = await amemory.add_resource("Doc: " + " / ".join(e.text for e in picked), **who)
+            doc = await amemory.for_user(**who).add_resource("Doc: " + " / ".join(e.text for e in picked))
             assert doc.content.startswith("Doc: ") and "[withheld: " in doc.content
-            report = await amemory.extract_memories([e.text for e in picked], llm=None, **who)
+            report = await amemory.for_user(**who).extract([e.text for e in picked], llm=None)
             assert report.status in ("done", "nothing_new")
-            assert not isinstance(await amemory.add_explicit_memory(BENIGN[0], **who), Rejection)
+            assert not isinstance(await amemory.for_user(**who).add(BENIGN[0]), Rejection)
 
     asyncio.run(go())
     assert len(stored_contents(dsn, who["user_id"])) == 1

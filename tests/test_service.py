@@ -49,11 +49,7 @@ async def call(service, name, *args, **kwargs):
 
 async def test_save_then_get_round_trips_every_field(svc, tenant):
     ids = tenant.ids()
-    item = await call(
-        svc, "add_explicit_memory", "  I prefer   dark mode in every editor  ", **ids,
-        memory_type="preference", scope="project", confidence=0.9, source="ai", source_id="msg-1",
-        visibility="owner_only", metadata={"origin": "test", "n": 3},
-    )
+    item = await call(svc.for_user(**ids), "add", "  I prefer   dark mode in every editor  ", memory_type="preference", scope="project", confidence=0.9, source="ai", source_id="msg-1", visibility="owner_only", metadata={"origin": "test", "n": 3})
     assert isinstance(item, MemoryItem)
     assert item.content == "I prefer dark mode in every editor"
     assert (item.memory_type.value, item.scope.value, item.scope_id) == ("preference", "project", tenant.project)
@@ -62,24 +58,23 @@ async def test_save_then_get_round_trips_every_field(svc, tenant):
     assert item.confidence == pytest.approx(0.9)
     assert item.status is Status.ACTIVE and item.access_count == 0 and not item.deduplicated
     assert item.metadata == {"origin": "test", "n": 3}
-    again = await call(svc, "get_memory", str(item.id), **ids)
+    again = await call(svc.for_user(**ids), "get", str(item.id))
     assert again == item
 
 
 async def test_saving_the_same_fact_twice_returns_the_existing_item(svc, tenant):
     ids = tenant.ids()
-    first = await call(svc, "add_explicit_memory", "My favourite programming language is Rust", **ids)
-    second = await call(svc, "add_explicit_memory", "my favourite programming language is rust.", **ids)
+    first = await call(svc.for_user(**ids), "add", "My favourite programming language is Rust")
+    second = await call(svc.for_user(**ids), "add", "my favourite programming language is rust.")
     assert second.id == first.id and second.deduplicated and second.last_used_at is not None
-    items = await call(svc, "list_memories", **ids)
+    items = await call(svc.for_user(**ids), "list")
     assert [i.id for i in items] == [first.id]
     # the same words in another scope are another memory
-    project_item = await call(svc, "add_explicit_memory", "My favourite programming language is Rust",
-                              scope="project", **ids)
+    project_item = await call(svc.for_user(**ids), "add", "My favourite programming language is Rust", scope="project")
     assert project_item.id != first.id and not project_item.deduplicated
-    dup = await call(svc, "check_duplicate", "My favorite programming language is Rust", **ids)
+    dup = await call(svc.for_user(**ids), "find_duplicate", "My favorite programming language is Rust")
     assert dup is not None and dup.id == first.id
-    assert await call(svc, "check_duplicate", "I live in Lisbon with two cats", **ids) is None
+    assert await call(svc.for_user(**ids), "find_duplicate", "I live in Lisbon with two cats") is None
 
 
 @pytest.mark.parametrize(
@@ -95,10 +90,10 @@ async def test_saving_the_same_fact_twice_returns_the_existing_item(svc, tenant)
 )
 async def test_gate_rejections_write_nothing(svc, tenant, content, confidence, reason):
     ids = tenant.ids()
-    result = await call(svc, "add_explicit_memory", content, confidence=confidence, **ids)
+    result = await call(svc.for_user(**ids), "add", content, confidence=confidence)
     assert isinstance(result, Rejection) and result.reason is reason
     assert "Tr0ub4dor" not in result.message and "sk-proj" not in result.message
-    assert await call(svc, "list_memories", **ids, status=None) == []
+    assert await call(svc.for_user(**ids), "list", status=None) == []
 
 
 async def test_search_ranks_relevant_memories_first_and_filters(svc, tenant):
@@ -111,104 +106,101 @@ async def test_search_ranks_relevant_memories_first_and_filters(svc, tenant):
         "Our team decided to use PostgreSQL instead of MongoDB": "decision",
     }
     for content, memory_type in facts.items():
-        await call(svc, "add_explicit_memory", content, memory_type=memory_type, **ids)
-    hits = await call(svc, "search_memories", "what food should I avoid?", k=5, **ids)
+        await call(svc.for_user(**ids), "add", content, memory_type=memory_type)
+    hits = await call(svc.for_user(**ids), "search", "what food should I avoid?", k=5)
     assert hits[0].content == "I am allergic to peanuts"
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert all(0.0 <= h.keyword < 1.0 for h in hits)
-    only = await call(svc, "search_memories", "database choice", memory_type=["decision", "context"], **ids)
+    only = await call(svc.for_user(**ids), "search", "database choice", memory_type=["decision", "context"])
     assert {h.item.memory_type.value for h in only} <= {"decision", "context"} and only
     assert only[0].content.startswith("Our team decided")
-    none_in_session = await call(svc, "search_memories", "database", scope="session", **ids)
+    none_in_session = await call(svc.for_user(**ids), "search", "database", scope="session")
     assert none_in_session == []
 
 
 async def test_exact_terms_are_found_by_keyword_even_when_embeddings_miss_them(svc, tenant):
     ids = tenant.ids()
     filler = [f"Note {i}: the weekly sync covered roadmap item {i} and hiring" for i in range(40)]
-    await call(svc, "import_memories", filler, **ids)
-    target = await call(svc, "add_explicit_memory", "The staging cluster is called QZX-7741", **ids)
-    hits = await call(svc, "search_memories", "QZX-7741", k=3, **ids)
+    await call(svc.for_user(**ids), "add_many", filler)
+    target = await call(svc.for_user(**ids), "add", "The staging cluster is called QZX-7741")
+    hits = await call(svc.for_user(**ids), "search", "QZX-7741", k=3)
     assert hits[0].id == target.id and hits[0].keyword > 0
 
 
 async def test_search_records_use(svc, tenant):
     ids = tenant.ids()
-    item = await call(svc, "add_explicit_memory", "I run every morning before work", **ids)
-    await call(svc, "search_memories", "exercise routine", k=1, **ids)
-    await call(svc, "search_memories", "exercise routine", k=1, **ids)
-    after = await call(svc, "get_memory", item.id, **ids)
+    item = await call(svc.for_user(**ids), "add", "I run every morning before work")
+    await call(svc.for_user(**ids), "search", "exercise routine", k=1)
+    await call(svc.for_user(**ids), "search", "exercise routine", k=1)
+    after = await call(svc.for_user(**ids), "get", item.id)
     assert after.access_count == 2 and after.last_used_at is not None
 
 
 async def test_session_scope_needs_and_uses_the_session(svc, tenant):
     ids = tenant.ids(session=False)
     with pytest.raises(InvalidInputError, match="session_id"):
-        await call(svc, "add_explicit_memory", "Today we are debugging the login page", scope="session", **ids)
-    item = await call(svc, "add_explicit_memory", "Today we are debugging the login page", scope="session",
-                      **tenant.ids())
+        await call(svc.for_user(**ids), "add", "Today we are debugging the login page", scope="session")
+    item = await call(svc.for_user(**tenant.ids()), "add", "Today we are debugging the login page", scope="session")
     assert item.scope is Scope.SESSION and item.scope_id == tenant.session
-    hits = await call(svc, "search_memories", "what are we debugging", **tenant.ids())
+    hits = await call(svc.for_user(**tenant.ids()), "search", "what are we debugging")
     assert hits[0].id == item.id and hits[0].item.scope is Scope.SESSION
 
 
 async def test_scope_priority_breaks_ties_between_equal_memories(svc, tenant):
     ids = tenant.ids()
     text = "The release train leaves every second Tuesday"
-    user = await call(svc, "add_explicit_memory", text, scope="user", **ids)
-    session = await call(svc, "add_explicit_memory", text, scope="session", **ids)
-    project = await call(svc, "add_explicit_memory", text, scope="project", **ids)
-    hits = await call(svc, "search_memories", "when is the release", k=3, **ids)
+    user = await call(svc.for_user(**ids), "add", text, scope="user")
+    session = await call(svc.for_user(**ids), "add", text, scope="session")
+    project = await call(svc.for_user(**ids), "add", text, scope="project")
+    hits = await call(svc.for_user(**ids), "search", "when is the release", k=3)
     assert [h.id for h in hits] == [session.id, project.id, user.id]
 
 
 async def test_delete_archives_restore_and_hard_delete(svc, tenant):
     ids = tenant.ids()
-    item = await call(svc, "add_explicit_memory", "I commute by bicycle", **ids)
-    archived = await call(svc, "delete_memory", item.id, **ids)
+    item = await call(svc.for_user(**ids), "add", "I commute by bicycle")
+    archived = await call(svc.for_user(**ids), "delete", item.id)
     assert archived.status is Status.ARCHIVED
-    assert await call(svc, "search_memories", "bicycle", **ids) == []
-    assert [h.id for h in await call(svc, "search_memories", "bicycle", status="archived", **ids)] == [item.id]
-    restored = await call(svc, "restore_memory", item.id, **ids)
+    assert await call(svc.for_user(**ids), "search", "bicycle") == []
+    assert [h.id for h in await call(svc.for_user(**ids), "search", "bicycle", status="archived")] == [item.id]
+    restored = await call(svc.for_user(**ids), "restore", item.id)
     assert restored.status is Status.ACTIVE
-    assert (await call(svc, "search_memories", "bicycle", **ids))[0].id == item.id
-    await call(svc, "delete_memory", item.id, hard=True, **ids)
+    assert (await call(svc.for_user(**ids), "search", "bicycle"))[0].id == item.id
+    await call(svc.for_user(**ids), "delete", item.id, hard=True)
     with pytest.raises(MemoryNotFoundError):
-        await call(svc, "get_memory", item.id, **ids)
+        await call(svc.for_user(**ids), "get", item.id)
 
 
 async def test_purge_removes_only_the_callers_archived_items(svc, tenant):
     ids = tenant.ids()
-    keep = await call(svc, "add_explicit_memory", "I speak Portuguese and English", **ids)
-    gone = await call(svc, "add_explicit_memory", "I used to live in Berlin", **ids)
-    theirs = await call(svc, "add_explicit_memory", "I used to live in Madrid", **tenant.ids(tenant.other_user))
-    await call(svc, "delete_memory", gone.id, **ids)
-    await call(svc, "delete_memory", theirs.id, **tenant.ids(tenant.other_user))
-    assert await call(svc, "purge_archived", **ids) == 1
-    assert [i.id for i in await call(svc, "list_memories", status=None, **ids)] == [keep.id]
-    assert (await call(svc, "get_memory", theirs.id, **tenant.ids(tenant.other_user))).status is Status.ARCHIVED
+    keep = await call(svc.for_user(**ids), "add", "I speak Portuguese and English")
+    gone = await call(svc.for_user(**ids), "add", "I used to live in Berlin")
+    theirs = await call(svc.for_user(**tenant.ids(tenant.other_user)), "add", "I used to live in Madrid")
+    await call(svc.for_user(**ids), "delete", gone.id)
+    await call(svc.for_user(**tenant.ids(tenant.other_user)), "delete", theirs.id)
+    assert await call(svc.for_user(**ids), "purge_archived") == 1
+    assert [i.id for i in await call(svc.for_user(**ids), "list", status=None)] == [keep.id]
+    assert (await call(svc.for_user(**tenant.ids(tenant.other_user)), "get", theirs.id)).status is Status.ARCHIVED
 
 
 async def test_an_editor_may_not_delete_another_members_project_memory(svc, tenant):
-    mine = await call(svc, "add_explicit_memory", "The API uses snake_case JSON keys", scope="project",
-                      **tenant.ids())
+    mine = await call(svc.for_user(**tenant.ids()), "add", "The API uses snake_case JSON keys", scope="project")
     with pytest.raises(PermissionDeniedError, match="needs the role owner or admin; you are an editor"):
-        await call(svc, "delete_memory", mine.id, **tenant.ids(tenant.other_user))
+        await call(svc.for_user(**tenant.ids(tenant.other_user)), "delete", mine.id)
     with pytest.raises(MemoryNotFoundError):
-        await call(svc, "delete_memory", mine.id, user_id=tenant.other_user, project_id=tenant.other_project)
-    assert (await call(svc, "get_memory", mine.id, **tenant.ids())).status is Status.ACTIVE
+        await call(svc.for_user(tenant.other_user, project_id=tenant.other_project), "delete", mine.id)
+    assert (await call(svc.for_user(**tenant.ids()), "get", mine.id)).status is Status.ACTIVE
 
 
 async def test_stats_count_what_the_caller_sees(svc, tenant):
     ids = tenant.ids()
-    await call(svc, "add_explicit_memory", "I prefer tea over coffee", memory_type="preference", **ids)
-    await call(svc, "add_explicit_memory", "I work as a data engineer", memory_type="fact", **ids)
-    p = await call(svc, "add_explicit_memory", "The project targets Python 3.12", scope="project",
-                   memory_type="constraint", **ids)
-    await call(svc, "delete_memory", p.id, **ids)
-    await call(svc, "add_explicit_memory", "I collect vintage synthesizers", **tenant.ids(tenant.other_user,
-                                                                                          project=False))
-    stats = await call(svc, "stats", **ids)
+    await call(svc.for_user(**ids), "add", "I prefer tea over coffee", memory_type="preference")
+    await call(svc.for_user(**ids), "add", "I work as a data engineer", memory_type="fact")
+    p = await call(svc.for_user(**ids), "add", "The project targets Python 3.12", scope="project", memory_type="constraint")
+    await call(svc.for_user(**ids), "delete", p.id)
+    await call(svc.for_user(**tenant.ids(tenant.other_user,
+                                                                                          project=False)), "add", "I collect vintage synthesizers")
+    stats = await call(svc.for_user(**ids), "stats")
     assert stats.total == 3
     assert stats.by_type == {"preference": 1, "fact": 1, "constraint": 1}
     assert stats.by_scope == {"user": 2, "project": 1}
@@ -219,62 +211,62 @@ async def test_stats_count_what_the_caller_sees(svc, tenant):
 
 async def test_extraction_budget_is_per_session_and_per_window(svc, tenant, dsn):
     ids = tenant.ids()
-    assert [await call(svc, "record_extraction_run", **ids) for _ in range(3)] == [2, 1, 0]
-    limited = await call(svc, "record_extraction_run", **ids)
+    assert [await call(svc.for_user(**ids), "record_extraction_run") for _ in range(3)] == [2, 1, 0]
+    limited = await call(svc.for_user(**ids), "record_extraction_run")
     assert isinstance(limited, Rejection) and limited.reason is RejectionReason.RATE_LIMITED
-    assert await call(svc, "extraction_budget", **ids) == 0
+    assert await call(svc.for_user(**ids), "extraction_budget") == 0
     other_session = dict(ids, session_id=tenant.other_session)
-    assert await call(svc, "extraction_budget", **other_session) == 3
+    assert await call(svc.for_user(**other_session), "extraction_budget") == 3
     # runs older than the window no longer count
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             "UPDATE memory_extraction_runs SET created_at = created_at - %s WHERE user_id = %s AND session_id = %s",
             (timedelta(hours=24, minutes=1), tenant.user, tenant.session),
         )
-    assert await call(svc, "extraction_budget", **ids) == 3
+    assert await call(svc.for_user(**ids), "extraction_budget") == 3
     with pytest.raises(InvalidInputError, match="session_id"):
-        await call(svc, "record_extraction_run", user_id=tenant.user, session_id=None)
+        await call(svc.for_user(tenant.user, session_id=None), "record_extraction_run")
 
 
 async def test_bulk_import_gates_batches_and_dedupes(svc, tenant):
     ids = tenant.ids()
-    existing = await call(svc, "add_explicit_memory", "I have two cats named Miso and Tofu", **ids)
-    result = await call(svc, "import_memories", [
+    existing = await call(svc.for_user(**ids), "add", "I have two cats named Miso and Tofu")
+    result = await call(svc.for_user(**ids), "add_many", [
         "I have two cats named Miso and Tofu",                      # duplicate of an active memory
         {"content": "I enjoy hiking in the Alps", "memory_type": "habit"},
         {"content": "I really enjoy hiking in the Alps!", "memory_type": "habit"},  # duplicate within the batch
         "no",                                                       # too short
         {"content": "The repo uses trunk-based development", "scope": "project", "memory_type": "context"},
         {"content": "my api_key=AbC9x7Qm2LpR8sT4vW6yZ1nK3jH5gF0d", "confidence": 0.9},  # secret
-    ], dedupe=True, **ids)
+    ], dedupe=True)
     assert len(result.inserted) == 2
     assert [(i, r.reason) for i, r in result.rejected] == [(3, RejectionReason.TOO_SHORT),
                                                            (5, RejectionReason.SENSITIVE)]
     hiking = result.inserted[0]
     assert result.duplicates == [(0, existing.id), (2, hiking)]
-    contents = sorted(i.content for i in await call(svc, "list_memories", limit=10, **ids))
+    contents = sorted(i.content for i in await call(svc.for_user(**ids), "list", limit=10))
     assert contents == sorted(["I have two cats named Miso and Tofu", "I enjoy hiking in the Alps",
                                "The repo uses trunk-based development"])
-    plain = await call(svc, "import_memories", ["I like green tea", "I like green tea"], **ids)
+    plain = await call(svc.for_user(**ids), "add_many", ["I like green tea", "I like green tea"])
     assert len(plain.inserted) == 2 and plain.duplicates == []
 
 
 async def test_bad_import_items_raise_before_writing(svc, tenant):
     ids = tenant.ids()
     with pytest.raises(InvalidInputError, match=r"items\[1\]"):
-        await call(svc, "import_memories", ["A perfectly fine memory", 42], **ids)
+        await call(svc.for_user(**ids), "add_many", ["A perfectly fine memory", 42])
     with pytest.raises(InvalidInputError, match="memory_type"):
-        await call(svc, "import_memories", [{"content": "A fine memory", "memory_type": "opinion"}], **ids)
-    assert await call(svc, "list_memories", **ids) == []
+        await call(svc.for_user(**ids), "add_many", [{"content": "A fine memory", "memory_type": "opinion"}])
+    assert await call(svc.for_user(**ids), "list") == []
 
 
 async def test_min_relevance_drops_weak_matches(svc, tenant):
     ids = tenant.ids()
-    await call(svc, "add_explicit_memory", "I am allergic to peanuts", **ids)
-    await call(svc, "add_explicit_memory", "The quarterly report is due in March", **ids)
-    everything = await call(svc, "search_memories", "food allergies", k=5, **ids)
-    relevant = await call(svc, "search_memories", "food allergies", k=5, min_relevance=0.2, **ids)
+    await call(svc.for_user(**ids), "add", "I am allergic to peanuts")
+    await call(svc.for_user(**ids), "add", "The quarterly report is due in March")
+    everything = await call(svc.for_user(**ids), "search", "food allergies", k=5)
+    relevant = await call(svc.for_user(**ids), "search", "food allergies", k=5, min_relevance=0.2)
     assert len(everything) == 2
     assert [h.content for h in relevant] == ["I am allergic to peanuts"]
     with pytest.raises(InvalidInputError, match="min_relevance"):
-        await call(svc, "search_memories", "food", min_relevance=2, **ids)
+        await call(svc.for_user(**ids), "search", "food", min_relevance=2)

@@ -264,19 +264,54 @@ async def test_summarization_triggers_and_the_summary_replaces_old_messages(mode
     assert len(model.requests[-1]) < 12
 
 
-def test_offline_default_and_a_scripted_agent_model_do_not_consume_replies():
+def test_offline_summary_leaves_a_scripted_agent_models_replies_alone():
     replies = ["one", "two", "three", "four", "five", "six"]
     model = ScriptedChatModel.from_replies(replies)
-    # Passing the agent's own scripted model: summaries stay extractive, replies stay in order.
+    # The agent's own scripted model, with offline_summary: summaries stay extractive, replies stay in order.
     agent = create_agent(model, checkpointer=InMemorySaver(),
-                         middleware=short_term_memory(model, trigger=("messages", 4), keep=("messages", 2)))
+                         middleware=short_term_memory(model, trigger=("messages", 4), keep=("messages", 2),
+                                                      offline_summary=True))
     config = {"configurable": {"thread_id": "offline"}}
     answers = [agent.invoke({"messages": [HumanMessage(f"turn {i}")]}, config)["messages"][-1].text
                for i in range(5)]
     assert answers == replies[:5]
+    assert len(model.requests) == 5  # every call was an agent turn
     summary = agent.get_state(config).values["messages"][0]
     assert summary.text.startswith("Here is a summary of the conversation to date:\n\nEarlier conversation:")
     assert "- user: turn 0" in summary.text
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_without_offline_summary_the_model_writes_the_summary_whatever_its_class(mode):
+    """No sniffing: a scripted model is a model like any other unless offline_summary says otherwise."""
+    def script(messages: list[BaseMessage]) -> str:
+        if "<messages>" in messages[-1].text:
+            return "Summary by the model: the user counted turns."
+        return f"ack {messages[-1].text}"
+
+    model = ScriptedChatModel(script=script)
+    agent = create_agent(model, checkpointer=InMemorySaver(),
+                         middleware=short_term_memory(model, trigger=("messages", 4), keep=("messages", 2)))
+    config = {"configurable": {"thread_id": f"model-summary-{mode}"}}
+    for i in range(5):
+        inputs = {"messages": [HumanMessage(f"turn {i}")]}
+        result = agent.invoke(inputs, config) if mode == "sync" else await agent.ainvoke(inputs, config)
+    assert result["messages"][-1].text == "ack turn 4"
+    summary = agent.get_state(config).values["messages"][0]
+    assert summary.additional_kwargs["lc_source"] == "summarization"
+    assert summary.text.endswith("Summary by the model: the user counted turns.")
+    summary_requests = [r for r in model.requests if "<messages>" in r[-1].text]
+    assert summary_requests and "names, ids, numbers" in summary_requests[0][-1].text  # the memory prompt
+
+
+def test_without_a_model_summaries_are_extractive_whatever_offline_summary_says():
+    for offline_summary in (False, True):
+        model = ScriptedChatModel(script=lambda messages: "ok")
+        agent = create_agent(model, middleware=short_term_memory(trigger=("messages", 3), keep=("messages", 1),
+                                                                 offline_summary=offline_summary))
+        result = agent.invoke({"messages": [HumanMessage("I'm Ada"), AIMessage("hi"), HumanMessage("hello")]})
+        assert result["messages"][0].text.endswith("Earlier conversation:\n- user: I'm Ada\n- assistant: hi")
+        assert len(model.requests) == 1
 
 
 def test_a_chat_model_summarizer_gets_the_memory_prompt():
@@ -379,6 +414,8 @@ def test_the_guard_is_the_last_of_the_stack_and_optional():
     ({"prompt": "summarize please"}, "no {messages} placeholder"),
     ({"prompt": "as JSON {\"a\": 1}: {messages}"}, "only placeholder"),
     ({"trim_tokens_to_summarize": 0}, "positive integer or none"),
+    ({"offline_summary": "yes"}, "offline_summary must be true or false"),
+    ({"offline_summary": True, "summarizer": extractive_summary}, "not both"),
 ])
 def test_bad_settings_fail_at_construction(kwargs, fragment):
     with pytest.raises(ConfigurationError) as caught:

@@ -54,9 +54,8 @@ def cfg(user: str, project: str | None = None) -> dict[str, Any]:
 
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 def test_memory_node_and_tool_node(memory, tenant, use_async: bool) -> None:
-    memory.add_explicit_memory("The project targets Python 3.12 only", user_id=tenant.user,
-                               project_id=tenant.project, scope="project", memory_type="constraint")
-    memory.add_explicit_memory("Other user: prefers answers in French", user_id=tenant.other_user)
+    memory.for_user(tenant.user, project_id=tenant.project).add("The project targets Python 3.12 only", scope="project", memory_type="constraint")
+    memory.for_user(tenant.other_user).add("Other user: prefers answers in French")
     model = ScriptedChatModel(script=script)
     graph = build_graph(memory, model)
 

@@ -40,27 +40,20 @@ def identity(args: argparse.Namespace) -> dict[str, Any]:
             "org_id": getattr(args, "org", None)}
 
 
-def _ids_with_prefix(ids: dict[str, Any], prefix: str) -> Any:
-    """Op: ids of the memories the caller may see (any status) that start with ``prefix``;
-    at most a few, in id order. The same visibility rule as every read."""
-    from psycopg import sql
-
+def _ids_with_prefix(who: Any, prefix: str) -> Any:
+    """Op: ids of the memories ``who`` may see (any status) that start with ``prefix``; at most a
+    few, in id order. The same visibility rule as every read."""
     from ..db.requests import Sql
-    from ..queries import item_filter
-    from ..validation import check_identity
+    from ..queries import ids_with_prefix, item_filter
 
-    where, params = item_filter(check_identity(**ids), statuses=None)
-    query = sql.SQL("SELECT m.id FROM memory_items m WHERE m.id::text LIKE %(id_prefix)s AND {filt}"
-                    " ORDER BY m.id LIMIT %(id_limit)s").format(filt=where)
-    rows = yield Sql(query, dict(params, id_prefix=prefix + "%", id_limit=_SHOWN))
+    rows = yield Sql(*ids_with_prefix(item_filter(who, statuses=None), prefix, _SHOWN))
     return [r["id"] for r in rows]
 
 
-def resolve_id(memory: Any, ids: dict[str, Any], text: str) -> Any:
-    """The memory id ``text`` stands for: a whole id as is, or the one memory visible to the
-    caller whose id starts with it. Anything else goes to the service as typed, which says
-    what is wrong with it."""
-    from ..db.requests import run
+def resolve_id(memory: Any, me: Any, text: str) -> Any:
+    """The memory id ``text`` stands for, for the handle ``me``: a whole id as is, or the one memory
+    visible to them whose id starts with it. Anything else goes to the service as typed, which
+    says what is wrong with it."""
     from ..errors import InvalidInputError, MemoryNotFoundError
 
     prefix = text.strip().lower()
@@ -70,9 +63,9 @@ def resolve_id(memory: Any, ids: dict[str, Any], text: str) -> Any:
         return UUID(prefix)
     except ValueError:
         pass
-    found = run(_ids_with_prefix(ids, prefix), memory.conn, memory.embeddings)
+    found = memory.execute(_ids_with_prefix(me.identity, prefix))
     if not found:
-        raise MemoryNotFoundError(f"no memory visible to user {ids['user_id']!r} has an id starting with "
+        raise MemoryNotFoundError(f"no memory visible to user {me.identity.user_id!r} has an id starting with "
                                   f"{prefix!r}; list or search memories to find valid ids")
     if len(found) > 1:
         shown = ", ".join(str(i)[: len(prefix) + 4] for i in found[: _SHOWN - 1])

@@ -100,12 +100,12 @@ def _import_list(memory: Any, items: list[Any], args: argparse.Namespace, out: O
         raise InvalidInputError("--user", "is required to import a list of memories: say whose they become")
     if isinstance(args.batch_size, bool) or not 1 <= args.batch_size <= 10_000:
         raise InvalidInputError("--batch-size", f"must be from 1 to 10000, got {args.batch_size}")
-    ids = identity(args)
+    owner = memory.for_user(**identity(args))
     inserted, rejected, duplicates = 0, [], []
     with out.progress("importing memories", total=len(items)) as update:
         update(0, len(items))
         for start in range(0, len(items), args.batch_size):
-            result = memory.import_memories(items[start:start + args.batch_size], dedupe=args.dedupe, **ids)
+            result = owner.add_many(items[start:start + args.batch_size], dedupe=args.dedupe)
             inserted += len(result.inserted)
             rejected += [(start + i, r) for i, r in result.rejected]
             duplicates += [(start + i, d) for i, d in result.duplicates]
@@ -149,7 +149,7 @@ def forget_user(args: argparse.Namespace, out: Output) -> int:
             print("agent-memory: nothing erased", file=sys.stderr)
             return 1
     with open_service(args) as memory:
-        report = memory.forget_user(args.user_id)
+        report = memory.forget_user(user_id=args.user_id)
     if out.json:
         out.data(report)
         return 0

@@ -37,8 +37,8 @@ def add(args: argparse.Namespace, out: Output) -> int:
     from ..models import Rejection
 
     with open_service(args) as memory:
-        result = memory.add_explicit_memory(args.content, memory_type=args.type, scope=args.scope,
-                                            visibility=args.visibility, confidence=args.confidence, **identity(args))
+        result = memory.for_user(**identity(args)).add(args.content, memory_type=args.type, scope=args.scope,
+                                                       visibility=args.visibility, confidence=args.confidence)
     if isinstance(result, Rejection):
         return _rejected(out, result)
     if out.json:
@@ -52,8 +52,8 @@ def add(args: argparse.Namespace, out: Output) -> int:
 
 def search(args: argparse.Namespace, out: Output) -> int:
     with open_service(args) as memory:
-        hits = memory.search_memories(args.query, k=args.k, memory_type=args.type, as_of=args.as_of,
-                                      **identity(args))
+        hits = memory.for_user(**identity(args)).search(args.query, k=args.k, memory_type=args.type,
+                                                        as_of=args.as_of)
     if out.json:
         out.data([{**jsonable(h.item), "score": h.score, "similarity": h.similarity, "keyword": h.keyword}
                   for h in hits])
@@ -66,8 +66,8 @@ def search(args: argparse.Namespace, out: Output) -> int:
 
 def list_(args: argparse.Namespace, out: Output) -> int:
     with open_service(args) as memory:
-        items = memory.list_memories(limit=args.limit, memory_type=args.type,
-                                     **({"status": args.status} if args.status else {}), **identity(args))
+        statuses = {"status": args.status} if args.status else {}
+        items = memory.for_user(**identity(args)).list(limit=args.limit, memory_type=args.type, **statuses)
     if out.json:
         out.data(items)
     else:
@@ -85,17 +85,17 @@ def _show_item(out: Output, item: Any, title: str | None = None) -> None:
 
 
 def show(args: argparse.Namespace, out: Output) -> int:
-    ids = identity(args)
     with open_service(args) as memory:
-        item = memory.get_memory(resolve_id(memory, ids, args.memory_id), **ids)
+        me = memory.for_user(**identity(args))
+        item = me.get(resolve_id(memory, me, args.memory_id))
     _show_item(out, item)
     return 0
 
 
 def delete(args: argparse.Namespace, out: Output) -> int:
-    ids = identity(args)
     with open_service(args) as memory:
-        item = memory.delete_memory(resolve_id(memory, ids, args.memory_id), hard=args.hard, **ids)
+        me = memory.for_user(**identity(args))
+        item = me.delete(resolve_id(memory, me, args.memory_id), hard=args.hard)
     if out.json:
         out.data({"id": str(item.id), "deleted": bool(args.hard), "archived": not args.hard, "content": item.content})
     else:
@@ -105,9 +105,9 @@ def delete(args: argparse.Namespace, out: Output) -> int:
 
 
 def restore(args: argparse.Namespace, out: Output) -> int:
-    ids = identity(args)
     with open_service(args) as memory:
-        item = memory.restore_memory(resolve_id(memory, ids, args.memory_id), **ids)
+        me = memory.for_user(**identity(args))
+        item = me.restore(resolve_id(memory, me, args.memory_id))
     if out.json:
         out.data(item)
     else:
@@ -121,10 +121,10 @@ def edit(args: argparse.Namespace, out: Output) -> int:
 
     if args.content is None and args.type is None and args.confidence is None:
         raise InvalidInputError("edit", "says nothing to change; give --content, --type and/or --confidence")
-    ids = identity(args)
     with open_service(args) as memory:
-        result = memory.edit_memory(resolve_id(memory, ids, args.memory_id), content=args.content,
-                                    memory_type=args.type, confidence=args.confidence, reason=args.reason, **ids)
+        me = memory.for_user(**identity(args))
+        result = me.edit(resolve_id(memory, me, args.memory_id), content=args.content, memory_type=args.type,
+                         confidence=args.confidence, reason=args.reason)
     if isinstance(result, Rejection):
         return _rejected(out, result)
     if out.json:
@@ -136,9 +136,9 @@ def edit(args: argparse.Namespace, out: Output) -> int:
 
 
 def history(args: argparse.Namespace, out: Output) -> int:
-    ids = identity(args)
     with open_service(args) as memory:
-        versions = memory.memory_history(resolve_id(memory, ids, args.memory_id), **ids)
+        me = memory.for_user(**identity(args))
+        versions = me.history(resolve_id(memory, me, args.memory_id))
     if out.json:
         out.data(versions)
         return 0
@@ -155,7 +155,7 @@ def history(args: argparse.Namespace, out: Output) -> int:
 
 def stats(args: argparse.Namespace, out: Output) -> int:
     with open_service(args) as memory:
-        s = memory.stats(**identity(args))
+        s = memory.for_user(**identity(args)).stats()
     if out.json:
         out.data(s)
         return 0

@@ -11,11 +11,9 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, is_dataclass
-from datetime import datetime
-from enum import Enum
 from typing import Any, TextIO
-from uuid import UUID
+
+from ..reports import jsonable
 
 __all__ = ["Output", "jsonable", "short_id"]
 
@@ -25,23 +23,6 @@ SHORT_ID = 8
 
 def short_id(value: Any) -> str:
     return str(value)[:SHORT_ID]
-
-
-def jsonable(value: Any) -> Any:
-    """Plain JSON values for dataclasses, enums, UUIDs and datetimes (the service's results)."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {k: jsonable(v) for k, v in asdict(value).items()}
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, UUID):
-        return str(value)
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
-    return value
 
 
 def _plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:

@@ -61,10 +61,10 @@ def profile(args: argparse.Namespace, out: Output) -> int:
         if args.set or args.reset:
             raise InvalidInputError("--set", "belongs to 'profile edit', not 'profile show'")
         with open_service(args) as memory:
-            profiles = memory.get_profile_for_agent(**ids)  # rebuilt first when its memories changed
+            profiles = memory.for_user(**ids).profiles()  # rebuilt first when its memories changed
             prof = profiles.user if args.kind == "user" else profiles.project
             if prof is None:
-                prof = memory.get_profile(args.kind, **ids)
+                prof = memory.for_user(**ids).profile(args.kind)
         _print(out, prof)
         return 0
     fields = parse_assignments(args.set)
@@ -72,9 +72,9 @@ def profile(args: argparse.Namespace, out: Output) -> int:
         raise InvalidInputError("profile edit", "says nothing to change; give --set FIELD=VALUE and/or --reset FIELD")
     with open_service(args) as memory:
         if fields:
-            prof = memory.update_profile(fields, kind=args.kind, **ids)
+            prof = memory.for_user(**ids).update_profile(fields, kind=args.kind)
         if args.reset:
             names = None if "all" in args.reset else args.reset
-            prof = memory.reset_profile_fields(names, kind=args.kind, **ids)
+            prof = memory.for_user(**ids).reset_profile_fields(names, kind=args.kind)
     _print(out, prof)
     return 0

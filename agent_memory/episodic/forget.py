@@ -19,80 +19,44 @@ counts deleted rows per table, plus ``threads``: how many threads the user owned
 Two caveats for a system that is running:
 
 * :class:`~.checkpointer.PostgresCheckpointer` remembers in-process which
-  ``(thread, user)`` pairs it has already checked (``_checked``), and only
-  ``delete_thread``/``prune`` clear that cache (``_forget_owner``). A checkpointer
-  that served the forgotten user before still lets them write to their old thread
-  ids without a new claim, so a run still in flight, or a later one through the same
-  checkpointer, can put checkpoints back, this time with no owner row. Stop the
-  user's runs first, and drop the cache: there is no public method for that yet;
-  the clean one would be ``PostgresCheckpointer.forget_user(user_id)``, running this
-  op and then discarding every cached key whose user is ``user_id`` (only owners
-  are ever cached, so the thread ids are not needed). Until it exists, a fresh
-  checkpointer (a restart) has an empty cache.
+  ``(thread, user)`` pairs it has already checked. Running this op directly leaves
+  that cache as it was, so a checkpointer that served the forgotten user could still
+  let a run in flight write to their old thread ids without a new claim. Call
+  ``PostgresCheckpointer.forget_user(user_id=...)`` on the checkpointer your agents
+  hold instead: it runs this op and then drops every cached claim of the user. Stop the
+  user's runs first either way.
 * A forgotten thread id is free again: the next user to run it claims it, as after
   ``delete_thread``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..db.requests import Op, Sql
+from ..queries.episodic import (
+    FORGET_TABLES,
+    OWNER_TABLE,
+    SNAPSHOT_TABLE,
+    THREAD_TABLES,
+    delete_snapshots,
+    delete_thread_rows,
+    existing_tables,
+    release_threads,
+)
 from ..validation import check_identity
 
+# the statements (re-exported here) are built in :mod:`agent_memory.queries.episodic`; the tables
+# are those of :data:`agent_memory.queries.USER_DATA_TABLES` with ``forget="episodic"``
 __all__ = [
     "FORGET_TABLES",
+    "OWNER_TABLE",
+    "SNAPSHOT_TABLE",
+    "THREAD_TABLES",
     "delete_snapshots",
     "delete_thread_rows",
     "existing_tables",
     "forget_user_threads",
     "release_threads",
 ]
-
-Statement = tuple[str, dict[str, Any]]
-
-OWNER_TABLE = "checkpoint_thread_owner"
-SNAPSHOT_TABLE = "session_state_snapshot"
-#: tables whose rows belong to a thread, deleted in this order (LangGraph's delete_thread order first)
-THREAD_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_archive")
-#: every table :func:`forget_user_threads` deletes from
-FORGET_TABLES = (OWNER_TABLE, *THREAD_TABLES, SNAPSHOT_TABLE)
-
-
-# --- SQL (pure) ------------------------------------------------------------------------------
-
-
-def existing_tables(names: tuple[str, ...] = FORGET_TABLES) -> Statement:
-    """Which of ``names`` exist (resolved on the search path, as every statement here is)."""
-    return (
-        "SELECT name FROM unnest(%(names)s::text[]) AS name WHERE to_regclass(name) IS NOT NULL",
-        {"names": list(names)},
-    )
-
-
-def release_threads(user_id: str) -> Statement:
-    """Delete the user's owner rows, answering the thread ids they owned. Deleting first locks
-    them: a concurrent claim of one of these ids waits for this transaction and then finds
-    the thread empty."""
-    return (
-        f"DELETE FROM {OWNER_TABLE} WHERE user_id = %(user_id)s RETURNING thread_id",
-        {"user_id": user_id},
-    )
-
-
-def delete_thread_rows(table: str, thread_ids: list[str]) -> Statement:
-    """Delete every row of ``thread_ids`` (all namespaces) from one of :data:`THREAD_TABLES`."""
-    if table not in THREAD_TABLES:
-        raise ValueError(f"{table!r} is not a per-thread checkpoint table; expected one of {THREAD_TABLES}")
-    return f"DELETE FROM {table} WHERE thread_id = ANY(%(ids)s)", {"ids": thread_ids}
-
-
-def delete_snapshots(user_id: str, thread_ids: list[str]) -> Statement:
-    """Every snapshot of ``thread_ids`` (whoever it belongs to) and every snapshot of the user."""
-    return (
-        f"DELETE FROM {SNAPSHOT_TABLE} WHERE user_id = %(user_id)s OR thread_id = ANY(%(ids)s)",
-        {"user_id": user_id, "ids": thread_ids},
-    )
 
 
 # --- op --------------------------------------------------------------------------------------

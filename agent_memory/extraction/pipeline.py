@@ -37,10 +37,8 @@ from typing import Any, Literal
 from uuid import UUID
 
 import numpy as np
-from psycopg import sql
-from psycopg.types.json import Jsonb
 
-from .. import access, history, queries, resources
+from .. import access, history, ops, queries, resources
 from ..config import MemoryConfig
 from ..db.requests import Commit, Embed, Llm, Op, Sql
 from ..errors import InvalidInputError, PermissionDeniedError
@@ -60,6 +58,8 @@ from ..models import (
     Status,
 )
 from ..profiles.store import refresh_profiles
+from ..queries.rows import new_item_row, row_to_item
+from ..reports import Report
 from ..validation import shown
 from ..withheld import redact
 from . import rules, schemas
@@ -100,7 +100,7 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
-class ExtractionReport:
+class ExtractionReport(Report):
     """What one extraction run did.
 
     status: ``done``; ``nothing_new`` (no new user turn since the last run: no budget used);
@@ -228,24 +228,19 @@ def _decide(
 
 def _new_row(config: MemoryConfig, identity: Identity, proposal: Proposal, vector: Sequence[float], *,
              source_id: str, consolidation: dict[str, Any]) -> Op[dict[str, Any]]:
-    from ..ops import _row_params
-
     metadata: dict[str, Any] = {"consolidation": consolidation}
     if (evidence := _evidence(proposal)) is not None:
         metadata["evidence"] = evidence
     new = NewMemory(content=proposal.content, memory_type=proposal.memory_type, scope=proposal.scope,
                     confidence=proposal.confidence, source=Source.CONVERSATION, source_id=source_id,
                     metadata=metadata)
-    return (yield Sql(queries.insert_item(), _row_params(identity, new, proposal.content, vector), fetch="one"))
+    return (yield Sql(queries.insert_item(), new_item_row(identity, new, proposal.content, vector), fetch="one"))
 
 
 def _current(identity: Identity, item: MemoryItem) -> Op[MemoryItem | None]:
     """``item`` as it is now, locked for this transaction; None unless still active."""
-    from ..ops import row_to_item
-
-    filt, params = queries.item_filter(identity, statuses=(Status.ACTIVE,))
-    q, p = queries.select_item_by_id((filt, params), item.id)
-    row = yield Sql(q + sql.SQL(" FOR UPDATE OF m"), p, fetch="one")
+    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=(Status.ACTIVE,)), item.id, lock=True)
+    row = yield Sql(q, p, fetch="one")
     return None if row is None else row_to_item(row)
 
 
@@ -255,8 +250,6 @@ def _apply(
     update_vector: Sequence[float] | None, note: str,
 ) -> Op[Outcome]:
     """Apply one decision under the scope's lock, re-checking it against the rows as they are now."""
-    from ..ops import row_to_item
-
     yield Sql(*queries.lock_scope(proposal.scope, identity.scope_id(proposal.scope), identity.user_id),
               fetch="none")
     decision, reason = verdict.decision, note + verdict.reason
@@ -300,13 +293,10 @@ def _apply(
     elif target is not None:  # NONE: known already; it was just confirmed
         q, p = queries.refresh_duplicate(target.id)
         memory = row_to_item((yield Sql(q, p, fetch="one")))
-    yield Sql(
-        "INSERT INTO memory_decisions (run_id, user_id, scope, scope_id, proposal, memory_type, decision, decided_by,"
-        " target_id, result_id, similarity, reason) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (run_id, identity.user_id, proposal.scope.value, identity.scope_id(proposal.scope), proposal.content,
-         proposal.memory_type.value, decision.value, method.value, target.id if target is not None else None,
-         memory.id if memory is not None else None, verdict.similarity, reason), fetch="none",
-    )
+    yield Sql(*queries.insert_decision(
+        run_id, identity.user_id, proposal.scope.value, identity.scope_id(proposal.scope), proposal.content,
+        proposal.memory_type.value, decision.value, method.value, target.id if target is not None else None,
+        memory.id if memory is not None else None, verdict.similarity, reason), fetch="none")
     return Outcome(proposal, decision, method, memory, replaced, None, reason, verdict.similarity)
 
 
@@ -315,12 +305,9 @@ def _record_rejection(identity: Identity, run_id: int, proposal: Proposal, rejec
     # any other rejected text is kept with secrets withheld (a text far too long is not scanned
     # by the gate, so it is redacted here before it is cut)
     text = "[withheld]" if rejection.reason is RejectionReason.SENSITIVE else redact(proposal.content)[:2000]
-    return Sql(
-        "INSERT INTO memory_decisions (run_id, user_id, scope, scope_id, proposal, memory_type, decision, decided_by,"
-        " reason) VALUES (%s, %s, %s, %s, %s, %s, 'rejected', 'gate', %s)",
-        (run_id, identity.user_id, proposal.scope.value, identity.scope_id(proposal.scope) or identity.user_id,
-         text, proposal.memory_type.value, redact(rejection.message)), fetch="none",
-    )
+    return Sql(*queries.insert_rejection(
+        run_id, identity.user_id, proposal.scope.value, identity.scope_id(proposal.scope) or identity.user_id,
+        text, proposal.memory_type.value, redact(rejection.message)), fetch="none")
 
 
 def _consolidate(
@@ -342,8 +329,6 @@ def _consolidate(
         else:
             gated.append((i, proposal, note))
     if gated:
-        from ..ops import row_to_item
-
         vectors = yield Embed(tuple(p.content for _, p, _ in gated))
         candidates: list[list[tuple[MemoryItem, float]]] = []
         for (_, proposal, _), vector in zip(gated, vectors):
@@ -404,10 +389,9 @@ def _close_failed_run(run_id: int, exc: Exception) -> Op[None]:
     error = redact(f"{type(exc).__name__}: {exc}")[:1000]
     logger.warning("memory extraction run %s failed: %s", run_id, error)
     try:
-        yield Sql("ROLLBACK", fetch="none")  # the open transaction's half-applied decisions go
+        yield Sql(*queries.rollback(), fetch="none")  # the open transaction's half-applied decisions go
         yield Commit()
-        yield Sql("UPDATE memory_extraction_runs SET status = 'failed', error = %s, finished_at = now() WHERE id = %s",
-                  (error, run_id), fetch="none")
+        yield Sql(*queries.fail_extraction_run(run_id, error), fetch="none")
         yield Commit()
     except Exception as again:  # noqa: BLE001 - keep the first error
         logger.warning("could not mark extraction run %s failed: %s", run_id, again)
@@ -433,8 +417,6 @@ def extract_memories(
         return ExtractionReport("waiting" if new_user_turns else "nothing_new", extractor,
                                 resource_id=conversation.id, profiles_rebuilt=tuple(rebuilt))
 
-    from ..ops import extraction_budget
-
     ruled: list[Proposal] = []
     if model is None:
         ruled = yield from _propose(None, fresh)
@@ -443,23 +425,15 @@ def extract_memories(
             yield Commit()
             rebuilt = yield from refresh_profiles(identity, model=profile_model)
             return ExtractionReport("done", extractor, resource_id=conversation.id, profiles_rebuilt=tuple(rebuilt))
-    yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))",
-              (f"extraction:{identity.user_id}:{identity.session_id}",), fetch="none")
-    left = yield from extraction_budget(config, identity)
-    if not left:
+    run = queries.start_extraction_run(identity.user_id, identity.session_id, identity.project_id, conversation.id,
+                                       extractor)
+    taken = yield from ops.take_extraction_run(config, identity, run, then="its new messages wait")
+    if isinstance(taken, Rejection):
         yield Commit()
         rebuilt = yield from refresh_profiles(identity, model=profile_model)
-        return ExtractionReport(
-            "rate_limited", extractor, resource_id=conversation.id, runs_left=0, profiles_rebuilt=tuple(rebuilt),
-            error=f"session {identity.session_id!r} already had {config.max_extractions} extraction runs in the "
-                  f"last {config.extraction_window_hours:g} h (MEMORY_MAX_EXTRACTIONS); its new messages wait",
-        )
-    run = yield Sql(
-        "INSERT INTO memory_extraction_runs (user_id, session_id, project_id, resource_id, extractor, status)"
-        " VALUES (%s, %s, %s, %s, %s, 'running') RETURNING id",
-        (identity.user_id, identity.session_id, identity.project_id, conversation.id, extractor), fetch="one",
-    )
-    run_id = int(run["id"])
+        return ExtractionReport("rate_limited", extractor, resource_id=conversation.id, runs_left=0,
+                                profiles_rebuilt=tuple(rebuilt), error=taken.message)
+    run_id, left = taken
     yield Commit()
 
     try:
@@ -467,21 +441,19 @@ def extract_memories(
     except Exception as exc:  # noqa: BLE001 - the model failed: record it, keep the messages for the next run
         error = redact(f"{type(exc).__name__}: {exc}")[:1000]  # an error may quote the conversation
         logger.warning("memory extraction failed for session %r: %s", identity.session_id, error)
-        yield Sql("UPDATE memory_extraction_runs SET status = 'failed', error = %s, finished_at = now() WHERE id = %s",
-                  (error, run_id), fetch="none")
+        yield Sql(*queries.fail_extraction_run(run_id, error), fetch="none")
         return ExtractionReport("failed", extractor, run_id=run_id, resource_id=conversation.id,
-                                runs_left=left - 1, error=error)
+                                runs_left=left, error=error)
 
     try:
         outcomes = yield from _consolidate(config, identity, proposals, model, run_id=run_id,
                                            source_id=str(conversation.id))
         yield from _mark_read(conversation.id, fresh)
-        yield Sql("UPDATE memory_extraction_runs SET status = 'done', counts = %s, finished_at = now() WHERE id = %s",
-                  (Jsonb(_counts(outcomes)), run_id), fetch="none")
+        yield Sql(*queries.close_extraction_run(run_id, _counts(outcomes)), fetch="none")
         yield Commit()
     except Exception as exc:
         yield from _close_failed_run(run_id, exc)
         raise
     rebuilt = yield from refresh_profiles(identity, model=profile_model)
-    return ExtractionReport("done", extractor, tuple(outcomes), run_id, conversation.id, left - 1,
+    return ExtractionReport("done", extractor, tuple(outcomes), run_id, conversation.id, left,
                             profiles_rebuilt=tuple(rebuilt))

@@ -30,13 +30,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from psycopg import sql
-from psycopg.types.json import Jsonb
-
 from .. import access, queries
 from ..db.requests import Commit, Llm, Op, Sql
 from ..errors import InvalidInputError
 from ..models import Identity, MemoryItem, Scope
+from ..queries.rows import row_to_item
 from ..validation import shown
 from . import render, rules, schemas
 from .fields import check_profile_fields, empty_fields, fields_of, merge_fields
@@ -47,7 +45,6 @@ __all__ = ["AgentProfiles", "Profile", "get_profile", "get_profiles", "refresh_p
 logger = logging.getLogger(__name__)
 
 Kind = Literal["user", "project"]
-_SELECT = "SELECT kind, subject_id, fields, manual, dirty, built_by, built_at, edited_at FROM memory_profiles"
 _MAX_INPUT_ITEMS = 200  # the newest items a build reads; a profile is a summary, not an archive
 
 
@@ -80,7 +77,7 @@ def _rendered(kind: Kind, fields_json: str, budget_chars: int | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class AgentProfiles:
-    """What :meth:`~agent_memory.MemoryService.get_profile_for_agent` returns: both profiles
+    """What :meth:`~agent_memory.handles.MemoryHandle.profiles` returns: both profiles
     (``project`` is None without a project) and their rendered sections."""
 
     user: Profile
@@ -114,39 +111,23 @@ def _profile(kind: Kind, subject: str, row: Mapping[str, Any] | None) -> Profile
 
 
 def _read(kind: Kind, subject: str, *, lock: bool = False) -> Sql:
-    return Sql(
-        _SELECT + " WHERE kind = %s AND subject_id = %s" + (" FOR UPDATE" if lock else ""),
-        (kind, subject), fetch="one",
-    )
+    return Sql(*queries.select_profile(kind, subject, lock=lock), fetch="one")
 
 
 def _inputs(kind: Kind, subject: str) -> Sql:
     """The active items a profile is built from, newest first."""
-    cols = sql.SQL(", ").join(sql.SQL("m.") + sql.Identifier(c) for c in queries.ITEM_COLUMNS)
-    private = sql.SQL(" AND m.visibility <> 'owner_only'") if kind == "project" else sql.SQL("")
-    return Sql(
-        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.scope = %s AND m.scope_id = %s AND m.status = 'active'"
-                "{private} ORDER BY m.valid_from DESC, m.id LIMIT %s").format(cols=cols, private=private),
-        (kind, subject, _MAX_INPUT_ITEMS),
-    )
+    return Sql(*queries.profile_inputs(kind, subject, _MAX_INPUT_ITEMS))
 
 
 def _ensure_row(kind: Kind, subject: str) -> Sql:
-    return Sql("INSERT INTO memory_profiles (kind, subject_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-               (kind, subject), fetch="none")
+    return Sql(*queries.ensure_profile(kind, subject), fetch="none")
 
 
 def _write_built(kind: Kind, subject: str, fields: Mapping[str, Any], built_by: str, *, clean: bool) -> Sql:
-    return Sql(
-        "UPDATE memory_profiles SET fields = %s, built_by = %s, built_at = now(), updated_at = now()"
-        + (", dirty = false" if clean else "") + " WHERE kind = %s AND subject_id = %s",
-        (Jsonb(dict(fields)), built_by, kind, subject), fetch="none",
-    )
+    return Sql(*queries.write_built_profile(kind, subject, fields, built_by, clean=clean), fetch="none")
 
 
 def _items(rows: list[dict[str, Any]]) -> list[MemoryItem]:
-    from ..ops import row_to_item
-
     return [row_to_item(r) for r in rows]
 
 
@@ -169,10 +150,7 @@ def _rebuild_with_llm(kind: Kind, subject: str, model: Any) -> Op[bool]:
     """Rebuild one stale profile with ``model``; falls back to the rules if the model fails."""
     yield _ensure_row(kind, subject)
     # stale, or built by the rules in the meantime (a reader without the model rebuilt it)
-    claimed = yield Sql(
-        "UPDATE memory_profiles SET dirty = false WHERE kind = %s AND subject_id = %s"
-        " AND (dirty OR built_by IS DISTINCT FROM 'llm') RETURNING fields", (kind, subject), fetch="one",
-    )
+    claimed = yield Sql(*queries.claim_profile(kind, subject), fetch="one")
     if claimed is None:
         return False
     items = _items((yield _inputs(kind, subject)))
@@ -201,8 +179,7 @@ def refresh_profiles(identity: Identity, *, model: Any = None, kinds: tuple[Kind
     for kind, subject in _subjects(identity, kinds):
         if force:
             yield _ensure_row(kind, subject)
-            yield Sql("UPDATE memory_profiles SET dirty = true WHERE kind = %s AND subject_id = %s",
-                      (kind, subject), fetch="none")
+            yield Sql(*queries.mark_profile_dirty(kind, subject), fetch="none")
             yield Commit()
         done = yield from (_rebuild_with_llm(kind, subject, model) if model is not None
                            else _rebuild_with_rules(kind, subject))
@@ -221,12 +198,7 @@ def get_profiles(identity: Identity) -> Op[AgentProfiles]:
     the profile over again.
     """
     # one round trip: both profiles, and whether the caller is a member of the project at all
-    found = yield Sql(
-        "SELECT pr.kind, pr.subject_id, pr.fields, pr.manual, pr.dirty, pr.built_by, pr.built_at, pr.edited_at,"
-        " a.member FROM (SELECT " + queries.member_of("'project'", "%(p)s", "%(u)s") + " AS member) a LEFT JOIN memory_profiles pr ON (pr.kind = 'user' AND pr.subject_id ="
-        " %(u)s) OR (pr.kind = 'project' AND pr.subject_id = %(p)s AND a.member)",
-        {"u": identity.user_id, "p": identity.project_id},
-    )
+    found = yield Sql(*queries.select_agent_profiles(identity.user_id, identity.project_id))
     member = bool(found[0]["member"])
     subjects = _subjects(identity, ("user", "project") if member else ("user",))
     rows: dict[str, Any] = {kind: None for kind, _ in subjects} | {r["kind"]: r for r in found if r["kind"]}
@@ -270,10 +242,7 @@ def update_profile(identity: Identity, kind: Any, values: Any) -> Op[Profile]:
         raise InvalidInputError("fields", f"must be a non-empty dict of profile fields ({', '.join(fields_of(kind))})")
     cleaned = check_profile_fields(kind, values)
     yield _ensure_row(kind, subject)
-    yield Sql(
-        "UPDATE memory_profiles SET manual = manual || %s, edited_by = %s, edited_at = now(), updated_at = now()"
-        " WHERE kind = %s AND subject_id = %s", (Jsonb(cleaned), identity.user_id, kind, subject), fetch="none",
-    )
+    yield Sql(*queries.set_manual_fields(kind, subject, cleaned, identity.user_id), fetch="none")
     return _profile(kind, subject, (yield _read(kind, subject)))
 
 
@@ -285,9 +254,5 @@ def reset_profile_fields(identity: Identity, kind: Any, names: Any = None) -> Op
         names = known
     elif isinstance(names, str) or not all(n in known for n in names):
         raise InvalidInputError("names", f"must be a list of profile fields ({', '.join(known)}), got {shown(names)}")
-    yield Sql(
-        "UPDATE memory_profiles SET manual = manual - %s::text[], edited_by = %s, edited_at = now(),"
-        " updated_at = now() WHERE kind = %s AND subject_id = %s",
-        (list(names), identity.user_id, kind, subject), fetch="none",
-    )
+    yield Sql(*queries.reset_manual_fields(kind, subject, names, identity.user_id), fetch="none")
     return _profile(kind, subject, (yield _read(kind, subject)))

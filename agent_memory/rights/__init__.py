@@ -2,8 +2,11 @@
 
 - :mod:`.format`: the export format (sections, columns, the checks an import makes) and the
   reports the ops answer.
-- :mod:`.transfer`: :func:`export_data` and :func:`import_data`, with their SQL.
-- :mod:`.erase`: :func:`forget_user` and :func:`delete_scope`, with theirs.
+- :mod:`.transfer`: :func:`export_data` and :func:`import_data`.
+- :mod:`.erase`: :func:`forget_user` and :func:`delete_scope`.
+
+Their SQL is built in :mod:`agent_memory.queries` (``transfer``, ``erase``), over the tables of
+:data:`agent_memory.queries.USER_DATA_TABLES`.
 """
 
 from .erase import delete_scope, forget_user

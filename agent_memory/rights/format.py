@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -21,6 +21,8 @@ from ..config import MemoryConfig
 from ..errors import InvalidInputError
 from ..gate import check_content, normalize_content
 from ..models import ROLES, MemoryType, Rejection, RejectionReason, ResourceKind, Scope, Source, Status, Visibility
+from ..queries.tables import table_of
+from ..reports import DeleteReport, ForgetReport, ImportReport
 from ..validation import MAX_ID_LENGTH, check_as_of, check_confidence, check_text
 from ..withheld import redact, secret_in_json
 
@@ -44,44 +46,6 @@ FORGOTTEN_USER = "[forgotten user]"
 SECTIONS = ("scopes", "members", "shares", "memories", "history", "resources", "profiles")
 _INFO_KEYS = ("format", "version", "exported_at", "user_id", "what")
 _SHOWN = ("memories", "history", "resources", "profiles", "scopes", "members", "shares")  # the file's order
-
-
-@dataclass(frozen=True, slots=True)
-class ImportReport:
-    """Rows written, rows skipped (already in the database) and rows rejected, per section of
-    the export. ``rejected[section]`` lists ``(position in the section, Rejection)``: a memory
-    the gate refuses (a secret, too long, low confidence), any row with a secret in a value
-    that can't be redacted (ids, metadata, profile fields), and the rows that belong to a
-    rejected one (a refused memory's history). Secrets in a resource's text are withheld in
-    place instead, and the resource imported."""
-
-    inserted: dict[str, int]
-    skipped: dict[str, int]
-    rejected: dict[str, list[tuple[int, Rejection]]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ForgetReport:
-    """What forgetting ``user_id`` did. ``removed``: rows deleted, per kind (memories, history,
-    resources, ..., and the episodic tables). ``ownerless``: ``(kind, scope_id)`` of the scopes
-    that lost their last owner / lead / admin with the user; an operator should give them one.
-    ``changed``: others' rows that named the user, by ``table.column``, now naming nobody."""
-
-    user_id: str
-    removed: dict[str, int]
-    ownerless: list[tuple[str, str]]
-    changed: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteReport:
-    """What deleting a project, team or org removed (all zeros when it did not exist), and
-    rows outside it that pointed into it (``changed``, by ``table.column``)."""
-
-    scope: str
-    scope_id: str
-    removed: dict[str, int]
-    changed: dict[str, int] = field(default_factory=dict)
 
 
 # --- the columns of each section, and the checks on what an import reads ---------------------
@@ -168,7 +132,7 @@ class _Col:
 
 @dataclass(frozen=True, slots=True)
 class _Section:
-    table: str
+    table: str  # the table, as :data:`agent_memory.queries.USER_DATA_TABLES` names it for the section
     columns: tuple[_Col, ...]
     key: tuple[str, ...]  # unique within the section (the table's primary key)
     order: str  # ORDER BY of the export
@@ -182,21 +146,21 @@ _SHARED = tuple(s.value for s in (Scope.PROJECT, Scope.TEAM, Scope.ORG))
 _OWN_SCOPES = ("user", "project", "session")  # where a resource or a profile lives
 
 _SECTIONS: dict[str, _Section] = {
-    "scopes": _Section("memory_scopes", (
+    "scopes": _Section(table_of("scopes"), (
         _Col("kind", "text", _one_of(_SHARED)), _Col("scope_id", "text", _name),
         _Col("created_by", "text", _name), _Col("created_at", "timestamptz", _time),
         _Col("settings", "jsonb", _object),
     ), ("kind", "scope_id"), "kind, scope_id"),
-    "members": _Section("memory_members", (
+    "members": _Section(table_of("members"), (
         _Col("kind", "text", _one_of(_SHARED)), _Col("scope_id", "text", _name), _Col("user_id", "text", _name),
         _Col("role", "text", _text), _Col("added_by", "text", _name, True), _Col("added_at", "timestamptz", _time),
     ), ("kind", "scope_id", "user_id"), "kind, scope_id, user_id"),
-    "shares": _Section("memory_project_shares", (
+    "shares": _Section(table_of("shares"), (
         _Col("project_id", "text", _name), _Col("grantee_kind", "text", _one_of(("user", "team", "org"))),
         _Col("grantee_id", "text", _name), _Col("shared_by", "text", _name, True),
         _Col("shared_at", "timestamptz", _time),
     ), ("project_id", "grantee_kind", "grantee_id"), "project_id, grantee_kind, grantee_id"),
-    "memories": _Section("memory_items", (
+    "memories": _Section(table_of("memories"), (
         _Col("id", "uuid", _uuid), _Col("content", "text", _text),
         _Col("memory_type", "text", _one_of(MemoryType.values())), _Col("scope", "text", _one_of(Scope.values())),
         _Col("scope_id", "text", _name), _Col("user_id", "text", _name), _Col("project_id", "text", _name, True),
@@ -209,7 +173,7 @@ _SECTIONS: dict[str, _Section] = {
         _Col("valid_to", "timestamptz", _time, True), _Col("superseded_by", "uuid", _uuid, True),
         _Col("version", "integer", _whole(1)),
     ), ("id",), "created_at, id"),
-    "history": _Section("memory_item_history", (
+    "history": _Section(table_of("history"), (
         _Col("memory_id", "uuid", _uuid), _Col("version", "integer", _whole(1)), _Col("content", "text", _text),
         _Col("memory_type", "text", _one_of(MemoryType.values())), _Col("confidence", "double precision", _unit),
         _Col("metadata", "jsonb", _object), _Col("recorded_at", "timestamptz", _time),
@@ -217,7 +181,7 @@ _SECTIONS: dict[str, _Section] = {
         _Col("decided_by", "text", _one_of(("llm", "similarity", "user")), True),
         _Col("reason", "text", _text_or_empty, True), _Col("changed_by", "text", _name),
     ), ("memory_id", "version"), "memory_id, version"),
-    "resources": _Section("memory_resources", (
+    "resources": _Section(table_of("resources"), (
         _Col("id", "uuid", _uuid), _Col("kind", "text", _one_of(ResourceKind.values())),
         _Col("user_id", "text", _name), _Col("scope", "text", _one_of(_OWN_SCOPES)),
         _Col("scope_id", "text", _name), _Col("project_id", "text", _name, True),
@@ -226,7 +190,7 @@ _SECTIONS: dict[str, _Section] = {
         _Col("metadata", "jsonb", _object), _Col("cursor", "text", _text_or_empty, True),
         _Col("created_at", "timestamptz", _time), _Col("updated_at", "timestamptz", _time),
     ), ("id",), "created_at, id"),
-    "profiles": _Section("memory_profiles", (
+    "profiles": _Section(table_of("profiles"), (
         _Col("kind", "text", _one_of(("user", "project"))), _Col("subject_id", "text", _name),
         _Col("fields", "jsonb", _object), _Col("manual", "jsonb", _object), _Col("dirty", "boolean", _flag),
         _Col("built_by", "text", _one_of(("llm", "rules")), True), _Col("built_at", "timestamptz", _time, True),

@@ -7,8 +7,9 @@
 - :func:`import_data` puts an export back (ids, timestamps, status, versions and history
   preserved); rows already present are skipped, so importing twice is harmless.
 
-The format itself (sections, columns, checks) lives in :mod:`.format`; here are the SQL, built
-by pure functions, and the two ops. Every op validates its input before its first query.
+The format itself (sections, columns, checks) lives in :mod:`.format`, the SQL in
+:mod:`agent_memory.queries.transfer`; here are the two ops. Every op validates its input
+before its first query.
 """
 
 from __future__ import annotations
@@ -17,14 +18,11 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from psycopg import sql
-from psycopg.types.json import Jsonb
-
+from .. import queries
 from ..config import MemoryConfig
 from ..db.requests import Commit, Embed, Op, Sql
 from ..errors import InvalidInputError
 from ..models import Identity
-from ..queries import granted_to, member_of, shared_with, vector_literal
 from ..validation import shown
 from .format import (
     _SECTIONS,
@@ -41,77 +39,17 @@ from .format import (
 __all__ = ["export_data", "export_queries", "import_data"]
 
 What = Literal["visible", "owned"]
-Query = tuple[sql.Composable, dict[str, Any]]
 
 
-# --- export: SQL (pure) -----------------------------------------------------------------------
+# --- export ----------------------------------------------------------------------------------
 
 
-def _member(kind: str, scope_id: str) -> str:
-    """The user ``%(u)s`` is a member of the scope ``(kind, scope_id)`` (SQL expressions)."""
-    return member_of(kind, scope_id, "%(u)s")
-
-
-#: the share ``ps`` is granted to the user, or to a team or org the user is a member of
-_SHARED_WITH_USER = granted_to("%(u)s")
-
-#: ``m`` rows the user may read, in all their sessions, projects, teams and orgs: the rule of
-#: :func:`agent_memory.queries.visible_filter`, over every membership instead of the current ids
-_READABLE_ITEMS = (
-    "((m.scope = 'user' AND m.scope_id = %(u)s)"
-    " OR (m.scope = 'session' AND m.user_id = %(u)s)"
-    " OR (m.scope IN ('project', 'team', 'org') AND " + _member("m.scope", "m.scope_id")
-    + " AND (m.visibility <> 'owner_only' OR m.user_id = %(u)s))"
-    " OR (m.scope = 'project' AND m.visibility = 'public' AND " + shared_with("m.scope_id", "%(u)s") + "))"
-)
-
-_WHERE: dict[str, dict[str, str]] = {
-    "visible": {
-        "memories": _READABLE_ITEMS,
-        "resources": "((x.scope IN ('user', 'session') AND x.user_id = %(u)s) OR (x.scope = 'project' AND "
-                     + _member("'project'", "x.scope_id") + "))",
-        "profiles": "((x.kind = 'user' AND x.subject_id = %(u)s) OR (x.kind = 'project' AND "
-                    + _member("'project'", "x.subject_id") + "))",
-        "scopes": "(" + _member("x.kind", "x.scope_id") + " OR (x.kind = 'project' AND "
-                  + shared_with("x.scope_id", "%(u)s") + "))",
-        "shares": _SHARED_WITH_USER,
-    },
-    "owned": {
-        "memories": "m.user_id = %(u)s",
-        "resources": "x.user_id = %(u)s",
-        "profiles": "(x.kind = 'user' AND x.subject_id = %(u)s)",
-        "scopes": "(" + _member("x.kind", "x.scope_id") + " OR (x.kind = 'project' AND EXISTS (SELECT 1 FROM"
-                  " memory_project_shares ps WHERE ps.project_id = x.scope_id AND ps.grantee_kind = 'user'"
-                  " AND ps.grantee_id = %(u)s)))",
-        "shares": "(ps.grantee_kind = 'user' AND ps.grantee_id = %(u)s)",
-    },
-}
-
-
-def _select(section: str, alias: str, where: str, params: dict[str, Any]) -> Query:
-    spec = _SECTIONS[section]
-    return (
-        sql.SQL("SELECT {cols} FROM {table} {alias} WHERE {where} ORDER BY {order}").format(
-            cols=sql.SQL(", ").join(sql.SQL(alias + ".") + sql.Identifier(c) for c in spec.names),
-            table=sql.Identifier(spec.table), alias=sql.SQL(alias), where=sql.SQL(where),
-            order=sql.SQL(", ").join(sql.SQL(f"{alias}.{c.strip()}") for c in spec.order.split(","))),
-        params,
-    )
-
-
-def export_queries(user_id: str, what: What) -> dict[str, Query]:
+def export_queries(user_id: str, what: What) -> dict[str, queries.Query]:
     """The statement that reads each section for ``user_id`` (``history`` reads the exported
     memories' rows: its params take ``ids``)."""
-    where, p = _WHERE[what], {"u": user_id}
-    return {
-        "scopes": _select("scopes", "x", where["scopes"], p),
-        "members": _select("members", "mm", "mm.user_id = %(u)s", p),
-        "shares": _select("shares", "ps", where["shares"], p),
-        "memories": _select("memories", "m", where["memories"], p),
-        "history": _select("history", "h", "h.memory_id = ANY(%(ids)s::uuid[])", {"ids": []}),
-        "resources": _select("resources", "x", where["resources"], p),
-        "profiles": _select("profiles", "x", where["profiles"], p),
-    }
+    return {section: queries.export_section(section, what, user_id, table=_SECTIONS[section].table,
+                                            columns=_SECTIONS[section].names, order=_SECTIONS[section].order)
+            for section in SECTIONS}
 
 
 def _check_what(what: Any) -> What:
@@ -119,9 +57,6 @@ def _check_what(what: Any) -> What:
         raise InvalidInputError("what", f"must be 'visible' (everything the user may read) or 'owned' (everything "
                                         f"the user created), got {shown(what)}")
     return what
-
-
-# --- export: op -------------------------------------------------------------------------------
 
 
 def export_data(identity: Identity, what: Any = "visible") -> Op[dict[str, Any]]:
@@ -149,31 +84,11 @@ def export_data(identity: Identity, what: Any = "visible") -> Op[dict[str, Any]]
             "what": what, **{s: rows[s] for s in _SHOWN}}
 
 
-# --- import: SQL (pure) and op ----------------------------------------------------------------
+# --- import ----------------------------------------------------------------------------------
 
 
-def _insert(section: str, *, vectors: bool = False, returning: str | None = None) -> sql.Composable:
-    """Insert the rows of one section, passed as one JSON array; rows already there are skipped."""
-    spec = _SECTIONS[section]
-    names = list(spec.names) + (["embedding"] if vectors else [])
-    defs = [sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.type)) for c in spec.columns]
-    values = [sql.SQL("r.") + sql.Identifier(c) for c in spec.names]
-    if vectors:
-        defs.append(sql.SQL("embedding text"))
-        values.append(sql.SQL("r.embedding::vector"))
-    return sql.SQL(
-        "INSERT INTO {table} ({cols}) SELECT {values} FROM jsonb_to_recordset(%s) AS r({defs})"
-        " ON CONFLICT DO NOTHING{returning}"
-    ).format(table=sql.Identifier(spec.table), cols=sql.SQL(", ").join(sql.Identifier(c) for c in names),
-             values=sql.SQL(", ").join(values), defs=sql.SQL(", ").join(defs),
-             returning=sql.SQL("") if returning is None else sql.SQL(" RETURNING ") + sql.Identifier(returning))
-
-
-#: point imported memories at what replaced them, where that memory exists
-_LINK_SUPERSEDED = (
-    "UPDATE memory_items m SET superseded_by = l.target FROM jsonb_to_recordset(%s) AS l(id uuid, target uuid)"
-    " WHERE m.id = l.id AND EXISTS (SELECT 1 FROM memory_items t WHERE t.id = l.target)"
-)
+def _columns(section: str) -> list[tuple[str, str]]:
+    return [(c.name, c.type) for c in _SECTIONS[section].columns]
 
 
 def import_data(data: Any, config: MemoryConfig | None = None) -> Op[ImportReport]:
@@ -193,7 +108,7 @@ def import_data(data: Any, config: MemoryConfig | None = None) -> Op[ImportRepor
     memories = rows["memories"]
     present: set[str] = set()
     if memories:
-        found = yield Sql("SELECT id FROM memory_items WHERE id = ANY(%s::uuid[])", ([m["id"] for m in memories],))
+        found = yield Sql(*queries.existing_memory_ids([m["id"] for m in memories]))
         present = {str(r["id"]) for r in found}
         yield Commit()  # no connection is held while the model embeds
     new = [m for m in memories if m["id"] not in present]
@@ -203,16 +118,20 @@ def import_data(data: Any, config: MemoryConfig | None = None) -> Op[ImportRepor
     inserted: dict[str, int] = {}
     for section in SECTIONS:
         if section == "memories":
-            payload = [{**m, "superseded_by": None, "embedding": vector_literal(vectors[m["content"]])} for m in new]
-            written = (yield Sql(_insert(section, vectors=True, returning="id"), (Jsonb(payload),))) if new else []
+            payload = [{**m, "superseded_by": None, "embedding": queries.vector_literal(vectors[m["content"]])}
+                       for m in new]
+            table = _SECTIONS[section].table
+            written = (yield Sql(*queries.import_section(table, _columns(section), payload, vectors=True,
+                                                         returning="id"))) if new else []
             ids = {str(r["id"]) for r in written}
             links = [{"id": m["id"], "target": m["superseded_by"]} for m in new
                      if m["id"] in ids and m["superseded_by"] is not None]
             if links:
-                yield Sql(_LINK_SUPERSEDED, (Jsonb(links),), fetch="none")
+                yield Sql(*queries.link_superseded(links), fetch="none")
             inserted[section] = len(ids)
         elif rows[section]:
-            inserted[section] = yield Sql(_insert(section), (Jsonb(rows[section]),), fetch="rowcount")
+            inserted[section] = yield Sql(*queries.import_section(_SECTIONS[section].table, _columns(section),
+                                                                  rows[section]), fetch="rowcount")
         else:
             inserted[section] = 0
     return ImportReport({s: inserted[s] for s in _SHOWN}, {s: len(rows[s]) - inserted[s] for s in _SHOWN},

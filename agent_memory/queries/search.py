@@ -1,179 +1,46 @@
-"""SQL for memory items, built by pure functions: ``(query, params)`` and no I/O.
-
-The one rule every read here follows: rows are filtered by the caller's
-identity through :func:`visible_filter` before anything else, so no read path
-can forget tenancy. Values always travel as parameters.
+"""The search statements: candidates for ranking, and the exact nearest neighbours a write or a
+conflict check needs. All of them read through :mod:`.visibility`; the indexed ones read the
+search indexes of migration ``0010_search_at_scale`` one range per level the caller can read.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from psycopg import sql
 
-from .models import Identity, MemoryType, Scope, Status
+from ..models import Identity, MemoryType, Scope
+from .items import item_columns, vector_literal
+from .types import Query
+from .visibility import item_filter, visible_parts
 
 __all__ = [
-    "COPY_TYPES",
     "GENERIC_PLANS",
     "HALF_ERROR",
-    "ITEM_COLUMNS",
     "cross_level_neighbours",
     "find_duplicate",
     "find_duplicates_bulk",
-    "granted_to",
     "indexed_search",
-    "member_of",
-    "scope_key",
-    "shared_with",
+    "search_candidates",
     "similar_items",
-    "vector_literal",
-    "visible_filter",
-    "visible_parts",
 ]
 
-#: columns read back into a MemoryItem (embedding and tsvector stay in the database)
-ITEM_COLUMNS = (
-    "id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
-    "source", "source_id", "confidence", "visibility", "status", "created_at", "updated_at",
-    "last_used_at", "access_count", "metadata", "valid_from", "valid_to", "superseded_by", "version",
-)
-_COLS = sql.SQL(", ").join(sql.SQL("m.") + sql.Identifier(c) for c in ITEM_COLUMNS)
-_RETURNING = sql.SQL(", ").join(sql.Identifier(c) for c in ITEM_COLUMNS)
-
-Query = tuple[sql.Composable, dict[str, Any]]
+_COLS = item_columns()
 
 
-def vector_literal(vector: Sequence[float]) -> str:
-    """pgvector's text form; works for any embedder without registering types on the caller's connections."""
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+#: How far a cosine similarity computed from ``halfvec`` copies (fp16: relative error <= 2**-11
+#: per coordinate, so at most ~0.002 for any pair of vectors) may be from the exact one; the
+#: indexed reads keep every row within this of the cut and re-score them with the full vectors.
+HALF_ERROR = 0.01
 
 
-def member_of(kind: str, scope_id: str, user: str, alias: str = "mm") -> str:
-    """SQL: ``user`` is a member of the project/team/org ``(kind, scope_id)``. The arguments are
-    SQL expressions (a column, a literal or a placeholder), so every read builds its membership
-    test here, whether it names the scope by parameter or by column."""
-    return (f"EXISTS (SELECT 1 FROM memory_members {alias} WHERE {alias}.kind = {kind}"
-            f" AND {alias}.scope_id = {scope_id} AND {alias}.user_id = {user})")
-
-
-def granted_to(user: str, share: str = "ps") -> str:
-    """SQL: the project share row ``share`` is granted to ``user``, or to a team or org of theirs."""
-    return (f"(({share}.grantee_kind = 'user' AND {share}.grantee_id = {user}) OR "
-            + member_of(f"{share}.grantee_kind", f"{share}.grantee_id", user, "gm") + ")")
-
-
-def shared_with(project_id: str, user: str) -> str:
-    """SQL: the project ``project_id`` is shared with ``user`` (directly or through a team/org)."""
-    return (f"EXISTS (SELECT 1 FROM memory_project_shares ps WHERE ps.project_id = {project_id}"
-            f" AND {granted_to(user)})")
-
-
-def scope_key(value: str) -> int:
-    """The 64-bit key an id is indexed under: the first 8 bytes of its md5, as PostgreSQL's
-    ``agent_memory_key`` (migration ``0010_search_at_scale``) computes it."""
-    return int.from_bytes(hashlib.md5(value.encode("utf-8")).digest()[:8], "big", signed=True)
-
-
-def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, keyed: bool = False,
-                  alias: str = "m") -> tuple[dict[Scope, sql.Composable], dict[str, Any]]:
-    """The tenancy rule of :func:`visible_filter` as one condition per level the caller can read,
-    each narrow enough for one index range (a search reads them as ``UNION ALL`` branches).
-
-    With ``keyed`` the conditions name ids by their 64-bit keys (``scope_key``, ``owner_key``), which
-    both search indexes carry in place of the ids: such a branch can be answered from the index
-    alone. A keyed condition admits a superset of the caller's rows only on an md5 collision, and
-    every keyed read is re-checked with the full rule before anything is returned.
-    """
-    scopes = tuple(Scope) if scopes is None else tuple(scopes)
-    m = alias
-    parts: dict[Scope, sql.Composable] = {}
-    params: dict[str, Any] = {"vf_user": identity.user_id}
-    if keyed:
-        params["vk_user"] = scope_key(identity.user_id)
-    mine = f"{m}.owner_key = %(vk_user)s" if keyed else f"{m}.user_id = %(vf_user)s"
-
-    def _is(column: str, name: str, value: str) -> str:
-        if keyed:
-            params[f"vk_{name}"] = scope_key(value)
-            return f"{m}.scope_key = %(vk_{name})s"
-        return f"{m}.scope_id = %(vf_{name})s"
-
-    if Scope.USER in scopes:
-        parts[Scope.USER] = sql.SQL(f"({m}.scope = 'user' AND {_is('scope_id', 'user', identity.user_id)})")
-    if Scope.SESSION in scopes and identity.session_id is not None:
-        params["vf_session"] = identity.session_id
-        parts[Scope.SESSION] = sql.SQL(
-            f"({m}.scope = 'session' AND {_is('scope_id', 'session', identity.session_id)} AND {mine})")
-    if Scope.PROJECT in scopes and identity.project_id is not None:
-        params["vf_project"] = identity.project_id
-        parts[Scope.PROJECT] = sql.SQL(
-            f"({m}.scope = 'project' AND {_is('scope_id', 'project', identity.project_id)} AND ("
-            "(" + member_of("'project'", "%(vf_project)s", "%(vf_user)s")
-            + f" AND ({m}.visibility <> 'owner_only' OR {mine}))"
-            f" OR ({m}.visibility = 'public' AND " + shared_with("%(vf_project)s", "%(vf_user)s") + ")))"
-        )
-    for scope, chosen in ((Scope.TEAM, identity.team_id), (Scope.ORG, identity.org_id)):
-        if scope not in scopes:
-            continue
-        narrow = ""
-        if chosen is not None:
-            params[f"vf_{scope.value}"] = chosen
-            narrow = f" AND mm.scope_id = %(vf_{scope.value})s"
-        members = f"FROM memory_members mm WHERE mm.kind = '{scope.value}' AND mm.user_id = %(vf_user)s{narrow}"
-        # keyed: an array of keys, so the level is index ranges (an IN would join and filter)
-        among = (f"{m}.scope_key = ANY(ARRAY(SELECT agent_memory_key(mm.scope_id) {members}))" if keyed
-                 else f"{m}.scope_id IN (SELECT mm.scope_id {members})")
-        parts[scope] = sql.SQL(
-            f"({m}.scope = '{scope.value}' AND {among} AND ({m}.visibility <> 'owner_only' OR {mine}))"
-        )
-    return parts, params
-
-
-def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) -> Query:
-    """``m`` rows the caller may read; the tenancy rule every read goes through.
-
-    - user memories: their own; session memories: their own, of their current session;
-    - the project's memories if they are a member (all but other members' owner_only ones),
-      or only its public ones if the project is shared with them (or a team/org of theirs);
-    - team and org memories of every team and org they belong to (only ``team_id`` /
-      ``org_id`` when the identity names one), except other members' owner_only ones.
-
-    Membership is read in the same statement, so a read never sees a role older than itself.
-    """
-    parts, params = visible_parts(identity, scopes)
-    if not parts:
-        return sql.SQL("FALSE"), params
-    return sql.SQL("(") + sql.SQL(" OR ").join(parts.values()) + sql.SQL(")"), params
-
-
-def item_filter(
-    identity: Identity,
-    *,
-    scopes: Sequence[Scope] | None = None,
-    types: Sequence[MemoryType] | None = None,
-    statuses: Sequence[Status] | None = (Status.ACTIVE,),
-    as_of: datetime | None = None,
-) -> Query:
-    """:func:`visible_filter` narrowed by type and status; with ``as_of``, only items whose fact
-    held at that time (``valid_from <= as_of < valid_to``)."""
-    where, params = visible_filter(identity, scopes)
-    clauses = [where]
-    if as_of is not None:
-        clauses.append(sql.SQL("m.valid_from <= %(f_as_of)s AND (m.valid_to IS NULL OR m.valid_to > %(f_as_of)s)"))
-        params["f_as_of"] = as_of
-    if types is not None:
-        clauses.append(sql.SQL("m.memory_type = ANY(%(f_types)s)"))
-        params["f_types"] = [t.value for t in types]
-    if statuses is not None:
-        clauses.append(sql.SQL("m.status = ANY(%(f_statuses)s)"))
-        params["f_statuses"] = [s.value for s in statuses]
-    return sql.SQL(" AND ").join(clauses), params
+#: For the rest of the transaction, prepared statements run their generic plan. The indexed
+#: search is shaped so its generic plan is the custom one (index ranges per level, lateral
+#: lexeme lookups); left to choose, PostgreSQL kept planning it afresh, which cost a small
+#: caller more than the search itself (BENCHMARKS.md, "Search at scale").
+GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 def _scope_priority_expr() -> sql.Composable:
@@ -225,6 +92,9 @@ def search_candidates(
         "%(w_vec)s::float8 * (1 - (m.embedding <=> q.v)) + %(w_conf)s::float8 * m.confidence"
         " + %(w_scope)s::float8 * {prio}"
     ).format(prio=_scope_priority_expr())
+    keyword_ctes: sql.Composable
+    keyword_branch: sql.Composable
+    stats_cols: sql.Composable
     if keyword_weight > 0:
         keyword_ctes = sql.SQL(
             """
@@ -293,19 +163,6 @@ def _keyed_union(identity: Identity, scopes: Sequence[Scope] | None, select: str
                 for level, part in parts.items()]
     return sql.SQL(" UNION ALL ").join(branches or [sql.SQL(select).format(
         part=sql.SQL("FALSE"), level=sql.Literal(""), **fragments)]), params
-
-
-#: How far a cosine similarity computed from ``halfvec`` copies (fp16: relative error <= 2**-11
-#: per coordinate, so at most ~0.002 for any pair of vectors) may be from the exact one; the
-#: indexed reads keep every row within this of the cut and re-score them with the full vectors.
-HALF_ERROR = 0.01
-
-
-#: For the rest of the transaction, prepared statements run their generic plan. The indexed
-#: search is shaped so its generic plan is the custom one (index ranges per level, lateral
-#: lexeme lookups); left to choose, PostgreSQL kept planning it afresh, which cost a small
-#: caller more than the search itself (BENCHMARKS.md, "Search at scale").
-GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 def indexed_search(
@@ -434,33 +291,6 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
     return sql.SQL(query.as_string())
 
 
-def select_items(where: Query, *, limit: int, offset: int = 0) -> Query:
-    """Rows in ``where``, most recently updated first."""
-    filt, params = where
-    return (
-        sql.SQL(
-            "SELECT {cols} FROM memory_items m WHERE {filt}"
-            " ORDER BY m.updated_at DESC, m.id LIMIT %(l_limit)s OFFSET %(l_offset)s"
-        ).format(cols=_COLS, filt=filt),
-        dict(params, l_limit=limit, l_offset=offset),
-    )
-
-
-def select_owned(where: Query) -> Query:
-    """Id, scope and scope id of the rows in ``where`` that the caller created."""
-    filt, params = where
-    return (sql.SQL("SELECT m.id, m.scope, m.scope_id FROM memory_items m WHERE {filt} AND m.user_id = %(vf_user)s")
-            .format(filt=filt), params)
-
-
-def select_item_by_id(where: Query, memory_id: Any) -> Query:
-    filt, params = where
-    return (
-        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = %(id)s AND {filt}").format(cols=_COLS, filt=filt),
-        dict(params, id=memory_id),
-    )
-
-
 def similar_items(identity: Identity, scopes: Sequence[Scope] | None, vector: Sequence[float], threshold: float,
                   limit: int) -> Query:
     """The ``limit`` active rows the caller sees in ``scopes`` closest to ``vector`` at cosine
@@ -551,93 +381,3 @@ def find_duplicates_bulk(identity: Identity, scope: Scope, vectors: Sequence[Seq
     ).format(branches=branches, filt=filt)
     return query, dict(params, **check, b_vecs=[vector_literal(v) for v in vectors], b_thr=threshold,
                        b_err=HALF_ERROR)
-
-
-COPY_COLUMNS = ("id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
-                "source", "source_id", "confidence", "visibility", "metadata", "embedding")
-
-
-def insert_item() -> sql.Composable:
-    """One row from a dict keyed by :data:`COPY_COLUMNS`, returned as stored."""
-    values = [sql.Placeholder(c) for c in COPY_COLUMNS]
-    values[-1] = sql.SQL("{}::vector").format(values[-1])
-    return sql.SQL("INSERT INTO memory_items ({cols}) VALUES ({vals}) RETURNING {ret}").format(
-        cols=sql.SQL(", ").join(sql.Identifier(c) for c in COPY_COLUMNS),
-        vals=sql.SQL(", ").join(values), ret=_RETURNING,
-    )
-
-
-#: PostgreSQL types of :data:`COPY_COLUMNS`, for the binary COPY of :func:`copy_items`
-COPY_TYPES = ("uuid", "text", "text", "text", "text", "text", "text", "text", "text", "text", "float8", "text",
-              "jsonb", "vector")
-
-
-def copy_items() -> sql.Composable:
-    """Rows keyed by :data:`COPY_COLUMNS`, in binary (:data:`COPY_TYPES`; the vector as a numpy array)."""
-    return sql.SQL("COPY memory_items ({cols}) FROM STDIN (FORMAT BINARY)").format(
-        cols=sql.SQL(", ").join(sql.Identifier(c) for c in COPY_COLUMNS)
-    )
-
-
-def touch_items(ids: Sequence[Any]) -> Query:
-    """Record use of search hits and read them in full. Usage stats are bookkeeping, so this
-    transaction's commit does not wait for its WAL flush (``synchronous_commit`` off, set in
-    the same round trip)."""
-    return (
-        sql.SQL(
-            "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))"
-            " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1"
-            " FROM async_commit WHERE id = ANY(%(ids)s) RETURNING {ret}"
-        ).format(ret=_RETURNING),
-        {"ids": list(ids)},
-    )
-
-
-def select_items_by_ids(ids: Sequence[Any]) -> Query:
-    """Rows by id, for ids a scoped query already returned."""
-    return (
-        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = ANY(%(ids)s)").format(cols=_COLS),
-        {"ids": list(ids)},
-    )
-
-
-def update_status(memory_id: Any, status: Status) -> Query:
-    return (
-        sql.SQL(
-            "UPDATE memory_items SET status = %(status)s, updated_at = now() WHERE id = %(id)s RETURNING {ret}"
-        ).format(ret=_RETURNING),
-        {"id": memory_id, "status": status.value},
-    )
-
-
-def refresh_duplicate(memory_id: Any) -> Query:
-    return (
-        sql.SQL(
-            "UPDATE memory_items SET last_used_at = now() WHERE id = %(id)s RETURNING {ret}"
-        ).format(ret=_RETURNING),
-        {"id": memory_id},
-    )
-
-
-def stats(where: Query) -> Query:
-    filt, params = where
-    return (
-        sql.SQL(
-            "SELECT m.memory_type, m.scope, m.status, count(*) AS n, max(m.updated_at) AS last_write,"
-            " sum(pg_column_size(m.*))::bigint AS bytes"
-            " FROM memory_items m WHERE {filt} GROUP BY 1, 2, 3"
-        ).format(filt=filt),
-        params,
-    )
-
-
-def scope_lock_key(scope: Scope, scope_id: str | None, user_id: str) -> str:
-    """Writes into one scope take this advisory lock, so concurrent saves of one fact dedupe.
-    JSON keeps the key unambiguous whatever characters the ids hold."""
-    parts = [scope.value, scope_id] + ([user_id] if scope is Scope.SESSION else [])
-    return "agent_memory:" + json.dumps(parts)
-
-
-def lock_scope(scope: Scope, scope_id: str | None, user_id: str) -> tuple[str, tuple[str]]:
-    """``(sql, params)`` taking :func:`scope_lock_key`'s lock until the transaction ends."""
-    return "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (scope_lock_key(scope, scope_id, user_id),)

@@ -1,0 +1,403 @@
+"""What a caller can ask of memory, written once as operations.
+
+Every public method here is a generator function that returns an :data:`~agent_memory.db.requests.Op`:
+it validates its arguments when it starts, then yields SQL, embedding and model
+requests. Nothing in this module does I/O, so the same source serves three doors:
+
+- :class:`~agent_memory.handles.MemoryHandle` runs each operation with a blocking
+  pool, :class:`~agent_memory.handles.AsyncMemoryHandle` awaits it on an asyncio
+  pool (both generated from this module by ``tests/codegen_handles.py``, so their
+  signatures, return types and docstrings are this module's, and a test fails
+  when the generated file is stale);
+- the middleware and the tools build the same operations and run them sync or async
+  (:class:`~agent_memory.middleware.backend.MemoryBackend`), with typed results;
+- tests can drive an operation with scripted answers and no database.
+
+:class:`PrincipalOps` is one principal's memory (identity fixed when it is made: it is
+never an argument, so a model or a client cannot choose it); :class:`AdminOps` is what
+is not one principal's (projects, teams and orgs, moving and erasing a user's data).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from . import access, ops, resources, rights
+from .config import MemoryConfig
+from .db.requests import Op
+from .errors import InvalidInputError
+from .extraction.pipeline import ExtractionReport, extract_memories
+from .models import (
+    Conflict,
+    Identity,
+    Membership,
+    MemoryItem,
+    MemoryStats,
+    MemoryVersion,
+    NewMemory,
+    Rejection,
+    Resource,
+    Scope,
+    SearchResult,
+)
+from .ops import DEFAULT_STATUS
+from .profiles import store as profiles
+from .profiles.store import AgentProfiles, Profile
+from .reports import AddManyReport, DeleteReport, ForgetReport, ImportReport
+from .validation import check_bool, check_identity, check_list
+
+__all__ = ["SERVICE_LLM", "AdminOps", "PrincipalOps", "coerce_new_memory"]
+
+#: "the service's own chat model" where a method also accepts a model (``None``: the offline rules)
+SERVICE_LLM: Any = object()
+
+
+def coerce_new_memory(item: Any, index: int) -> NewMemory:
+    """One item of a bulk import (a :class:`NewMemory`, a dict with ``content`` or a string), checked."""
+    if isinstance(item, NewMemory):
+        return ops.make_new_memory(
+            item.content, memory_type=item.memory_type, scope=item.scope, confidence=item.confidence,
+            source=item.source, source_id=item.source_id, visibility=item.visibility, metadata=item.metadata,
+        )
+    if isinstance(item, str):
+        return ops.make_new_memory(item)
+    if isinstance(item, Mapping):
+        fields = dict(item)
+        if "content" not in fields:
+            raise InvalidInputError(f"items[{index}]", "needs a 'content' key")
+        unknown = set(fields) - set(NewMemory.__dataclass_fields__)
+        if unknown:
+            raise InvalidInputError(f"items[{index}]", f"has unknown keys {sorted(unknown)}; allowed: "
+                                                       f"{', '.join(NewMemory.__dataclass_fields__)}")
+        return ops.make_new_memory(fields.pop("content"), **fields)
+    raise InvalidInputError(f"items[{index}]", f"must be a NewMemory, a dict or a string, got {type(item).__name__}")
+
+
+ModelChoice = Callable[[Any], Any]
+
+
+class PrincipalOps:
+    """One principal's memory as operations: the caller is ``identity``, fixed when this is made.
+
+    ``config`` is the service's; ``choose_model`` turns a method's ``llm`` argument
+    (:data:`SERVICE_LLM`, a chat model or ``None``) into the model to use."""
+
+    __slots__ = ("choose_model", "config", "identity")
+
+    def __init__(self, config: MemoryConfig, identity: Identity, choose_model: ModelChoice) -> None:
+        self.config = config
+        self.identity = identity
+        self.choose_model = choose_model
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def add(
+        self, content: str, *, memory_type: str = "fact", scope: str = "user", confidence: float = 1.0,
+        source: str = "user", source_id: str | None = None, visibility: str = "members",
+        metadata: Mapping[str, Any] | None = None, dedupe: bool = True,
+    ) -> Op[MemoryItem | Rejection]:
+        """Save one memory through the gate.
+
+        Returns the stored :class:`MemoryItem`; the *existing* item (with ``deduplicated=True``
+        and a fresh ``last_used_at``) when an active memory in the same scope says the same
+        thing; or a :class:`Rejection` saying why nothing was stored (too short or long, low
+        confidence, a secret). ``scope``: ``"user"`` (follows the user everywhere),
+        ``"session"``, ``"project"``, ``"team"`` or ``"org"`` (the handle's id for that level
+        names where it goes; shared levels need a role that may write). Malformed arguments
+        raise :class:`InvalidInputError`; a role that may not write raises
+        :class:`PermissionDeniedError`.
+        """
+        new = ops.make_new_memory(
+            content, memory_type=memory_type, scope=scope, confidence=confidence, source=source,
+            source_id=source_id, visibility=visibility, metadata=metadata,
+        )
+        return (yield from ops.add_memory(self.config, self.identity, new, dedupe=check_bool("dedupe", dedupe)))
+
+    def add_many(
+        self, items: Iterable[NewMemory | Mapping[str, Any] | str], *, dedupe: bool = False,
+    ) -> Op[AddManyReport]:
+        """Save many memories at once (importers, benchmarks): one batched embedding and one COPY.
+
+        ``items`` are :class:`NewMemory` objects, dicts with ``content`` (and any
+        :class:`NewMemory` field) or strings. Each passes the gate's content checks
+        (rejections are reported by position, the rest are written); ``dedupe`` also skips
+        duplicates of active memories and of earlier items. Malformed items raise
+        :class:`InvalidInputError` before anything is written.
+        """
+        news = [coerce_new_memory(item, i) for i, item in enumerate(check_list("items", items))]
+        return (yield from ops.import_memories(self.config, self.identity, news, dedupe=check_bool("dedupe", dedupe)))
+
+    def edit(
+        self, memory_id: Any, *, content: str | None = None, memory_type: str | None = None,
+        confidence: float | None = None, reason: str | None = None,
+    ) -> Op[MemoryItem | Rejection]:
+        """Revise an active memory in place; its earlier wording stays in :meth:`history`.
+
+        Who may: the creator of a user or session memory; on a shared level, its creator while
+        their role may still write there, and a project's owner or admins, a team's leads and
+        an org's admins for any memory of it. New content passes the gate (a
+        :class:`Rejection` otherwise); :class:`MemoryNotFoundError` when the caller cannot see
+        it, :class:`PermissionDeniedError` when they may see but not edit it."""
+        return (yield from ops.edit_memory(
+            self.config, self.identity, memory_id, content=content, memory_type=memory_type,
+            confidence=confidence, reason=reason))
+
+    def delete(self, memory_id: Any, *, hard: bool = False) -> Op[MemoryItem]:
+        """Archive a memory (it never surfaces again and can be :meth:`restore`\\ d), or with
+        ``hard=True`` delete it for good; returns the item as it was.
+
+        Who may: as for :meth:`edit` (its creator, or whoever manages its level)."""
+        return (yield from ops.delete_memory(self.identity, memory_id, hard=check_bool("hard", hard)))
+
+    def restore(self, memory_id: Any) -> Op[MemoryItem]:
+        """Make an archived memory active again (who may: as for :meth:`edit`)."""
+        return (yield from ops.restore_memory(self.identity, memory_id))
+
+    def purge_archived(self) -> Op[int]:
+        """Permanently delete every archived memory the caller created; returns how many."""
+        return (yield from ops.purge_archived(self.identity))
+
+    # --- learning: resources -> memories -> profiles ----------------------------------------
+
+    def extract(self, messages: Any, *, llm: Any = SERVICE_LLM, min_new_turns: int = 1) -> Op[ExtractionReport]:
+        """Learn from the session's conversation (the handle needs a ``session_id``).
+
+        Proposes memory items from its new messages, passes them through the gate,
+        consolidates each against what is stored (ADD / UPDATE / SUPERSEDE / NONE), then
+        rebuilds the profiles that changed. ``messages`` are LangChain messages,
+        ``{"role", "content"}`` dicts or strings (user turns); pass the whole conversation:
+        the session remembers what it read. At most ``MEMORY_MAX_EXTRACTIONS`` runs per session
+        per window. ``llm``: the service's model by default, another chat model, or ``None``
+        for the offline rules. A model failure never raises: the report says ``failed`` and
+        the messages wait for the next run. ``min_new_turns``: do nothing (status ``waiting``)
+        until that many user turns are new.
+        """
+        model = self.choose_model(llm)
+        return (yield from extract_memories(
+            self.config, self.identity, messages, model=model, profile_model=model, min_new_turns=min_new_turns))
+
+    def record_extraction_run(self) -> Op[int | Rejection]:
+        """Count one automatic extraction run against the session's budget
+        (``MEMORY_MAX_EXTRACTIONS`` per ``MEMORY_EXTRACTION_WINDOW_HOURS``): the runs left, or a
+        ``RATE_LIMITED`` :class:`Rejection`."""
+        return (yield from ops.record_extraction_run(self.config, self.identity))
+
+    def add_resource(
+        self, content: str, *, kind: str = "document", scope: str = "user", title: str | None = None,
+        external_id: str | None = None, metadata: Mapping[str, Any] | None = None,
+    ) -> Op[Resource]:
+        """Record a document (``kind="document"``) or project resource: the raw material memories
+        can cite as their source (``source_id=str(resource.id)``). With ``external_id`` a second
+        call replaces the content of the same resource."""
+        return (yield from resources.add_resource(
+            self.config, self.identity, content, kind=kind, scope=scope, title=title, external_id=external_id,
+            metadata=metadata))
+
+    def get_resource(self, resource_id: Any) -> Op[Resource]:
+        """One resource the caller may read (theirs, or their project's); :class:`MemoryNotFoundError` otherwise."""
+        return (yield from resources.get_resource(self.identity, resource_id))
+
+    def list_resources(self, *, kind: str | None = None, limit: int = 50, offset: int = 0) -> Op[builtins.list[Resource]]:
+        """The caller's resources (conversations of all their sessions, documents) and their project's."""
+        return (yield from resources.list_resources(self.identity, kind=kind, limit=limit, offset=offset))
+
+    def source(self, memory_id: Any) -> Op[Resource | None]:
+        """Where a memory came from: the conversation, document or project resource it was made
+        from, or ``None`` when it was stated directly without a session."""
+        return (yield from resources.source_of(self.identity, memory_id))
+
+    def profiles(self) -> Op[AgentProfiles]:
+        """The user profile and (with a ``project_id``) the project profile, as the agent should
+        see them now; ``.user_text`` / ``.project_text`` are the prompt sections. A profile whose
+        memories changed is rebuilt first, by rules (milliseconds); with a model, the refresh
+        after the agent's run (or :meth:`refresh_profiles`) then rebuilds it with the model."""
+        return (yield from profiles.get_profiles(self.identity))
+
+    def profile(self, kind: str = "user") -> Op[Profile]:
+        """One profile as stored (``kind`` ``"user"`` or ``"project"``), without rebuilding it."""
+        return (yield from profiles.get_profile(self.identity, kind))
+
+    def update_profile(self, fields: Mapping[str, Any], *, kind: str = "user") -> Op[Profile]:
+        """Set profile fields by hand. A field set here wins over what extraction builds, until
+        :meth:`reset_profile_fields`; ``None`` or ``[]`` clears it."""
+        return (yield from profiles.update_profile(self.identity, kind, fields))
+
+    def reset_profile_fields(self, names: Iterable[str] | None = None, *, kind: str = "user") -> Op[Profile]:
+        """Forget hand-set profile values (all, or the fields named) so built values show again."""
+        names = names if names is None or isinstance(names, str) else check_list("names", names)
+        return (yield from profiles.reset_profile_fields(self.identity, kind, names))
+
+    def refresh_profiles(self, *, force: bool = False, llm: Any = SERVICE_LLM) -> Op[builtins.list[str]]:
+        """Rebuild the stale profiles (all with ``force``) with the model, or by rules without
+        one; returns the kinds rebuilt."""
+        model = self.choose_model(llm)
+        return (yield from profiles.refresh_profiles(self.identity, model=model, force=check_bool("force", force)))
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def search(
+        self, query: str, *, k: int = 5, memory_type: Any = None, scope: Any = None, status: Any = DEFAULT_STATUS,
+        min_relevance: float | None = None, as_of: Any = None,
+    ) -> Op[builtins.list[SearchResult]]:
+        """The ``k`` best of the caller's memories for ``query`` across every level they may
+        read (session, user, project, teams, orgs), or those in ``scope``, best first with
+        their scores.
+
+        Filters take one value or a list: ``memory_type``, ``scope``, ``status`` (active only
+        by default; add ``"superseded"`` to see what was replaced). ``min_relevance`` (default
+        ``config.min_relevance``) drops weak matches, so fewer than ``k`` may come back.
+        ``as_of`` (a datetime or ISO-8601 string) searches what held at that time, each memory
+        in the wording it had then. Hits get ``last_used_at``/``access_count`` updated (not
+        for ``as_of``).
+        """
+        return (yield from ops.search_memories(
+            self.config, self.identity, query, k=k, memory_type=memory_type, scope=scope, status=status,
+            min_relevance=min_relevance, as_of=as_of))
+
+    def search_with_conflicts(
+        self, query: str, *, k: int = 5, memory_type: Any = None, scope: Any = None,
+        min_relevance: float | None = None,
+    ) -> Op[tuple[builtins.list[SearchResult], builtins.list[Conflict]]]:
+        """:meth:`search`, plus the conflicts between levels among and around the results:
+        memories of different levels (org, team, user, ...) on the same subject that say
+        different things, each group ordered by precedence (the first applies). This is what
+        the middleware injects, so a team rule and a user preference that disagree are shown
+        together."""
+        return (yield from ops.search_with_conflicts(
+            self.config, self.identity, query, k=k, memory_type=memory_type, scope=scope,
+            min_relevance=min_relevance))
+
+    def get(self, memory_id: Any) -> Op[MemoryItem]:
+        """One memory the caller may see, in any status; :class:`MemoryNotFoundError` otherwise."""
+        return (yield from ops.get_memory(self.identity, memory_id))
+
+    def list(
+        self, *, memory_type: Any = None, scope: Any = None, status: Any = DEFAULT_STATUS, limit: int = 50,
+        offset: int = 0, as_of: Any = None,
+    ) -> Op[builtins.list[MemoryItem]]:
+        """The caller's memories, most recently updated first (``as_of``: those that held then)."""
+        return (yield from ops.list_memories(
+            self.config, self.identity, memory_type=memory_type, scope=scope, status=status, limit=limit,
+            offset=offset, as_of=as_of))
+
+    def history(self, memory_id: Any) -> Op[builtins.list[MemoryVersion]]:
+        """A memory's story, oldest first: its earlier wordings (UPDATEs, edits) and the items it
+        replaced or that replaced it (SUPERSEDE), e.g. "Uses Vim." then "Switched to VS Code."."""
+        return (yield from ops.memory_history(self.identity, memory_id))
+
+    def find_duplicate(self, content: str, *, scope: str = "user") -> Op[MemoryItem | None]:
+        """The active memory in ``scope`` that ``content`` would duplicate (cosine at or above
+        ``config.duplicate_threshold``), if any."""
+        return (yield from ops.check_duplicate(self.config, self.identity, content, scope))
+
+    def stats(self) -> Op[MemoryStats]:
+        """Counts by type, scope and status, last write, extraction budget left and storage
+        size, over what the caller may see."""
+        return (yield from ops.stats(self.config, self.identity))
+
+    def extraction_budget(self) -> Op[int | None]:
+        """Extraction runs left in the session's window (``None`` without a session)."""
+        return (yield from ops.extraction_budget(self.config, self.identity))
+
+
+class AdminOps:
+    """What is not one principal's memory, as operations: projects, teams and orgs and their
+    members, and a user's data as a whole (export, import, forget, delete a scope).
+
+    ``user_id`` names who acts (their role decides what they may do); :meth:`import_data`
+    is an operator's action and takes no identity."""
+
+    __slots__ = ("config",)
+
+    def __init__(self, config: MemoryConfig) -> None:
+        self.config = config
+
+    # --- projects, teams, orgs and their members -------------------------------------------
+
+    def create_project(self, project_id: str, *, user_id: str) -> Op[Membership]:
+        """Create a project with ``user_id`` as its owner (idempotent for its owner). Projects
+        are also created by their first write unless ``auto_create_projects`` is off."""
+        return (yield from access.create_scope(self.config, check_identity(user_id), Scope.PROJECT, project_id))
+
+    def create_team(self, team_id: str, *, user_id: str, write: str | None = None) -> Op[Membership]:
+        """Create a team with ``user_id`` as its lead. ``write``: ``"members"`` (any member may
+        write the team's memory) or ``"leads"``; default ``config.team_write``."""
+        return (yield from access.create_scope(self.config, check_identity(user_id), Scope.TEAM, team_id, write))
+
+    def create_org(self, org_id: str, *, user_id: str) -> Op[Membership]:
+        """Create an organization with ``user_id`` as its admin; only org admins write org memory."""
+        return (yield from access.create_scope(self.config, check_identity(user_id), Scope.ORG, org_id))
+
+    def add_member(self, scope: str, scope_id: str, member: str, role: str, *, user_id: str) -> Op[Membership]:
+        """Give ``member`` a ``role`` in a project (owner, admin, editor, viewer), team (lead,
+        member) or org (admin, member), or change it. Project admins manage editors and viewers;
+        owners, team leads and org admins manage everyone. The last owner/lead/admin stays."""
+        return (yield from access.add_member(check_identity(user_id), scope, scope_id, member, role))
+
+    def remove_member(self, scope: str, scope_id: str, member: str, *, user_id: str) -> Op[bool]:
+        """Take ``member`` out of a project, team or org (or leave it, ``member=user_id``); what
+        they wrote stays theirs. Returns whether they were a member."""
+        return (yield from access.remove_member(check_identity(user_id), scope, scope_id, member))
+
+    def list_members(self, scope: str, scope_id: str, *, user_id: str) -> Op[builtins.list[Membership]]:
+        """The members of a project, team or org you belong to, with their roles."""
+        return (yield from access.list_members(check_identity(user_id), scope, scope_id))
+
+    def memberships(
+        self, *, user_id: str, scope: str | None = None, prefix: str | None = None,
+    ) -> Op[builtins.list[Membership]]:
+        """Your projects, teams and orgs with your role in each; ``prefix`` (``"acme"``) keeps the
+        ids equal to it or below it by whole ``/`` segments (``acme/web``, never ``acme-corp``)."""
+        return (yield from access.memberships(check_identity(user_id), scope, prefix))
+
+    def set_team_write(self, team_id: str, write: str, *, user_id: str) -> Op[str]:
+        """Let every member (``"members"``) or only the leads (``"leads"``) write the team's memory."""
+        return (yield from access.set_team_write(check_identity(user_id), team_id, write))
+
+    def share_project(
+        self, project_id: str, *, user_id: str, with_user: str | None = None, with_team: str | None = None,
+        with_org: str | None = None,
+    ) -> Op[None]:
+        """Let a user, or every member of a team or org, read the project's ``public`` memories."""
+        return (yield from access.share_project(
+            check_identity(user_id), project_id, with_user=with_user, with_team=with_team, with_org=with_org))
+
+    def unshare_project(
+        self, project_id: str, *, user_id: str, with_user: str | None = None, with_team: str | None = None,
+        with_org: str | None = None,
+    ) -> Op[bool]:
+        """Undo :meth:`share_project`; returns whether it was shared."""
+        return (yield from access.unshare_project(
+            check_identity(user_id), project_id, with_user=with_user, with_team=with_team, with_org=with_org))
+
+    # --- data rights: export, import, forget ------------------------------------------------
+
+    def export_data(self, *, user_id: str, what: str = "visible") -> Op[dict[str, Any]]:
+        """The user's memory as plain JSON values (``json.dumps`` it), for a copy they take with
+        them or a move to another database (:meth:`import_data`). ``what="visible"``: everything
+        they may read in all their sessions, projects, teams and orgs, with the memberships and
+        shares that let them read it; ``"owned"``: everything they created. No vectors: the
+        importing side embeds again."""
+        return (yield from rights.export_data(check_identity(user_id), what))
+
+    def import_data(self, data: Mapping[str, Any]) -> Op[ImportReport]:
+        """Write an :meth:`export_data` dict into this database (an operator's action: no user
+        identity), keeping ids, timestamps, status and history; with the same embedding model,
+        searches answer as before. Malformed input raises before anything is written; rows
+        already present are skipped, so importing twice is harmless. Every row passes the gate:
+        refused ones (a secret, a memory too long) are listed in the report's ``rejected``."""
+        return (yield from rights.import_data(data, self.config))
+
+    def forget_user(self, *, user_id: str) -> Op[ForgetReport]:
+        """Erase a user for good (a deletion request): everything they own, episodic memory
+        included, in one transaction; others' memories stay. The report counts what went and
+        names the scopes left ``ownerless``, which an operator should give an owner. Idempotent."""
+        return (yield from rights.forget_user(user_id))
+
+    def delete_scope(self, scope: str, scope_id: str, *, user_id: str) -> Op[DeleteReport]:
+        """Delete a project (by its owner), team (a lead) or org (an admin) with every memory,
+        resource, profile, membership and share in it, when it is finished with. A scope that
+        does not exist answers zeros, so a retry is safe."""
+        return (yield from rights.delete_scope(check_identity(user_id), scope, scope_id))

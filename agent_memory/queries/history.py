@@ -1,0 +1,97 @@
+"""A memory's past: its earlier wordings (``memory_item_history``) and its supersession chain."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from ..models import DecisionMethod, MemoryType
+from .items import item_columns, vector_literal
+from .types import Query, Statement
+
+__all__ = ["earlier_wordings", "revise_item", "supersede_item", "supersession_chain", "wordings_at"]
+
+
+def revise_item(memory_id: UUID, *, content: str, vector: Sequence[float] | None, memory_type: MemoryType,
+                confidence: float, metadata: Mapping[str, Any], change: str, decided_by: DecisionMethod,
+                reason: str | None, changed_by: str) -> list[Query]:
+    """Keep the row's wording in its history, then revise it in place (``version`` + 1; a None
+    ``vector`` keeps the embedding); the second statement answers the new row."""
+    params = {
+        "id": memory_id, "content": content, "memory_type": memory_type.value, "confidence": confidence,
+        "metadata": Jsonb(dict(metadata)), "change": change, "decided_by": decided_by.value, "reason": reason,
+        "changed_by": changed_by, "vec": None if vector is None else vector_literal(vector),
+    }
+    keep = sql.SQL(
+        "INSERT INTO memory_item_history (memory_id, version, content, memory_type, confidence, metadata,"
+        " recorded_at, change, decided_by, reason, changed_by)"
+        " SELECT id, version, content, memory_type, confidence, metadata,"
+        " coalesce((SELECT max(h.replaced_at) FROM memory_item_history h WHERE h.memory_id = m.id), m.created_at),"
+        " %(change)s, %(decided_by)s, %(reason)s, %(changed_by)s FROM memory_items m WHERE m.id = %(id)s"
+    )
+    update = sql.SQL(
+        "UPDATE memory_items SET content = %(content)s, memory_type = %(memory_type)s, confidence = %(confidence)s,"
+        " metadata = %(metadata)s, embedding = coalesce(%(vec)s::vector, embedding), version = version + 1,"
+        " updated_at = now() WHERE id = %(id)s RETURNING {ret}"
+    ).format(ret=item_columns(None))
+    return [(keep, params), (update, params)]
+
+
+def supersede_item(old_id: UUID, new_id: UUID, at: datetime) -> Query:
+    """Mark ``old_id`` superseded by ``new_id`` from ``at`` on, answering the old row."""
+    return (
+        sql.SQL(
+            "UPDATE memory_items SET status = 'superseded', valid_to = %(at)s, superseded_by = %(new)s,"
+            " updated_at = now() WHERE id = %(old)s RETURNING {ret}"
+        ).format(ret=item_columns(None)),
+        {"at": at, "new": new_id, "old": old_id},
+    )
+
+
+def wordings_at(ids: Sequence[UUID], as_of: datetime) -> Statement:
+    """For items revised after ``as_of``, the wording they had at ``as_of``."""
+    return (
+        "SELECT DISTINCT ON (memory_id) memory_id, content, memory_type FROM memory_item_history"
+        " WHERE memory_id = ANY(%(ids)s) AND replaced_at > %(as_of)s AND recorded_at <= %(as_of)s"
+        " ORDER BY memory_id, replaced_at",
+        {"ids": list(ids), "as_of": as_of},
+    )
+
+
+def supersession_chain(where: Query, memory_id: UUID) -> Query:
+    """The rows of ``memory_id``'s supersession chain in ``where``: older items it replaced and
+    newer ones that replaced it (at most 100 steps each way)."""
+    filt, params = where
+    return (
+        sql.SQL(
+            """
+            WITH RECURSIVE back(id, depth) AS (
+                SELECT %(c_id)s::uuid, 0
+                UNION
+                SELECT m.id, b.depth + 1 FROM memory_items m JOIN back b ON m.superseded_by = b.id
+                WHERE b.depth < 100
+            ), fwd(id, next, depth) AS (
+                SELECT m.id, m.superseded_by, 0 FROM memory_items m WHERE m.id = %(c_id)s
+                UNION
+                SELECT m.id, m.superseded_by, f.depth + 1 FROM memory_items m JOIN fwd f ON m.id = f.next
+                WHERE f.depth < 100
+            ), ids AS (SELECT id FROM back UNION SELECT id FROM fwd)
+            SELECT {cols} FROM memory_items m WHERE m.id IN (SELECT id FROM ids) AND {filt}
+            """
+        ).format(cols=item_columns(), filt=filt),
+        dict(params, c_id=memory_id),
+    )
+
+
+def earlier_wordings(ids: Sequence[UUID]) -> Statement:
+    """The kept wordings of ``ids``, by item and version."""
+    return (
+        "SELECT memory_id, version, content, memory_type, recorded_at, replaced_at, change, decided_by, reason"
+        " FROM memory_item_history WHERE memory_id = ANY(%s) ORDER BY memory_id, version",
+        (list(ids),),
+    )

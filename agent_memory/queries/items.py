@@ -1,0 +1,199 @@
+"""Memory items: insert, copy, read, update, lock; and the usage bookkeeping of a search.
+
+Reads take a ``where`` :data:`~.types.Query` from :func:`.visibility.item_filter`, so the
+tenancy rule travels with every statement.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import sql
+
+from ..models import Scope, Status
+from .types import Query, Statement
+
+__all__ = [
+    "COPY_COLUMNS",
+    "COPY_TYPES",
+    "ITEM_COLUMNS",
+    "copy_items",
+    "delete_items",
+    "ids_with_prefix",
+    "insert_item",
+    "item_columns",
+    "lock_scope",
+    "refresh_duplicate",
+    "scope_lock_key",
+    "select_item_by_id",
+    "select_items",
+    "select_items_by_ids",
+    "select_owned",
+    "stats",
+    "touch_items",
+    "update_status",
+    "vector_literal",
+]
+
+#: columns read back into a MemoryItem (embedding and tsvector stay in the database)
+ITEM_COLUMNS = (
+    "id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
+    "source", "source_id", "confidence", "visibility", "status", "created_at", "updated_at",
+    "last_used_at", "access_count", "metadata", "valid_from", "valid_to", "superseded_by", "version",
+)
+
+
+def item_columns(alias: str | None = "m") -> sql.Composable:
+    """:data:`ITEM_COLUMNS` as a select list, each qualified by ``alias`` (None: unqualified, for
+    ``RETURNING``)."""
+    prefix = sql.SQL("") if alias is None else sql.SQL(alias + ".")
+    return sql.SQL(", ").join(prefix + sql.Identifier(c) for c in ITEM_COLUMNS)
+
+
+_COLS = item_columns()
+_RETURNING = item_columns(None)
+
+
+#: the columns a new row is written with (:func:`insert_item`, :func:`copy_items`)
+COPY_COLUMNS = ("id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
+                "source", "source_id", "confidence", "visibility", "metadata", "embedding")
+
+
+#: PostgreSQL types of :data:`COPY_COLUMNS`, for the binary COPY of :func:`copy_items`
+COPY_TYPES = ("uuid", "text", "text", "text", "text", "text", "text", "text", "text", "text", "float8", "text",
+              "jsonb", "vector")
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form; works for any embedder without registering types on the caller's connections."""
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def insert_item() -> sql.Composable:
+    """One row from a dict keyed by :data:`COPY_COLUMNS`, returned as stored."""
+    values: list[sql.Composable] = [sql.Placeholder(c) for c in COPY_COLUMNS]
+    values[-1] = sql.SQL("{}::vector").format(values[-1])
+    return sql.SQL("INSERT INTO memory_items ({cols}) VALUES ({vals}) RETURNING {ret}").format(
+        cols=sql.SQL(", ").join(sql.Identifier(c) for c in COPY_COLUMNS),
+        vals=sql.SQL(", ").join(values), ret=_RETURNING,
+    )
+
+
+def copy_items() -> sql.Composable:
+    """Rows keyed by :data:`COPY_COLUMNS`, in binary (:data:`COPY_TYPES`; the vector as a numpy array)."""
+    return sql.SQL("COPY memory_items ({cols}) FROM STDIN (FORMAT BINARY)").format(
+        cols=sql.SQL(", ").join(sql.Identifier(c) for c in COPY_COLUMNS)
+    )
+
+
+def select_items(where: Query, *, limit: int, offset: int = 0) -> Query:
+    """Rows in ``where``, most recently updated first."""
+    filt, params = where
+    return (
+        sql.SQL(
+            "SELECT {cols} FROM memory_items m WHERE {filt}"
+            " ORDER BY m.updated_at DESC, m.id LIMIT %(l_limit)s OFFSET %(l_offset)s"
+        ).format(cols=_COLS, filt=filt),
+        dict(params, l_limit=limit, l_offset=offset),
+    )
+
+
+def select_owned(where: Query) -> Query:
+    """Id, scope and scope id of the rows in ``where`` that the caller created."""
+    filt, params = where
+    return (sql.SQL("SELECT m.id, m.scope, m.scope_id FROM memory_items m WHERE {filt} AND m.user_id = %(vf_user)s")
+            .format(filt=filt), params)
+
+
+def select_item_by_id(where: Query, memory_id: Any, *, lock: bool = False) -> Query:
+    """The row ``memory_id`` if it is in ``where``; with ``lock``, locked until the transaction ends."""
+    filt, params = where
+    return (
+        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = %(id)s AND {filt}{lock}").format(
+            cols=_COLS, filt=filt, lock=sql.SQL(" FOR UPDATE OF m" if lock else "")),
+        dict(params, id=memory_id),
+    )
+
+
+def ids_with_prefix(where: Query, prefix: str, limit: int) -> Query:
+    """Ids in ``where`` that start with ``prefix`` (hex digits and dashes only), in id order."""
+    filt, params = where
+    return (
+        sql.SQL("SELECT m.id FROM memory_items m WHERE m.id::text LIKE %(id_prefix)s AND {filt}"
+                " ORDER BY m.id LIMIT %(id_limit)s").format(filt=filt),
+        dict(params, id_prefix=prefix + "%", id_limit=limit),
+    )
+
+
+def select_items_by_ids(ids: Sequence[Any]) -> Query:
+    """Rows by id, for ids a scoped query already returned."""
+    return (
+        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = ANY(%(ids)s)").format(cols=_COLS),
+        {"ids": list(ids)},
+    )
+
+
+def touch_items(ids: Sequence[Any]) -> Query:
+    """Record use of search hits and read them in full. Usage stats are bookkeeping, so this
+    transaction's commit does not wait for its WAL flush (``synchronous_commit`` off, set in
+    the same round trip)."""
+    return (
+        sql.SQL(
+            "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))"
+            " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1"
+            " FROM async_commit WHERE id = ANY(%(ids)s) RETURNING {ret}"
+        ).format(ret=_RETURNING),
+        {"ids": list(ids)},
+    )
+
+
+def update_status(memory_id: Any, status: Status) -> Query:
+    """Set one row's status, answering it as stored."""
+    return (
+        sql.SQL(
+            "UPDATE memory_items SET status = %(status)s, updated_at = now() WHERE id = %(id)s RETURNING {ret}"
+        ).format(ret=_RETURNING),
+        {"id": memory_id, "status": status.value},
+    )
+
+
+def refresh_duplicate(memory_id: Any) -> Query:
+    """A memory said again: record the use, answering it as stored."""
+    return (
+        sql.SQL(
+            "UPDATE memory_items SET last_used_at = now() WHERE id = %(id)s RETURNING {ret}"
+        ).format(ret=_RETURNING),
+        {"id": memory_id},
+    )
+
+
+def delete_items(ids: Sequence[Any]) -> Statement:
+    """Delete rows by id for good (their history goes with them)."""
+    return "DELETE FROM memory_items WHERE id = ANY(%s)", (list(ids),)
+
+
+def stats(where: Query) -> Query:
+    """Counts, last write and size of the rows in ``where``, by type, scope and status."""
+    filt, params = where
+    return (
+        sql.SQL(
+            "SELECT m.memory_type, m.scope, m.status, count(*) AS n, max(m.updated_at) AS last_write,"
+            " sum(pg_column_size(m.*))::bigint AS bytes"
+            " FROM memory_items m WHERE {filt} GROUP BY 1, 2, 3"
+        ).format(filt=filt),
+        params,
+    )
+
+
+def scope_lock_key(scope: Scope, scope_id: str | None, user_id: str) -> str:
+    """Writes into one scope take this advisory lock, so concurrent saves of one fact dedupe.
+    JSON keeps the key unambiguous whatever characters the ids hold."""
+    parts = [scope.value, scope_id] + ([user_id] if scope is Scope.SESSION else [])
+    return "agent_memory:" + json.dumps(parts)
+
+
+def lock_scope(scope: Scope, scope_id: str | None, user_id: str) -> tuple[str, tuple[str]]:
+    """``(sql, params)`` taking :func:`scope_lock_key`'s lock until the transaction ends."""
+    return "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (scope_lock_key(scope, scope_id, user_id),)

@@ -1,0 +1,123 @@
+"""Re-embedding: staging the next model's vectors in ``memory_reembed`` and switching them in.
+
+The target model is recorded in ``agent_memory_meta``; the switch changes the size of the
+vector column, so it drops and makes again every index on it (definitions passed in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from .items import vector_literal
+from .types import Statement
+
+__all__ = [
+    "clear_staged_vectors",
+    "count_staged",
+    "delete_meta",
+    "hold_off_writers",
+    "pending_reembed",
+    "select_meta",
+    "set_meta",
+    "stage_vectors",
+    "swap_statements",
+    "vector_indexes",
+]
+
+
+def select_meta() -> Statement:
+    """What the database records about itself (``key``, ``value``): the embedding model and size."""
+    return "SELECT key, value FROM agent_memory_meta", None
+
+
+def set_meta(key: str, value: str) -> Statement:
+    return ("INSERT INTO agent_memory_meta (key, value) VALUES (%s, %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (key, value))
+
+
+def delete_meta(key: str) -> Statement:
+    return "DELETE FROM agent_memory_meta WHERE key = %s", (key,)
+
+
+def count_staged() -> Statement:
+    """Memories in all (``total``), and those with a staged vector of their current wording (``done``)."""
+    return (
+        "SELECT (SELECT count(*) FROM memory_items) AS total,"
+        " (SELECT count(*) FROM memory_reembed r JOIN memory_items m ON m.id = r.id"
+        "  WHERE r.content_md5 = md5(m.content)) AS done",
+        None,
+    )
+
+
+def pending_reembed(limit: int | None) -> Statement:
+    """Memories with no staged vector for their current wording, in id order (all, or ``limit``)."""
+    query = ("SELECT m.id, m.content FROM memory_items m LEFT JOIN memory_reembed r ON r.id = m.id"
+             " WHERE r.id IS NULL OR r.content_md5 <> md5(m.content) ORDER BY m.id")
+    if limit is None:
+        return query, None
+    return query + " LIMIT %s", (limit,)
+
+
+def stage_vectors(rows: Sequence[Mapping[str, Any]], vectors: Sequence[Sequence[float]]) -> Statement:
+    """Stage one vector per memory, for the wording it was made from; memories deleted
+    meanwhile are skipped (the join), vectors of an older wording replaced."""
+    payload = [{"id": str(r["id"]), "content": r["content"], "embedding": vector_literal(v)}
+               for r, v in zip(rows, vectors, strict=True)]
+    return (
+        "INSERT INTO memory_reembed (id, content_md5, embedding)"
+        " SELECT m.id, md5(p.content), p.embedding::vector"
+        " FROM jsonb_to_recordset(%s) AS p(id uuid, content text, embedding text)"
+        " JOIN memory_items m ON m.id = p.id"
+        " ON CONFLICT (id) DO UPDATE SET content_md5 = EXCLUDED.content_md5, embedding = EXCLUDED.embedding",
+        (Jsonb(payload),),
+    )
+
+
+def clear_staged_vectors() -> Statement:
+    return "DELETE FROM memory_reembed", None
+
+
+def hold_off_writers() -> Statement:
+    """Until the transaction ends, writers of memory items wait; readers don't."""
+    return "LOCK TABLE memory_items IN SHARE ROW EXCLUSIVE MODE", None
+
+
+def vector_indexes() -> Statement:
+    """The indexes that use the vector column (``name``, ``definition``)."""
+    return (
+        "SELECT c.relname AS name, pg_get_indexdef(i.indexrelid) AS definition FROM pg_index i"
+        " JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'memory_items'::regclass"
+        " AND pg_get_indexdef(i.indexrelid) LIKE '%%embedding%%'",
+        None,
+    )
+
+
+def swap_statements(dimensions: int, indexes: Sequence[Mapping[str, str]], *, search_index_name: str,
+                    search_index: str) -> list[Statement]:
+    """The switch: unsize the column, copy the staged vectors in, size it again, rebuild the
+    indexes on it. Every memory has a staged vector when these run.
+
+    The ``halfvec`` copy the search index reads is generated from the column, so it is dropped
+    first and generated again after; the search index (``search_index_name``) is made by the
+    statement ``search_index``, for the new size."""
+    dims = sql.Literal(int(dimensions))
+    indexes = [ix for ix in indexes if ix["name"] != search_index_name]
+    statements: list[Statement] = [(sql.SQL("DROP INDEX {}").format(sql.Identifier(ix["name"])), None)
+                                   for ix in indexes]
+    statements += [
+        (sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(search_index_name)), None),
+        ("ALTER TABLE memory_items DROP COLUMN embedding_half", None),
+        ("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector USING embedding::vector", None),
+        ("UPDATE memory_items m SET embedding = r.embedding FROM memory_reembed r WHERE r.id = m.id", None),
+        (sql.SQL("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector({d}) USING embedding::vector({d})")
+         .format(d=dims), None),
+        ("ALTER TABLE memory_items ADD COLUMN embedding_half halfvec GENERATED ALWAYS AS (embedding::halfvec) STORED",
+         None),
+    ]
+    statements += [(ix["definition"], None) for ix in indexes]
+    statements.append((search_index, None))
+    return statements

@@ -1,0 +1,150 @@
+"""Tenancy, as one pure builder: which rows the caller may read.
+
+Every read of memory items filters rows by the caller's identity through
+:func:`visible_filter` (or its per-level form :func:`visible_parts`) before anything
+else, so no read path can forget tenancy. Values always travel as parameters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg import sql
+
+from ..models import Identity, MemoryType, Scope, Status
+from .types import Query
+
+__all__ = [
+    "granted_to",
+    "item_filter",
+    "member_of",
+    "scope_key",
+    "shared_with",
+    "visible_filter",
+    "visible_parts",
+]
+
+
+def member_of(kind: str, scope_id: str, user: str, alias: str = "mm") -> str:
+    """SQL: ``user`` is a member of the project/team/org ``(kind, scope_id)``. The arguments are
+    SQL expressions (a column, a literal or a placeholder), so every read builds its membership
+    test here, whether it names the scope by parameter or by column."""
+    return (f"EXISTS (SELECT 1 FROM memory_members {alias} WHERE {alias}.kind = {kind}"
+            f" AND {alias}.scope_id = {scope_id} AND {alias}.user_id = {user})")
+
+
+def granted_to(user: str, share: str = "ps") -> str:
+    """SQL: the project share row ``share`` is granted to ``user``, or to a team or org of theirs."""
+    return (f"(({share}.grantee_kind = 'user' AND {share}.grantee_id = {user}) OR "
+            + member_of(f"{share}.grantee_kind", f"{share}.grantee_id", user, "gm") + ")")
+
+
+def shared_with(project_id: str, user: str) -> str:
+    """SQL: the project ``project_id`` is shared with ``user`` (directly or through a team/org)."""
+    return (f"EXISTS (SELECT 1 FROM memory_project_shares ps WHERE ps.project_id = {project_id}"
+            f" AND {granted_to(user)})")
+
+
+def scope_key(value: str) -> int:
+    """The 64-bit key an id is indexed under: the first 8 bytes of its md5, as PostgreSQL's
+    ``agent_memory_key`` (migration ``0010_search_at_scale``) computes it."""
+    return int.from_bytes(hashlib.md5(value.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
+def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, keyed: bool = False,
+                  alias: str = "m") -> tuple[dict[Scope, sql.Composable], dict[str, Any]]:
+    """The tenancy rule of :func:`visible_filter` as one condition per level the caller can read,
+    each narrow enough for one index range (a search reads them as ``UNION ALL`` branches).
+
+    With ``keyed`` the conditions name ids by their 64-bit keys (``scope_key``, ``owner_key``), which
+    both search indexes carry in place of the ids: such a branch can be answered from the index
+    alone. A keyed condition admits a superset of the caller's rows only on an md5 collision, and
+    every keyed read is re-checked with the full rule before anything is returned.
+    """
+    scopes = tuple(Scope) if scopes is None else tuple(scopes)
+    m = alias
+    parts: dict[Scope, sql.Composable] = {}
+    params: dict[str, Any] = {"vf_user": identity.user_id}
+    if keyed:
+        params["vk_user"] = scope_key(identity.user_id)
+    mine = f"{m}.owner_key = %(vk_user)s" if keyed else f"{m}.user_id = %(vf_user)s"
+
+    def _is(column: str, name: str, value: str) -> str:
+        if keyed:
+            params[f"vk_{name}"] = scope_key(value)
+            return f"{m}.scope_key = %(vk_{name})s"
+        return f"{m}.scope_id = %(vf_{name})s"
+
+    if Scope.USER in scopes:
+        parts[Scope.USER] = sql.SQL(f"({m}.scope = 'user' AND {_is('scope_id', 'user', identity.user_id)})")
+    if Scope.SESSION in scopes and identity.session_id is not None:
+        params["vf_session"] = identity.session_id
+        parts[Scope.SESSION] = sql.SQL(
+            f"({m}.scope = 'session' AND {_is('scope_id', 'session', identity.session_id)} AND {mine})")
+    if Scope.PROJECT in scopes and identity.project_id is not None:
+        params["vf_project"] = identity.project_id
+        parts[Scope.PROJECT] = sql.SQL(
+            f"({m}.scope = 'project' AND {_is('scope_id', 'project', identity.project_id)} AND ("
+            "(" + member_of("'project'", "%(vf_project)s", "%(vf_user)s")
+            + f" AND ({m}.visibility <> 'owner_only' OR {mine}))"
+            f" OR ({m}.visibility = 'public' AND " + shared_with("%(vf_project)s", "%(vf_user)s") + ")))"
+        )
+    for scope, chosen in ((Scope.TEAM, identity.team_id), (Scope.ORG, identity.org_id)):
+        if scope not in scopes:
+            continue
+        narrow = ""
+        if chosen is not None:
+            params[f"vf_{scope.value}"] = chosen
+            narrow = f" AND mm.scope_id = %(vf_{scope.value})s"
+        members = f"FROM memory_members mm WHERE mm.kind = '{scope.value}' AND mm.user_id = %(vf_user)s{narrow}"
+        # keyed: an array of keys, so the level is index ranges (an IN would join and filter)
+        among = (f"{m}.scope_key = ANY(ARRAY(SELECT agent_memory_key(mm.scope_id) {members}))" if keyed
+                 else f"{m}.scope_id IN (SELECT mm.scope_id {members})")
+        parts[scope] = sql.SQL(
+            f"({m}.scope = '{scope.value}' AND {among} AND ({m}.visibility <> 'owner_only' OR {mine}))"
+        )
+    return parts, params
+
+
+def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) -> Query:
+    """``m`` rows the caller may read; the tenancy rule every read goes through.
+
+    - user memories: their own; session memories: their own, of their current session;
+    - the project's memories if they are a member (all but other members' owner_only ones),
+      or only its public ones if the project is shared with them (or a team/org of theirs);
+    - team and org memories of every team and org they belong to (only ``team_id`` /
+      ``org_id`` when the identity names one), except other members' owner_only ones.
+
+    Membership is read in the same statement, so a read never sees a role older than itself.
+    """
+    parts, params = visible_parts(identity, scopes)
+    if not parts:
+        return sql.SQL("FALSE"), params
+    return sql.SQL("(") + sql.SQL(" OR ").join(parts.values()) + sql.SQL(")"), params
+
+
+def item_filter(
+    identity: Identity,
+    *,
+    scopes: Sequence[Scope] | None = None,
+    types: Sequence[MemoryType] | None = None,
+    statuses: Sequence[Status] | None = (Status.ACTIVE,),
+    as_of: datetime | None = None,
+) -> Query:
+    """:func:`visible_filter` narrowed by type and status; with ``as_of``, only items whose fact
+    held at that time (``valid_from <= as_of < valid_to``)."""
+    where, params = visible_filter(identity, scopes)
+    clauses = [where]
+    if as_of is not None:
+        clauses.append(sql.SQL("m.valid_from <= %(f_as_of)s AND (m.valid_to IS NULL OR m.valid_to > %(f_as_of)s)"))
+        params["f_as_of"] = as_of
+    if types is not None:
+        clauses.append(sql.SQL("m.memory_type = ANY(%(f_types)s)"))
+        params["f_types"] = [t.value for t in types]
+    if statuses is not None:
+        clauses.append(sql.SQL("m.status = ANY(%(f_statuses)s)"))
+        params["f_statuses"] = [s.value for s in statuses]
+    return sql.SQL(" AND ").join(clauses), params

@@ -1,0 +1,204 @@
+"""The typed front door: handles generated from one source, true async types, and README examples
+that type-check under ``mypy --strict`` and run against the embedded database."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_memory import AsyncMemoryService, Identity, InvalidInputError, MemoryService
+from agent_memory.handles import AsyncMemoryHandle, AsyncServiceMethods, MemoryHandle, ServiceMethods
+from agent_memory.principal import AdminOps, PrincipalOps
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+import codegen_handles  # noqa: E402
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+
+#: the modules whose types are the public API: mypy --strict must pass on them
+PUBLIC_MODULES = [
+    "agent_memory/__init__.py", "agent_memory/service.py", "agent_memory/principal.py", "agent_memory/handles.py",
+    "agent_memory/models.py", "agent_memory/errors.py", "agent_memory/config.py",
+    "agent_memory/middleware/__init__.py", "agent_memory/middleware/memory.py", "agent_memory/middleware/agent.py",
+    "agent_memory/middleware/tools.py", "agent_memory/middleware/backend.py", "agent_memory/middleware/plain.py",
+    "agent_memory/middleware/extraction.py", "agent_memory/middleware/context.py",
+    "agent_memory/middleware/episodic.py",
+]
+
+#: what a README fragment takes as given (a model and tools of the reader's, the service opened above)
+GIVEN = {
+    "json": "import json",
+    "create_agent": "from langchain.agents import create_agent",
+    "MemoryService": "from agent_memory import MemoryService",
+    "MemoryMiddleware": "from agent_memory.middleware import MemoryMiddleware",
+    "model": "from langchain_core.language_models import BaseChatModel\nmodel: BaseChatModel",
+    "tools": "from langchain_core.tools import BaseTool\ntools: list[BaseTool]",
+    "memory": "memory: MemoryService",
+}
+
+
+def _bound(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+    return names
+
+
+def _awaits(block: str) -> bool:
+    return re.search(r"^\s*(await |async with |async for )", block, re.M) is not None
+
+
+def as_module(block: str, given: dict[str, str]) -> str:
+    """A README block as a module: top-level ``await`` inside ``async def``, what it takes as given
+    declared first (only the names it does not bind itself)."""
+    body = block
+    if _awaits(block):
+        body = "async def _example() -> None:\n" + "".join(
+            f"    {line}" if line.strip() else line for line in block.splitlines(keepends=True))
+    tree = ast.parse(body)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    head = [given[name] for name in given if name in used and name not in _bound(tree)]
+    if "memory: MemoryService" in head and "MemoryService" not in _bound(tree):
+        head.insert(0, given["MemoryService"])
+    return "\n".join(dict.fromkeys(head)) + "\n\n" + body
+
+
+def test_the_generated_handles_are_fresh():
+    """handles.py is what tests/codegen_handles.py writes from principal.py (run it after a change)."""
+    written = (ROOT / "agent_memory" / "handles.py").read_text(encoding="utf-8")
+    assert written == codegen_handles.generate((ROOT / "agent_memory" / "principal.py").read_text(encoding="utf-8")), \
+        "agent_memory/handles.py is stale: run python tests/codegen_handles.py"
+
+
+@pytest.mark.parametrize(("source", "sync", "asynchronous"), [(PrincipalOps, MemoryHandle, AsyncMemoryHandle),
+                                                              (AdminOps, ServiceMethods, AsyncServiceMethods)])
+def test_sync_and_async_doors_have_one_signature_per_operation(source, sync, asynchronous):
+    operations = {n for n, f in inspect.getmembers(source, inspect.isfunction) if not n.startswith("_")}
+    for cls in (sync, asynchronous):
+        methods = {n for n, f in inspect.getmembers(cls, inspect.isfunction) if not n.startswith("_")}
+        assert methods - {"execute"} == operations, cls
+    for name in operations:
+        want = inspect.signature(getattr(source, name))
+        s, a = getattr(sync, name), getattr(asynchronous, name)
+        assert inspect.signature(s).parameters == want.parameters == inspect.signature(a).parameters, name
+        assert inspect.iscoroutinefunction(a) and not inspect.iscoroutinefunction(s), name
+        assert inspect.getdoc(s) == inspect.getdoc(a) == inspect.getdoc(getattr(source, name)), name
+        # the operation says Op[T]; both doors say T
+        op_result = want.return_annotation
+        assert op_result.startswith("Op[") and op_result[3:-1] == inspect.signature(s).return_annotation
+        assert inspect.signature(s).return_annotation == inspect.signature(a).return_annotation
+
+
+def test_service_methods_are_the_admin_ones_and_handles_the_rest():
+    for service in (MemoryService, AsyncMemoryService):
+        public = {n for n, _ in inspect.getmembers(service, inspect.isfunction) if not n.startswith("_")}
+        assert not public & {"add", "search", "list", "get", "delete", "search_memories", "add_explicit_memory"}
+        assert {"for_user", "create_project", "forget_user", "execute", "close"} <= public
+
+
+def test_for_user_checks_the_identity_now_and_takes_an_identity(memory, tenant):
+    with pytest.raises(InvalidInputError, match="user_id"):
+        memory.for_user("")
+    with pytest.raises(InvalidInputError, match="project_id"):
+        memory.for_user(tenant.user, project_id="a" * 1000)
+    with pytest.raises(InvalidInputError, match="not both"):
+        memory.for_user(Identity(tenant.user), project_id=tenant.project)
+    me = memory.for_user(Identity(tenant.user, project_id=tenant.project))
+    assert me.identity == Identity(tenant.user, project_id=tenant.project)
+    item = me.add("Prefers green tea in the afternoon")
+    assert memory.for_user(tenant.user).get(item.id).content == item.content
+    # nothing on a handle can act for someone else: the identity is not a parameter of any call
+    for name, fn in inspect.getmembers(MemoryHandle, inspect.isfunction):
+        assert not {"user_id", "project_id", "session_id", "team_id", "org_id"} & set(inspect.signature(fn).parameters)
+
+
+def test_a_handle_only_sees_its_principal(memory, tenant):
+    mine = memory.for_user(tenant.user).add("Keeps bees on the roof of the office")
+    theirs = memory.for_user(tenant.other_user)
+    assert theirs.search("bees on the roof") == [] and theirs.list() == []
+    with pytest.raises(Exception, match="No memory|not found|no memory"):
+        theirs.get(mine.id)
+
+
+async def test_the_async_handle_awaits_what_the_sync_one_returns(memory, amemory, tenant):
+    me = amemory.for_user(tenant.user)
+    pending = me.add("Plays the cello on Sundays")
+    assert inspect.iscoroutine(pending)
+    item = await pending
+    assert [r.item.id for r in await me.search("cello")] == [r.item.id for r in
+                                                              memory.for_user(tenant.user).search("cello")]
+    assert (await me.get(item.id)).content == item.content
+
+
+def _typed_tree(tmp: Path) -> Path:
+    """The package as mypy must see it: ``agent_memory.middleware`` and ``.prompts`` are the
+    top-level folders, mapped at install time; an editable install's import hook is invisible to mypy."""
+    package = tmp / "typed" / "agent_memory"
+    package.mkdir(parents=True)
+    for entry in (ROOT / "agent_memory").iterdir():
+        (package / entry.name).symlink_to(entry)
+    (package / "middleware").symlink_to(ROOT / "middleware")
+    (package / "prompts").symlink_to(ROOT / "prompts")
+    return package.parent
+
+
+def test_mypy_strict_passes_on_the_public_api_and_the_readme_examples(tmp_path):
+    pytest.importorskip("mypy")
+    tree = _typed_tree(tmp_path)
+    examples = []
+    for i, block in enumerate(BLOCKS):
+        path = tmp_path / f"readme_example_{i:02d}.py"
+        path.write_text(as_module(block, GIVEN), encoding="utf-8")
+        examples.append(str(path))
+    command = [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
+               "--cache-dir", str(tmp_path / "cache"), *PUBLIC_MODULES, *examples]
+    done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env={"MYPYPATH": str(tree),
+                          "PATH": "/usr/bin:/bin"}, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"no issues found in {len(PUBLIC_MODULES) + len(examples)} source files" in done.stdout
+
+
+def test_every_readme_example_runs(fresh_dsn, monkeypatch, tmp_path):
+    """Every README block runs as written against the embedded database (``DATABASE_URL`` names a
+    fresh one; the export example's placeholder DSN becomes another), each after the ones before
+    it, as a reader would run them; what a fragment takes as given (:data:`GIVEN`) is a scripted
+    chat model, no tools of the reader's, and the service."""
+    monkeypatch.setenv("DATABASE_URL", fresh_dsn())
+    monkeypatch.chdir(tmp_path)  # the export example writes alice.json
+    from langchain.agents import create_agent
+
+    from agent_memory.middleware import MemoryMiddleware
+    from agent_memory.testing import ScriptedChatModel
+
+    namespace: dict[str, Any] = {"memory": MemoryService(), "model": ScriptedChatModel(script=["Noted."]),
+                                 "tools": [], "create_agent": create_agent, "MemoryMiddleware": MemoryMiddleware}
+    ran = 0
+    for block in BLOCKS:
+        code = block.replace("postgresql://.../empty", fresh_dsn())
+        if _awaits(code):
+            wrapped = "async def _example():\n" + "".join(f"    {line}" for line in code.splitlines(keepends=True))
+            exec(compile(wrapped, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+            asyncio.run(namespace.pop("_example")())
+        else:
+            exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
+        ran += 1
+    assert ran == len(BLOCKS)
+    memory = namespace["memory"]
+    assert isinstance(memory, MemoryService)
+    assert memory.for_user("alice", project_id="webshop").search("which editor?")
+    memory.close()
