@@ -88,7 +88,7 @@ class Bench:
 
     def saves(self, work: Sequence[tuple[Caller, dict[str, Any]]], warmup: Sequence[tuple[Caller, dict[str, Any]]],
               n_breakdown: int, rng: random.Random) -> dict[str, Any]:
-        """``add_explicit_memory`` with the real model, the gate and the duplicate check."""
+        """``MemoryHandle.add`` with the real model, the gate and the duplicate check."""
         def save(who: Caller, item: dict[str, Any]) -> Any:
             return self.real.for_user(**who.kwargs()).add(item["content"], memory_type=item["memory_type"], scope=item["scope"], confidence=item["confidence"])
 

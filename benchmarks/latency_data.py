@@ -240,7 +240,7 @@ def caller(user: int, session: int = 0) -> Caller:
 @dataclass(frozen=True)
 class Row:
     who: Caller
-    item: dict[str, Any]  # what import_memories takes
+    item: dict[str, Any]  # what add_many takes
 
 
 def plan_rows(n: int, users: int, pools: dict[str, list[tuple[str, str]]], rng: np.random.Generator) -> list[Row]:
@@ -283,7 +283,7 @@ def _scope_id(who: Caller, scope: str) -> str:
 
 
 def load(service: MemoryService, rows: Sequence[Row], chunk: int, rng: random.Random) -> dict[str, Any]:
-    """Import ``rows`` through ``MemoryService.import_memories``.
+    """Import ``rows`` through ``MemoryHandle.add_many``.
 
     One import call serves one caller, so callers take turns, ``chunk`` rows at a time:
     the heap then interleaves tenants as memories arriving over time would, instead

@@ -1,8 +1,8 @@
-"""LoCoMo retrieval benchmark: Recall@k and MRR of ``MemoryService.search_memories``.
+"""LoCoMo retrieval benchmark: Recall@k and MRR of ``MemoryHandle.search``.
 
 Each LoCoMo conversation becomes one memory space (user ``locomo-<sample_id>``);
 each dialogue turn one memory, ``"[<session date>] <speaker>: <text>"``, loaded
-with ``import_memories``. Each question is a query; its evidence turns are the
+with ``add_many``. Each question is a query; its evidence turns are the
 relevant memories. Categories 1-4 make the "overall" figure, category 5
 (adversarial) is reported apart. The data is CC BY-NC: it is read from
 ``../shared/data/locomo/`` and never copied into this repository.

@@ -100,12 +100,12 @@ class TimedBackend(MemoryBackend):
     last = 0.0
     last_profiles = 0.0
 
-    def call(self, method: str, /, **kwargs: Any) -> Any:
+    def run(self, op: Any) -> Any:
         t = time.perf_counter()
         try:
-            return super().call(method, **kwargs)
+            return super().run(op)
         finally:
-            if method == "get_profile_for_agent":
+            if op.__name__ == "profiles":  # the operation's own name (PrincipalOps.profiles)
                 self.last_profiles = time.perf_counter() - t
             else:
                 self.last = time.perf_counter() - t
@@ -286,7 +286,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"| **MemoryMiddleware, first call of a turn (before_model + wrap_model_call)** | **{_f(h['total'])}** |",
         f"| &nbsp; query embedding (local MiniLM) | {_f(h['embedding'])} |",
         f"| &nbsp; database (search and conflict statements, round trips) | {_f(h['database'])} |",
-        f"| &nbsp; profiles (get_profile_for_agent: user + project profile, one query) | {_f(h['profiles'])} |",
+        f"| &nbsp; profiles (profiles(): user + project profile, one query) | {_f(h['profiles'])} |",
         f"| &nbsp; the rest of before_model (identity, query, key, rendering) | {_f(h['rest'])} |",
         f"| &nbsp; wrap_model_call (injection) | {_f(h['wrap_model_call'])} |",
         (f"| the same for {TYPICAL[0]}, who sees {r['typical_visible']} memories "

@@ -24,7 +24,7 @@ then VACUUM ANALYZEd. LangGraph uses its default index config (HNSW, ``vector``)
 after the load.
 
 Measured per query, systems interleaved (the order alternates): the database part of a search,
-ms — agent-memory ``MemoryService.search_memories(k=10)`` with the query vector precomputed
+ms — agent-memory ``MemoryHandle.search(k=10)`` with the query vector precomputed
 (ranking in Python included), LangGraph ``store.search(prefix, query=..., limit=10)`` with the same
 vector. Recall@10 is against each system's own exact answer: agent-memory's exhaustive ranking
 (its scan-every-visible-row statement, ``queries.search_candidates`` with an unbounded pool) and
@@ -481,7 +481,7 @@ def markdown(name: str, result: dict[str, Any]) -> str:
                       f" ({sv['outcomes']}); 16 concurrent identical saves left {sv['rows_after_16_concurrent_saves']} row."]
     if "import" in result:
         im = result["import"]
-        lines += [f"Bulk import (`import_memories`, precomputed vectors): {im['rows']:,} rows in {im['seconds']} s,"
+        lines += [f"Bulk import (`add_many`, precomputed vectors): {im['rows']:,} rows in {im['seconds']} s,"
                   f" **{im['rows_per_s']:,} rows/s**."]
     return "\n".join(lines)
 
