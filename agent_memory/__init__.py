@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         RejectionReason,
         Resource,
         ResourceKind,
+        Retention,
         Role,
         Scope,
         SearchResult,
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
         Visibility,
     )
     from .ops import AddManyReport
-    from .reports import Report
+    from .reports import MaintenanceReport, Report
     from .rights import DeleteReport, ForgetReport, ImportReport
     from .profiles.store import AgentProfiles, Profile
     from .service import AsyncMemoryService, MemoryService
@@ -79,6 +80,7 @@ _LAZY: dict[str, str] = {
     "ForgetReport": ".rights",
     "Identity": ".models",
     "ImportReport": ".rights",
+    "MaintenanceReport": ".reports",
     "Membership": ".models",
     "MemoryConfig": ".config",
     "MemoryHandle": ".handles",
@@ -92,10 +94,11 @@ _LAZY: dict[str, str] = {
     "Profile": ".profiles.store",
     "Proposal": ".models",
     "Rejection": ".models",
-    "Report": ".reports",
     "RejectionReason": ".models",
+    "Report": ".reports",
     "Resource": ".models",
     "ResourceKind": ".models",
+    "Retention": ".models",
     "Role": ".models",
     "Scope": ".models",
     "SearchResult": ".models",
@@ -146,6 +149,7 @@ __all__ = [
     "IdentityConflictError",
     "ImportReport",
     "InvalidInputError",
+    "MaintenanceReport",
     "Membership",
     "MemoryConfig",
     "MemoryHandle",
@@ -168,6 +172,7 @@ __all__ = [
     "Report",
     "Resource",
     "ResourceKind",
+    "Retention",
     "Role",
     "Scope",
     "SearchResult",

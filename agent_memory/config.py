@@ -56,6 +56,21 @@ def boolean(raw: str) -> bool:
         return False
     raise ValueError(raw)
 
+_SCOPES = ("user", "session", "project", "team", "org")
+_TYPES = ("preference", "fact", "skill", "habit", "event", "context", "constraint", "decision")
+
+
+def days_by_name(raw: str) -> dict[str, float]:
+    """``"session=7,event=30"``: days to live by scope or memory type (an environment value)."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        name, sep, days = part.partition("=")
+        if not sep:
+            raise ValueError(raw)
+        out[name.strip()] = float(days)
+    return out
+
+
 #: environment variable -> (config field, parser). The README's configuration table mirrors this.
 ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
     {
@@ -84,6 +99,10 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_AUTO_CREATE_PROJECTS": ("auto_create_projects", boolean),
         "MEMORY_TEAM_WRITE": ("team_write", str),
         "MEMORY_CONFLICT_THRESHOLD": ("conflict_threshold", float),
+        "MEMORY_TTL_DAYS": ("ttl_days", days_by_name),
+        "MEMORY_ARCHIVE_BELOW": ("archive_below", float),
+        "MEMORY_ARCHIVE_IDLE_DAYS": ("archive_idle_days", float),
+        "MEMORY_EPHEMERAL_DAYS": ("ephemeral_days", float),
     }
 )
 
@@ -140,6 +159,10 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "auto_create_projects": True,
     "team_write": "members",
     "conflict_threshold": 0.4,
+    "ttl_days": MappingProxyType({}),
+    "archive_below": None,
+    "archive_idle_days": 30.0,
+    "ephemeral_days": 1.0,
 })
 
 
@@ -189,6 +212,11 @@ def _scope_weights(value: Any) -> bool:
             and all(_number(v) and 0.0 <= v <= 1.0 for v in value.values()))
 
 
+def _ttl_days(value: Any) -> bool:
+    return (isinstance(value, Mapping) and set(value) <= set(_SCOPES + _TYPES)
+            and all(_number(v) and math.isfinite(v) and 0 < v <= 36_600 for v in value.values()))
+
+
 #: config field -> the rule its value must follow; every field has one (tests/test_config_env.py checks)
 _RULES: Mapping[str, _Rule] = MappingProxyType({
     "database_url": _Rule(lambda v: v is None or (isinstance(v, str) and v.strip() != ""),
@@ -227,6 +255,13 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
     "auto_create_projects": _Rule(lambda v: isinstance(v, bool), "True or False"),
     "team_write": _one_of(TEAM_WRITE_POLICIES),
     "conflict_threshold": _between_0_and_1(),
+    "ttl_days": _Rule(_ttl_days, f"a mapping of levels ({', '.join(_SCOPES)}) or memory types "
+                                 f"({', '.join(_TYPES)}) to days between 0 and 36600",
+                      "; e.g. {'session': 7, 'event': 30} or MEMORY_TTL_DAYS='session=7,event=30'"),
+    "archive_below": _Rule(lambda v: v is None or (_number(v) and 0.0 < v < 1.0),
+                           "a salience between 0 and 1 (exclusive), or None to never archive faded memories"),
+    "archive_idle_days": _positive("days"),
+    "ephemeral_days": _positive("days"),
 })
 
 #: (lower, upper): pairs of fields where the first must not exceed the second
@@ -245,7 +280,8 @@ def _validated(config: MemoryConfig) -> dict[str, Any]:
                 f"{low} ({getattr(config, low)}) must not exceed {high} ({getattr(config, high)})"
             )
     normalised: dict[str, Any] = {
-        "scope_priority": MappingProxyType({**_DEFAULT_SCOPE_PRIORITY, **config.scope_priority})
+        "scope_priority": MappingProxyType({**_DEFAULT_SCOPE_PRIORITY, **config.scope_priority}),
+        "ttl_days": MappingProxyType({k: float(v) for k, v in config.ttl_days.items()}),
     }
     if config.data_dir is not None:
         normalised["data_dir"] = Path(config.data_dir).expanduser()
@@ -287,6 +323,12 @@ class MemoryConfig:
         each team can change it (``set_team_write``).
     conflict_threshold: memories at different levels at least this similar (and not duplicates)
         are shown to the agent together as a conflict.
+    ttl_days: how long memories of a level or type live unless a save says otherwise, in days
+        (``{"session": 7, "event": 30}``; where both apply, the shorter); none expire by default.
+    archive_below: ``maintain()`` archives a ``decay`` memory whose salience (raised by each
+        recall, halving every ``stability`` days) fell below this and that went unused for
+        ``archive_idle_days``; ``None`` (the default) never archives by salience.
+    ephemeral_days: ``maintain()`` archives an ``ephemeral`` memory unused for this many days.
     """
 
     database_url: str | None = FROM_ENV
@@ -318,6 +360,10 @@ class MemoryConfig:
     auto_create_projects: bool = FROM_ENV
     team_write: str = FROM_ENV
     conflict_threshold: float = FROM_ENV
+    ttl_days: Mapping[str, float] = FROM_ENV
+    archive_below: float | None = FROM_ENV
+    archive_idle_days: float = FROM_ENV
+    ephemeral_days: float = FROM_ENV
 
     def __post_init__(self) -> None:
         unset = [name for name in _DEFAULTS if getattr(self, name) is FROM_ENV]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Awaitable, Iterable, Mapping
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from .db.requests import Op
@@ -29,7 +30,7 @@ from .models import (
 from .ops import DEFAULT_STATUS
 from .principal import SERVICE_LLM, AdminOps, PrincipalOps
 from .profiles.store import AgentProfiles, Profile
-from .reports import AddManyReport, DeleteReport, ForgetReport, ImportReport
+from .reports import AddManyReport, DeleteReport, ForgetReport, ImportReport, MaintenanceReport
 
 __all__ = ["AsyncMemoryHandle", "AsyncRunner", "AsyncServiceMethods", "MemoryHandle", "ServiceMethods", "SyncRunner"]
 
@@ -92,6 +93,9 @@ class MemoryHandle:
         visibility: str = "members",
         metadata: Mapping[str, Any] | None = None,
         dedupe: bool = True,
+        ttl: float | timedelta | None = None,
+        expires_at: datetime | str | None = None,
+        retention: str = "decay",
     ) -> MemoryItem | Rejection:
         """Save one memory through the gate.
 
@@ -103,6 +107,13 @@ class MemoryHandle:
         names where it goes; shared levels need a role that may write). Malformed arguments
         raise :class:`InvalidInputError`; a role that may not write raises
         :class:`PermissionDeniedError`.
+
+        ``ttl`` (seconds, or a ``timedelta``) or ``expires_at`` (a time) makes it expire: from
+        then on no read sees it, and a sweep (:meth:`MemoryService.purge_expired`) deletes it.
+        Neither: the configured lifetime of its level or type (``MEMORY_TTL_DAYS``), if any.
+        ``retention``: what :meth:`MemoryService.maintain` may do with it: ``"keep"`` (never
+        archive), ``"decay"`` (archive once faded and unused, where that is turned on) or
+        ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
         """
         return self._run(self._ops.add(
             content,
@@ -114,6 +125,48 @@ class MemoryHandle:
             visibility=visibility,
             metadata=metadata,
             dedupe=dedupe,
+            ttl=ttl,
+            expires_at=expires_at,
+            retention=retention,
+        ))
+
+    def put(
+        self,
+        key: str,
+        content: str,
+        *,
+        scope: str = "user",
+        memory_type: str = "fact",
+        confidence: float = 1.0,
+        source: str = "user",
+        visibility: str = "members",
+        metadata: Mapping[str, Any] | None = None,
+        ttl: float | timedelta | None = None,
+        expires_at: datetime | str | None = None,
+        retention: str = "decay",
+    ) -> MemoryItem | Rejection:
+        """Save ``content`` under ``key``, unique in the caller's ``scope`` (a session's keys are its
+        user's): the memory that holds the key is revised in place, its earlier wording kept in
+        :meth:`history` (and made active again if it was archived), or a new one is written.
+
+        Like LangGraph's ``BaseStore.put``: never deduplicated (the key says which memory it is);
+        ``visibility``, ``metadata``, the expiry and ``retention`` are replaced, not merged. Who may replace a
+        shared memory: as for :meth:`edit`. The gate applies as for :meth:`add` (a
+        :class:`Rejection`, nothing written); a key held by a memory the caller may not see raises
+        :class:`PermissionDeniedError`.
+        """
+        return self._run(self._ops.put(
+            key,
+            content,
+            scope=scope,
+            memory_type=memory_type,
+            confidence=confidence,
+            source=source,
+            visibility=visibility,
+            metadata=metadata,
+            ttl=ttl,
+            expires_at=expires_at,
+            retention=retention,
         ))
 
     def add_many(
@@ -357,6 +410,16 @@ class MemoryHandle:
         """One memory the caller may see, in any status; :class:`MemoryNotFoundError` otherwise."""
         return self._run(self._ops.get(memory_id))
 
+    def get_by_key(
+        self,
+        key: str,
+        *,
+        scope: str = "user",
+    ) -> MemoryItem:
+        """The active memory saved under ``key`` (:meth:`put`) in the caller's ``scope``: one index
+        lookup. :class:`MemoryNotFoundError` when there is none, it expired, or the caller may not see it."""
+        return self._run(self._ops.get_by_key(key, scope=scope))
+
     def list(
         self,
         *,
@@ -446,6 +509,9 @@ class AsyncMemoryHandle:
         visibility: str = "members",
         metadata: Mapping[str, Any] | None = None,
         dedupe: bool = True,
+        ttl: float | timedelta | None = None,
+        expires_at: datetime | str | None = None,
+        retention: str = "decay",
     ) -> MemoryItem | Rejection:
         """Save one memory through the gate.
 
@@ -457,6 +523,13 @@ class AsyncMemoryHandle:
         names where it goes; shared levels need a role that may write). Malformed arguments
         raise :class:`InvalidInputError`; a role that may not write raises
         :class:`PermissionDeniedError`.
+
+        ``ttl`` (seconds, or a ``timedelta``) or ``expires_at`` (a time) makes it expire: from
+        then on no read sees it, and a sweep (:meth:`MemoryService.purge_expired`) deletes it.
+        Neither: the configured lifetime of its level or type (``MEMORY_TTL_DAYS``), if any.
+        ``retention``: what :meth:`MemoryService.maintain` may do with it: ``"keep"`` (never
+        archive), ``"decay"`` (archive once faded and unused, where that is turned on) or
+        ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
         """
         return await self._run(self._ops.add(
             content,
@@ -468,6 +541,48 @@ class AsyncMemoryHandle:
             visibility=visibility,
             metadata=metadata,
             dedupe=dedupe,
+            ttl=ttl,
+            expires_at=expires_at,
+            retention=retention,
+        ))
+
+    async def put(
+        self,
+        key: str,
+        content: str,
+        *,
+        scope: str = "user",
+        memory_type: str = "fact",
+        confidence: float = 1.0,
+        source: str = "user",
+        visibility: str = "members",
+        metadata: Mapping[str, Any] | None = None,
+        ttl: float | timedelta | None = None,
+        expires_at: datetime | str | None = None,
+        retention: str = "decay",
+    ) -> MemoryItem | Rejection:
+        """Save ``content`` under ``key``, unique in the caller's ``scope`` (a session's keys are its
+        user's): the memory that holds the key is revised in place, its earlier wording kept in
+        :meth:`history` (and made active again if it was archived), or a new one is written.
+
+        Like LangGraph's ``BaseStore.put``: never deduplicated (the key says which memory it is);
+        ``visibility``, ``metadata``, the expiry and ``retention`` are replaced, not merged. Who may replace a
+        shared memory: as for :meth:`edit`. The gate applies as for :meth:`add` (a
+        :class:`Rejection`, nothing written); a key held by a memory the caller may not see raises
+        :class:`PermissionDeniedError`.
+        """
+        return await self._run(self._ops.put(
+            key,
+            content,
+            scope=scope,
+            memory_type=memory_type,
+            confidence=confidence,
+            source=source,
+            visibility=visibility,
+            metadata=metadata,
+            ttl=ttl,
+            expires_at=expires_at,
+            retention=retention,
         ))
 
     async def add_many(
@@ -711,6 +826,16 @@ class AsyncMemoryHandle:
         """One memory the caller may see, in any status; :class:`MemoryNotFoundError` otherwise."""
         return await self._run(self._ops.get(memory_id))
 
+    async def get_by_key(
+        self,
+        key: str,
+        *,
+        scope: str = "user",
+    ) -> MemoryItem:
+        """The active memory saved under ``key`` (:meth:`put`) in the caller's ``scope``: one index
+        lookup. :class:`MemoryNotFoundError` when there is none, it expired, or the caller may not see it."""
+        return await self._run(self._ops.get_by_key(key, scope=scope))
+
     async def list(
         self,
         *,
@@ -926,6 +1051,26 @@ class ServiceMethods:
         names the scopes left ``ownerless``, which an operator should give an owner. Idempotent."""
         return self.execute(self._admin.forget_user(user_id=user_id))
 
+    def purge_expired(self) -> int:
+        """Delete every memory whose expiry has passed (from then on no read saw it already), with
+        its history; answers how many. Safe to run at any time and from several processes (each
+        batch skips rows another is deleting): from cron, or a LangGraph store's TTL sweeper."""
+        return self.execute(self._admin.purge_expired())
+
+    def maintain(
+        self,
+        *,
+        at: datetime | str | None = None,
+    ) -> MaintenanceReport:
+        """Forgetting, run from cron (``agent-memory maintain``): delete what expired, archive
+        ``ephemeral`` memories unused for ``MEMORY_EPHEMERAL_DAYS`` and, where
+        ``MEMORY_ARCHIVE_BELOW`` is set, ``decay`` memories whose salience (raised by each recall,
+        halving every ``stability`` days, fading slower once recalled after longer gaps) fell
+        below it and that went unused for ``MEMORY_ARCHIVE_IDLE_DAYS``. Archived memories can be
+        restored. Safe to run concurrently. ``at`` (default now) is the time it judges by: a later
+        one acts now on what will have faded by then (it is not a dry run)."""
+        return self.execute(self._admin.maintain(at=at))
+
     def delete_scope(
         self,
         scope: str,
@@ -1105,6 +1250,26 @@ class AsyncServiceMethods:
         included, in one transaction; others' memories stay. The report counts what went and
         names the scopes left ``ownerless``, which an operator should give an owner. Idempotent."""
         return await self.execute(self._admin.forget_user(user_id=user_id))
+
+    async def purge_expired(self) -> int:
+        """Delete every memory whose expiry has passed (from then on no read saw it already), with
+        its history; answers how many. Safe to run at any time and from several processes (each
+        batch skips rows another is deleting): from cron, or a LangGraph store's TTL sweeper."""
+        return await self.execute(self._admin.purge_expired())
+
+    async def maintain(
+        self,
+        *,
+        at: datetime | str | None = None,
+    ) -> MaintenanceReport:
+        """Forgetting, run from cron (``agent-memory maintain``): delete what expired, archive
+        ``ephemeral`` memories unused for ``MEMORY_EPHEMERAL_DAYS`` and, where
+        ``MEMORY_ARCHIVE_BELOW`` is set, ``decay`` memories whose salience (raised by each recall,
+        halving every ``stability`` days, fading slower once recalled after longer gaps) fell
+        below it and that went unused for ``MEMORY_ARCHIVE_IDLE_DAYS``. Archived memories can be
+        restored. Safe to run concurrently. ``at`` (default now) is the time it judges by: a later
+        one acts now on what will have faded by then (it is not a dry run)."""
+        return await self.execute(self._admin.maintain(at=at))
 
     async def delete_scope(
         self,

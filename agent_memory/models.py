@@ -28,6 +28,7 @@ __all__ = [
     "Proposal",
     "Rejection",
     "RejectionReason",
+    "Retention",
     "Resource",
     "ResourceKind",
     "Role",
@@ -151,6 +152,17 @@ class Visibility(_StrEnum):
     OWNER_ONLY = "owner_only"
 
 
+class Retention(_StrEnum):
+    """What maintenance (``MemoryService.maintain``) may do with a memory. KEEP: never archive
+    it; DECAY: archive it once its salience has faded and it went unused, where the operator
+    turned that on (``archive_below``); EPHEMERAL: archive it once it went unused for
+    ``ephemeral_days``."""
+
+    KEEP = "keep"
+    DECAY = "decay"
+    EPHEMERAL = "ephemeral"
+
+
 class Status(_StrEnum):
     ACTIVE = "active"
     ARCHIVED = "archived"
@@ -214,6 +226,9 @@ class NewMemory:
     source_id: str | None = None
     visibility: Visibility = Visibility.MEMBERS
     metadata: dict[str, Any] = field(default_factory=dict)
+    key: str | None = None  # unique in its scope: put by key replaces, get by key finds
+    expires_at: datetime | None = None  # invisible to every read from then on, deleted by a sweep
+    retention: Retention = Retention.DECAY
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +262,9 @@ class MemoryItem:
     valid_to: datetime | None = None
     superseded_by: UUID | None = None
     version: int = 1
+    key: str | None = None
+    expires_at: datetime | None = None
+    retention: Retention = Retention.DECAY
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -20,7 +20,7 @@ import numpy as np
 from . import access, conflicts, history, queries, ranking, resources
 from .config import MemoryConfig
 from .db.requests import Commit, Copy, Embed, Op, Sql
-from .errors import InvalidInputError, MemoryNotFoundError
+from .errors import InvalidInputError, MemoryNotFoundError, PermissionDeniedError
 from .gate import check_content, normalize_content
 from .models import (
     Conflict,
@@ -36,11 +36,12 @@ from .models import (
     Scope,
     SearchResult,
     Source,
+    Retention,
     Status,
     Visibility,
 )
 from .queries.rows import new_item_row, row_to_item
-from .reports import AddManyReport
+from .reports import AddManyReport, MaintenanceReport
 from .validation import (
     MAX_QUERY_LENGTH,
     check_as_of,
@@ -48,11 +49,13 @@ from .validation import (
     check_enum,
     check_enum_set,
     check_k,
+    check_key,
     check_metadata,
     check_offset,
     check_optional_id,
     check_scope_id,
     check_text,
+    check_ttl,
     check_uuid,
 )
 from .withheld import find_secret, metadata_rejection, refuse_secret
@@ -64,17 +67,22 @@ __all__ = [
     "delete_memory",
     "edit_memory",
     "extraction_budget",
+    "get_by_key",
     "get_memory",
     "import_memories",
     "list_memories",
+    "maintain",
     "make_new_memory",
     "memory_history",
     "purge_archived",
+    "purge_expired",
+    "put_memory",
     "record_extraction_run",
     "restore_memory",
     "search_memories",
     "stats",
     "take_extraction_run",
+    "with_default_expiry",
 ]
 
 
@@ -95,8 +103,14 @@ def make_new_memory(
     source_id: Any = None,
     visibility: Any = Visibility.MEMBERS,
     metadata: Any = None,
+    key: Any = None,
+    ttl: Any = None,
+    expires_at: Any = None,
+    retention: Any = Retention.DECAY,
 ) -> NewMemory:
-    """Type-check a proposed memory (the gate's content rules come later, in :func:`add_memory`)."""
+    """Type-check a proposed memory (the gate's content rules come later, in :func:`add_memory`).
+    ``ttl`` (seconds or a timedelta) or ``expires_at`` (a time) says when it expires; neither:
+    the configured default, if any (:func:`with_default_expiry`)."""
     return NewMemory(
         content=check_text("content", content, allow_empty=True),
         memory_type=check_enum("memory_type", memory_type, MemoryType),
@@ -106,7 +120,34 @@ def make_new_memory(
         source_id=check_optional_id("source_id", source_id),
         visibility=check_enum("visibility", visibility, Visibility),
         metadata=check_metadata(metadata),
+        key=None if key is None else check_key(key),
+        expires_at=_expiry(ttl, expires_at),
+        retention=check_enum("retention", retention, Retention),
     )
+
+
+def _expiry(ttl: Any, expires_at: Any) -> datetime | None:
+    lifetime = check_ttl(ttl)
+    at = check_as_of(expires_at, "expires_at")
+    if lifetime is not None and at is not None:
+        raise InvalidInputError("ttl", "give ttl (how long from now) or expires_at (when), not both")
+    if lifetime is not None:
+        return datetime.now(UTC) + lifetime
+    if at is not None and at <= datetime.now(UTC):
+        raise InvalidInputError("expires_at", f"is in the past ({at.isoformat()}); give a later time, or "
+                                              "delete the memory instead")
+    return at
+
+
+def with_default_expiry(config: MemoryConfig, new: NewMemory) -> NewMemory:
+    """``new`` with the configured lifetime of its level or type (``config.ttl_days``; the
+    shorter where both are set) unless it says when it expires itself."""
+    if new.expires_at is not None or not config.ttl_days:
+        return new
+    days = [config.ttl_days[name] for name in (new.scope.value, new.memory_type.value) if name in config.ttl_days]
+    if not days:
+        return new
+    return dataclasses.replace(new, expires_at=datetime.now(UTC) + timedelta(days=min(days)))
 
 
 def _gate(config: MemoryConfig, new: NewMemory) -> tuple[str, Rejection | None]:
@@ -115,9 +156,10 @@ def _gate(config: MemoryConfig, new: NewMemory) -> tuple[str, Rejection | None]:
     are stored and exported with the memory, so they are held to the same rule)."""
     content = normalize_content(new.content)
     rejection = check_content(content, confidence=new.confidence, config=config)
-    if rejection is None and new.source_id is not None and (kind := find_secret(new.source_id)) is not None:
-        rejection = Rejection(RejectionReason.SENSITIVE, f"source_id looks like it contains {kind}; secrets are "
-                                                         "never stored — pass an id without it", kind=kind)
+    for name, value in (("source_id", new.source_id), ("key", new.key)):
+        if rejection is None and value is not None and (kind := find_secret(value)) is not None:
+            rejection = Rejection(RejectionReason.SENSITIVE, f"{name} looks like it contains {kind}; secrets are "
+                                                             f"never stored — pass a {name} without it", kind=kind)
     if rejection is None:
         rejection = metadata_rejection(new.metadata)
     return content, rejection
@@ -125,9 +167,12 @@ def _gate(config: MemoryConfig, new: NewMemory) -> tuple[str, Rejection | None]:
 
 def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedupe: bool = True) -> Op[MemoryItem | Rejection]:
     """Gate, embed, then in one transaction: lock the scope, find a duplicate or insert."""
+    if new.key is not None:
+        return (yield from put_memory(config, identity, new))
     content, rejection = _gate(config, new)
     if rejection is not None:
         return rejection
+    new = with_default_expiry(config, new)
     scope_id = check_scope_id(identity, new.scope)
     [vector] = yield Embed((content,))
     yield Sql(*queries.lock_scope(new.scope, scope_id, identity.user_id), fetch="none")
@@ -145,6 +190,95 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
         new = dataclasses.replace(new, source_id=str(conversation.id))
     row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector), fetch="one")
     return row_to_item(row)
+
+
+def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory) -> Op[MemoryItem | Rejection]:
+    """Save ``new`` under its key (``new.key``): the memory that holds the key in its scope is
+    revised in place (its earlier wording kept in its history; active again if it was archived;
+    its visibility, metadata and expiry replaced), or a new one is written. An expired holder is
+    deleted first: expired is gone. Never deduplicated: the key says which memory it is."""
+    if new.key is None:
+        raise InvalidInputError("key", "a put needs a key; use add to save a memory without one")
+    content, rejection = _gate(config, new)
+    if rejection is not None:
+        return rejection
+    new = with_default_expiry(config, new)
+    scope_id = check_scope_id(identity, new.scope)
+    yield from access.require_write(config, identity, new.scope)
+    [vector] = yield Embed((content,))
+    yield Sql(*queries.lock_scope(new.scope, scope_id, identity.user_id), fetch="none")
+    holder = yield Sql(*queries.select_by_key(new.scope, scope_id, identity.user_id, new.key), fetch="one")
+    if holder is not None and holder["expires_at"] is not None and holder["expires_at"] <= datetime.now(UTC):
+        yield Sql(*queries.delete_items([holder["id"]]), fetch="none")
+        holder = None
+    if holder is None:
+        row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector), fetch="one")
+        return row_to_item(row)
+    item = row_to_item(holder)
+    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id)
+    if (yield Sql(q, p, fetch="one")) is None:
+        raise PermissionDeniedError(f"the key {new.key!r} of this {new.scope.value} belongs to a memory you may "
+                                    "not see; choose another key")
+    yield from access.require_edit(identity, item, "replace")
+    if (content, new.memory_type, new.confidence) != (item.content, item.memory_type, item.confidence):
+        row = yield from history.revise(
+            item, content=content, vector=vector if content != item.content else None, memory_type=new.memory_type,
+            confidence=new.confidence, metadata=new.metadata, change="edit", decided_by=DecisionMethod.USER,
+            reason=None, changed_by=identity.user_id)
+        item = row_to_item(row)
+    q, p = queries.set_keyed_fields(item.id, visibility=new.visibility.value, metadata=new.metadata,
+                                    expires_at=new.expires_at, retention=new.retention.value)
+    return row_to_item((yield Sql(q, p, fetch="one")))
+
+
+def get_by_key(identity: Identity, key: Any, scope: Any = Scope.USER) -> Op[MemoryItem]:
+    """The active memory that holds ``key`` in the caller's ``scope``, if they may see it."""
+    key, scope = check_key(key), check_enum("scope", scope, Scope)
+    scope_id = check_scope_id(identity, scope)
+    q, p = queries.select_by_key(scope, scope_id, identity.user_id, key, queries.item_filter(identity, scopes=(scope,)))
+    row = yield Sql(q, p, fetch="one")
+    if row is None:
+        raise MemoryNotFoundError(f"no memory with the key {key!r} in your {scope.value} memory (or it expired); "
+                                  "list or search memories to find it")
+    return row_to_item(row)
+
+
+def purge_expired(*, limit: int = 10_000) -> Op[int]:
+    """Delete the memories that have expired (they are already invisible to every read), in
+    batches of ``limit`` rows, each its own transaction; answers how many went."""
+    total = 0
+    now = datetime.now(UTC)
+    while True:
+        gone = yield Sql(*queries.delete_expired(now, limit), fetch="rowcount")
+        yield Commit()
+        total += gone
+        if gone < limit:
+            return total
+
+
+def maintain(config: MemoryConfig, *, at: Any = None, limit: int = 10_000) -> Op[MaintenanceReport]:
+    """Delete what expired (:func:`purge_expired`), then archive, in batches of ``limit``: the
+    ``ephemeral`` memories unused for ``config.ephemeral_days``, and where ``config.archive_below``
+    is set, the ``decay`` memories whose salience at ``at`` fell below it and that went unused
+    for ``config.archive_idle_days``. ``at`` (default now) is the time to judge by: a later one
+    shows what a run then would do. Rows another run holds are skipped, so runs may overlap."""
+    when = datetime.now(UTC) if at is None else check_as_of(at, "at")
+    expired = yield from purge_expired(limit=limit)
+    archived: dict[Retention, int] = {}
+    rules = [(Retention.EPHEMERAL, config.ephemeral_days, None)]
+    if config.archive_below is not None:
+        rules.append((Retention.DECAY, config.archive_idle_days, config.archive_below))
+    for retention, idle_days, below in rules:
+        archived[retention] = 0
+        while True:
+            rows = yield Sql(*queries.archive_unused(when, retention=retention.value, idle_days=idle_days,
+                                                     below=below, limit=limit))
+            yield Commit()
+            archived[retention] += len(rows)
+            if len(rows) < limit:
+                break
+    return MaintenanceReport(expired=expired, faded=archived.get(Retention.DECAY, 0),
+                             ephemeral=archived[Retention.EPHEMERAL])
 
 
 def check_duplicate(config: MemoryConfig, identity: Identity, content: Any, scope: Any = Scope.USER) -> Op[MemoryItem | None]:
@@ -471,7 +605,7 @@ def import_memories(
             result.rejected.append((index, rejection))
             continue
         check_scope_id(identity, new.scope)
-        accepted.append((index, new, content))
+        accepted.append((index, with_default_expiry(config, new), content))
     if not accepted:
         return result
     for scope in dict.fromkeys(new.scope for _, new, _ in accepted):

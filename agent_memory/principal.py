@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import access, ops, resources, rights
@@ -45,7 +46,7 @@ from .models import (
 from .ops import DEFAULT_STATUS
 from .profiles import store as profiles
 from .profiles.store import AgentProfiles, Profile
-from .reports import AddManyReport, DeleteReport, ForgetReport, ImportReport
+from .reports import AddManyReport, DeleteReport, ForgetReport, ImportReport, MaintenanceReport
 from .validation import check_bool, check_identity, check_list
 
 __all__ = ["SERVICE_LLM", "AdminOps", "PrincipalOps", "coerce_new_memory"]
@@ -54,12 +55,19 @@ __all__ = ["SERVICE_LLM", "AdminOps", "PrincipalOps", "coerce_new_memory"]
 SERVICE_LLM: Any = object()
 
 
+#: what an item of a bulk import may say (a key names one memory to replace: that is :meth:`PrincipalOps.put`)
+_BULK_FIELDS = tuple(f for f in NewMemory.__dataclass_fields__ if f != "key") + ("ttl",)
+
+
 def coerce_new_memory(item: Any, index: int) -> NewMemory:
     """One item of a bulk import (a :class:`NewMemory`, a dict with ``content`` or a string), checked."""
     if isinstance(item, NewMemory):
+        if item.key is not None:
+            raise InvalidInputError(f"items[{index}]", "has a key; save keyed memories one by one with put()")
         return ops.make_new_memory(
             item.content, memory_type=item.memory_type, scope=item.scope, confidence=item.confidence,
             source=item.source, source_id=item.source_id, visibility=item.visibility, metadata=item.metadata,
+            expires_at=item.expires_at, retention=item.retention,
         )
     if isinstance(item, str):
         return ops.make_new_memory(item)
@@ -67,10 +75,10 @@ def coerce_new_memory(item: Any, index: int) -> NewMemory:
         fields = dict(item)
         if "content" not in fields:
             raise InvalidInputError(f"items[{index}]", "needs a 'content' key")
-        unknown = set(fields) - set(NewMemory.__dataclass_fields__)
+        unknown = set(fields) - set(_BULK_FIELDS)
         if unknown:
             raise InvalidInputError(f"items[{index}]", f"has unknown keys {sorted(unknown)}; allowed: "
-                                                       f"{', '.join(NewMemory.__dataclass_fields__)}")
+                                                       f"{', '.join(_BULK_FIELDS)} (keyed memories: put())")
         return ops.make_new_memory(fields.pop("content"), **fields)
     raise InvalidInputError(f"items[{index}]", f"must be a NewMemory, a dict or a string, got {type(item).__name__}")
 
@@ -96,7 +104,8 @@ class PrincipalOps:
     def add(
         self, content: str, *, memory_type: str = "fact", scope: str = "user", confidence: float = 1.0,
         source: str = "user", source_id: str | None = None, visibility: str = "members",
-        metadata: Mapping[str, Any] | None = None, dedupe: bool = True,
+        metadata: Mapping[str, Any] | None = None, dedupe: bool = True, ttl: float | timedelta | None = None,
+        expires_at: datetime | str | None = None, retention: str = "decay",
     ) -> Op[MemoryItem | Rejection]:
         """Save one memory through the gate.
 
@@ -108,12 +117,41 @@ class PrincipalOps:
         names where it goes; shared levels need a role that may write). Malformed arguments
         raise :class:`InvalidInputError`; a role that may not write raises
         :class:`PermissionDeniedError`.
+
+        ``ttl`` (seconds, or a ``timedelta``) or ``expires_at`` (a time) makes it expire: from
+        then on no read sees it, and a sweep (:meth:`MemoryService.purge_expired`) deletes it.
+        Neither: the configured lifetime of its level or type (``MEMORY_TTL_DAYS``), if any.
+        ``retention``: what :meth:`MemoryService.maintain` may do with it: ``"keep"`` (never
+        archive), ``"decay"`` (archive once faded and unused, where that is turned on) or
+        ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
         """
         new = ops.make_new_memory(
             content, memory_type=memory_type, scope=scope, confidence=confidence, source=source,
-            source_id=source_id, visibility=visibility, metadata=metadata,
+            source_id=source_id, visibility=visibility, metadata=metadata, ttl=ttl, expires_at=expires_at,
+            retention=retention,
         )
         return (yield from ops.add_memory(self.config, self.identity, new, dedupe=check_bool("dedupe", dedupe)))
+
+    def put(
+        self, key: str, content: str, *, scope: str = "user", memory_type: str = "fact", confidence: float = 1.0,
+        source: str = "user", visibility: str = "members", metadata: Mapping[str, Any] | None = None,
+        ttl: float | timedelta | None = None, expires_at: datetime | str | None = None, retention: str = "decay",
+    ) -> Op[MemoryItem | Rejection]:
+        """Save ``content`` under ``key``, unique in the caller's ``scope`` (a session's keys are its
+        user's): the memory that holds the key is revised in place, its earlier wording kept in
+        :meth:`history` (and made active again if it was archived), or a new one is written.
+
+        Like LangGraph's ``BaseStore.put``: never deduplicated (the key says which memory it is);
+        ``visibility``, ``metadata``, the expiry and ``retention`` are replaced, not merged. Who may replace a
+        shared memory: as for :meth:`edit`. The gate applies as for :meth:`add` (a
+        :class:`Rejection`, nothing written); a key held by a memory the caller may not see raises
+        :class:`PermissionDeniedError`.
+        """
+        new = ops.make_new_memory(
+            content, memory_type=memory_type, scope=scope, confidence=confidence, source=source,
+            visibility=visibility, metadata=metadata, key=key, ttl=ttl, expires_at=expires_at, retention=retention,
+        )
+        return (yield from ops.put_memory(self.config, self.identity, new))
 
     def add_many(
         self, items: Iterable[NewMemory | Mapping[str, Any] | str], *, dedupe: bool = False,
@@ -273,6 +311,11 @@ class PrincipalOps:
         """One memory the caller may see, in any status; :class:`MemoryNotFoundError` otherwise."""
         return (yield from ops.get_memory(self.identity, memory_id))
 
+    def get_by_key(self, key: str, *, scope: str = "user") -> Op[MemoryItem]:
+        """The active memory saved under ``key`` (:meth:`put`) in the caller's ``scope``: one index
+        lookup. :class:`MemoryNotFoundError` when there is none, it expired, or the caller may not see it."""
+        return (yield from ops.get_by_key(self.identity, key, scope))
+
     def list(
         self, *, memory_type: Any = None, scope: Any = None, status: Any = DEFAULT_STATUS, limit: int = 50,
         offset: int = 0, as_of: Any = None,
@@ -395,6 +438,22 @@ class AdminOps:
         included, in one transaction; others' memories stay. The report counts what went and
         names the scopes left ``ownerless``, which an operator should give an owner. Idempotent."""
         return (yield from rights.forget_user(user_id))
+
+    def purge_expired(self) -> Op[int]:
+        """Delete every memory whose expiry has passed (from then on no read saw it already), with
+        its history; answers how many. Safe to run at any time and from several processes (each
+        batch skips rows another is deleting): from cron, or a LangGraph store's TTL sweeper."""
+        return (yield from ops.purge_expired())
+
+    def maintain(self, *, at: datetime | str | None = None) -> Op[MaintenanceReport]:
+        """Forgetting, run from cron (``agent-memory maintain``): delete what expired, archive
+        ``ephemeral`` memories unused for ``MEMORY_EPHEMERAL_DAYS`` and, where
+        ``MEMORY_ARCHIVE_BELOW`` is set, ``decay`` memories whose salience (raised by each recall,
+        halving every ``stability`` days, fading slower once recalled after longer gaps) fell
+        below it and that went unused for ``MEMORY_ARCHIVE_IDLE_DAYS``. Archived memories can be
+        restored. Safe to run concurrently. ``at`` (default now) is the time it judges by: a later
+        one acts now on what will have faded by then (it is not a dry run)."""
+        return (yield from ops.maintain(self.config, at=at))
 
     def delete_scope(self, scope: str, scope_id: str, *, user_id: str) -> Op[DeleteReport]:
         """Delete a project (by its owner), team (a lead) or org (an admin) with every memory,

@@ -1,11 +1,11 @@
 """What an operation that touches many rows did: one family of reports.
 
-Five operations answer with a report rather than an item: adding many memories
+Six operations answer with a report rather than an item: adding many memories
 (:class:`AddManyReport`), learning from a conversation
 (:class:`~agent_memory.extraction.pipeline.ExtractionReport`, with its outcomes, next to the
 pipeline), importing an export (:class:`ImportReport`), forgetting a user (:class:`ForgetReport`,
-from the service and the checkpointer alike) and deleting a project, team or org
-(:class:`DeleteReport`). Each is a frozen dataclass of plain values and a
+from the service and the checkpointer alike), deleting a project, team or org
+(:class:`DeleteReport`) and maintenance (:class:`MaintenanceReport`). Each is a frozen dataclass of plain values and a
 :class:`Report`: ``summary()`` says what happened in a line or a few, for logs, the CLI and
 notebooks, and ``to_dict()`` gives JSON values, for servers and ``--json``; so any caller
 can print or send any report the same way.
@@ -21,7 +21,8 @@ from uuid import UUID
 
 from .models import Rejection
 
-__all__ = ["AddManyReport", "DeleteReport", "ForgetReport", "ImportReport", "Report", "counts", "jsonable"]
+__all__ = ["AddManyReport", "DeleteReport", "ForgetReport", "ImportReport", "MaintenanceReport", "Report", "counts",
+           "jsonable"]
 
 
 def jsonable(value: Any) -> Any:
@@ -130,3 +131,18 @@ class DeleteReport(Report):
     def summary(self) -> str:
         text = f"deleted {self.scope} {self.scope_id!r}: removed {counts(self.removed)}"
         return text + (f"; rows outside it now pointing nowhere: {counts(self.changed)}" if self.changed else "")
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceReport(Report):
+    """What a maintenance run did: memories deleted because they expired, and archived because
+    they faded (``decay``, below ``archive_below`` and unused) or went unused (``ephemeral``)."""
+
+    expired: int = 0
+    faded: int = 0
+    ephemeral: int = 0
+
+    def summary(self) -> str:
+        return (f"deleted {self.expired} expired; archived {self.faded} faded and {self.ephemeral} "
+                "ephemeral memories")
+

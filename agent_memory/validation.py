@@ -14,7 +14,7 @@ import re
 import reprlib
 import unicodedata
 from collections.abc import Iterable, Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from enum import Enum
 from typing import Any, TypeVar
 from uuid import UUID
@@ -24,6 +24,7 @@ from .models import Identity, Scope
 
 __all__ = [
     "MAX_ID_LENGTH",
+    "MAX_KEY_LENGTH",
     "MAX_METADATA_BYTES",
     "MAX_METADATA_DEPTH",
     "MAX_OFFSET",
@@ -37,6 +38,7 @@ __all__ = [
     "check_identity",
     "check_int",
     "check_k",
+    "check_key",
     "check_list",
     "check_metadata",
     "check_offset",
@@ -44,6 +46,7 @@ __all__ = [
     "check_scope_name",
     "check_storable",
     "check_text",
+    "check_ttl",
     "check_uuid",
     "is_blank",
     "segment_prefix_pattern",
@@ -150,6 +153,35 @@ def check_id(field: str, value: Any) -> str:
     value = check_text(field, str(value), max_length=MAX_ID_LENGTH)
     _check_id_characters(field, value)
     return value
+
+
+#: how long a memory's key may be (a store's namespace and key together)
+MAX_KEY_LENGTH = 1024
+
+
+def check_key(value: Any, field: str = "key") -> str:
+    """A memory's key: 1..1024 characters of text, taken exactly as given (no surrounding
+    whitespace or hidden characters, as for ids); ``/`` and any other character is allowed."""
+    if not isinstance(value, str):
+        raise InvalidInputError(field, f"must be a string key, got {type(value).__name__}")
+    value = check_text(field, value, max_length=MAX_KEY_LENGTH)
+    _check_id_characters(field, value)
+    return value
+
+
+def check_ttl(value: Any, field: str = "ttl") -> timedelta | None:
+    """A time to live: seconds (a positive number) or a ``timedelta``; None for none."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise InvalidInputError(field, f"must be a number of seconds or a timedelta, got {type(value).__name__}")
+    if not math.isfinite(seconds) or seconds <= 0 or seconds > 100 * 366 * 86400:
+        raise InvalidInputError(field, f"must be more than 0 seconds and at most 100 years, got {shown(value)}")
+    return timedelta(seconds=seconds)
 
 
 def check_optional_id(field: str, value: Any) -> str | None:

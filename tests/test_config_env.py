@@ -95,6 +95,10 @@ BAD_VALUES = {
     "auto_create_projects": "yes",
     "team_write": "everyone",
     "conflict_threshold": 1.01,
+    "ttl_days": {"session": 0},
+    "archive_below": 1.0,
+    "archive_idle_days": 0,
+    "ephemeral_days": -1,
 }
 
 

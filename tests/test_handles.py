@@ -33,6 +33,8 @@ PUBLIC_MODULES = [
     "agent_memory/middleware/tools.py", "agent_memory/middleware/backend.py", "agent_memory/middleware/plain.py",
     "agent_memory/middleware/extraction.py", "agent_memory/middleware/context.py",
     "agent_memory/middleware/episodic.py",
+    "agent_memory/store/__init__.py", "agent_memory/store/store.py", "agent_memory/store/namespaces.py",
+    "agent_memory/store/values.py", "agent_memory/store/ops.py",
 ]
 
 #: what a README fragment takes as given (a model and tools of the reader's, the service opened above)

@@ -411,8 +411,10 @@ def test_a_caller_without_an_embedder_sizes_only_a_new_database():
     applied = drive(migrate(configured_size, None), db, requests)
     assert applied == ["0009_reembed_staging", "0010_search_at_scale"] and asked_for_size == []
     sent = [r.query for r in sql(requests)]
-    assert MIGRATIONS[-1].statement(1536) in sent and MIGRATIONS[-1].statement(384) not in sent
-    assert sent.index(MIGRATIONS[-2].sql) < sent.index(MIGRATIONS[-1].statement(1536))
+    by_name = {m.name: m for m in MIGRATIONS}
+    sized, before = by_name["0010_search_at_scale"], by_name["0009_reembed_staging"]
+    assert sized.statement(1536) in sent and sized.statement(384) not in sent
+    assert sent.index(before.sql) < sent.index(sized.statement(1536))
     assert not any(isinstance(r, Embed) for r in requests)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from .context import config, identity, open_service
 from .output import Output
 
-__all__ = ["ProgressEmbeddings", "export", "forget_user", "import_", "read_items", "reembed"]
+__all__ = ["ProgressEmbeddings", "export", "forget_user", "import_", "maintain", "read_items", "reembed"]
 
 _CHUNK = 64
 
@@ -158,6 +158,16 @@ def forget_user(args: argparse.Namespace, out: Output) -> int:
               empty=f"nothing of {report.user_id} was stored")
     for kind, scope_id in report.ownerless:
         out.line(f"{kind} {scope_id} has no owner now: give it one (add_member)", "yellow")
+    return 0
+
+
+def maintain(args: argparse.Namespace, out: Output) -> int:
+    with open_service(args) as memory:
+        report = memory.maintain()
+    if out.json:
+        out.data(report)
+    else:
+        out.line(report.summary())
     return 0
 
 

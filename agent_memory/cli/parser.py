@@ -182,6 +182,14 @@ COMMANDS: tuple[Command, ...] = (
             identity=False,
             args=(_a("user_id", help="the user to erase"),
                   _a("--yes", action="store_true", help="do not ask for confirmation"))),
+    Command("maintain", "forget: delete expired memories, archive unused ephemeral and faded ones (cron-safe)",
+            "data:maintain",
+            ("agent-memory maintain", "MEMORY_ARCHIVE_BELOW=0.05 agent-memory maintain --json"),
+            description="Expired memories (already invisible to every read) are deleted with their history; "
+                        "ephemeral memories unused for MEMORY_EPHEMERAL_DAYS are archived, and with "
+                        "MEMORY_ARCHIVE_BELOW set, faded ones unused for MEMORY_ARCHIVE_IDLE_DAYS. In batches; "
+                        "several runs may overlap.",
+            identity=False),
     Command("reembed", "re-embed every memory with the configured embedding model, then switch to it",
             "data:reembed",
             ("MEMORY_EMBEDDINGS=openai agent-memory reembed", "agent-memory reembed --batch-size 64"),

@@ -60,11 +60,13 @@ SEARCH_INDEX_NAME = "memory_items_search_idx"
 _SEARCH_INDEX = f"CREATE INDEX {SEARCH_INDEX_NAME} ON memory_items (scope, scope_key, status)"
 
 
-def search_index(dimensions: int) -> str:
-    """``memory_items_search_idx`` for vectors of ``dimensions`` (as ``0010_search_at_scale``
-    makes it; made again when a re-embedding changes the size)."""
+def search_index(dimensions: int, *, expiry: bool = True) -> str:
+    """``memory_items_search_idx`` for vectors of ``dimensions`` (as ``0011_keys_and_expiry``
+    makes it; made again when a re-embedding changes the size). ``expiry=False``: as
+    ``0010_search_at_scale`` made it, before memories could expire (a migration never changes)."""
     vector = ", embedding_half" if int(dimensions) <= SEARCH_INDEX_MAX_DIMENSIONS else ""
-    return f"{_SEARCH_INDEX} INCLUDE (owner_key, visibility, memory_type, confidence, id{vector})"
+    expires = ", expires_at" if expiry else ""
+    return f"{_SEARCH_INDEX} INCLUDE (owner_key, visibility, memory_type, confidence{expires}, id{vector})"
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -402,9 +404,9 @@ MIGRATIONS: tuple[Migration, ...] = (
             ADD COLUMN embedding_half halfvec GENERATED ALWAYS AS (embedding::halfvec) STORED;
         DO $do$ BEGIN
             IF {dimensions} <= """ + str(SEARCH_INDEX_MAX_DIMENSIONS) + """ THEN
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS) + """;
+                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS, expiry=False) + """;
             ELSE
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS + 1) + """;
+                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS + 1, expiry=False) + """;
             END IF;
         END $do$;
 
@@ -492,6 +494,105 @@ MIGRATIONS: tuple[Migration, ...] = (
                m.owner_key, m.visibility, m.memory_type
         FROM memory_items m CROSS JOIN LATERAL unnest(m.content_tsv) AS u
         WHERE m.status = 'active';
+        """,
+    ),
+    Migration(
+        "0011_keys_and_expiry",
+        # A memory may be addressed by a key, unique in its scope (a session's keys are its
+        # user's), and may expire. Expired memories are filtered out by every read until a sweep
+        # deletes them, so the search index, the count index and the keyword postings carry
+        # ``expires_at`` too: the indexed search stays index-only and exact. Profiles record when
+        # their earliest input expires (``stale_at``) and are rebuilt from then on.
+        """
+        ALTER TABLE memory_items
+            ADD COLUMN key text CHECK (key IS NULL OR length(key) BETWEEN 1 AND 1024),
+            ADD COLUMN expires_at timestamptz;
+        CREATE UNIQUE INDEX memory_items_key_idx ON memory_items
+            (scope, scope_id, (CASE WHEN scope = 'session' THEN user_id ELSE '' END), key)
+            WHERE key IS NOT NULL AND status <> 'superseded';
+        CREATE INDEX memory_items_expiry_idx ON memory_items (expires_at) WHERE expires_at IS NOT NULL;
+
+        DROP INDEX memory_items_search_idx;
+        DO $do$ BEGIN
+            IF {dimensions} <= """ + str(SEARCH_INDEX_MAX_DIMENSIONS) + """ THEN
+                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS) + """;
+            ELSE
+                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS + 1) + """;
+            END IF;
+        END $do$;
+        DROP INDEX memory_items_count_idx;
+        CREATE INDEX memory_items_count_idx ON memory_items
+            (scope, scope_key, status, memory_type, visibility, owner_key) INCLUDE (expires_at);
+
+        ALTER TABLE memory_terms ADD COLUMN expires_at timestamptz;
+        DROP INDEX memory_terms_lookup_idx;
+        CREATE INDEX memory_terms_lookup_idx ON memory_terms (scope, scope_key, lexeme)
+            INCLUDE (id, tf, owner_key, visibility, memory_type, expires_at);
+        CREATE OR REPLACE FUNCTION agent_memory_terms_added() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            INSERT INTO memory_terms (scope, scope_key, lexeme, id, tf, owner_key, visibility, memory_type, expires_at)
+            SELECT n.scope, n.scope_key, u.lexeme, n.id, coalesce(cardinality(u.positions), 1),
+                   n.owner_key, n.visibility, n.memory_type, n.expires_at
+            FROM added n CROSS JOIN LATERAL unnest(n.content_tsv) AS u
+            WHERE n.status = 'active';
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE OR REPLACE FUNCTION agent_memory_terms_changed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF (OLD.id, OLD.content, OLD.status, OLD.scope, OLD.scope_id, OLD.user_id, OLD.visibility,
+                OLD.memory_type) IS NOT DISTINCT FROM (NEW.id, NEW.content, NEW.status, NEW.scope, NEW.scope_id,
+                NEW.user_id, NEW.visibility, NEW.memory_type) THEN
+                -- only the expiry moved (a store's refresh on read): the postings keep their words
+                UPDATE memory_terms SET expires_at = NEW.expires_at WHERE id = NEW.id;
+                RETURN NULL;
+            END IF;
+            DELETE FROM memory_terms WHERE id = OLD.id;
+            IF NEW.status = 'active' THEN
+                INSERT INTO memory_terms (scope, scope_key, lexeme, id, tf, owner_key, visibility, memory_type,
+                                          expires_at)
+                SELECT NEW.scope, NEW.scope_key, u.lexeme, NEW.id, coalesce(cardinality(u.positions), 1),
+                       NEW.owner_key, NEW.visibility, NEW.memory_type, NEW.expires_at
+                FROM unnest(NEW.content_tsv) AS u;
+            END IF;
+            RETURN NULL;
+        END
+        $fn$;
+        DROP TRIGGER memory_items_terms_update ON memory_items;
+        CREATE TRIGGER memory_items_terms_update
+            AFTER UPDATE OF id, content, status, scope, scope_id, user_id, visibility, memory_type, expires_at
+            ON memory_items
+            FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id
+                               OR OLD.content IS DISTINCT FROM NEW.content OR OLD.status IS DISTINCT FROM NEW.status
+                               OR OLD.scope IS DISTINCT FROM NEW.scope OR OLD.scope_id IS DISTINCT FROM NEW.scope_id
+                               OR OLD.user_id IS DISTINCT FROM NEW.user_id
+                               OR OLD.visibility IS DISTINCT FROM NEW.visibility
+                               OR OLD.memory_type IS DISTINCT FROM NEW.memory_type
+                               OR OLD.expires_at IS DISTINCT FROM NEW.expires_at)
+            EXECUTE FUNCTION agent_memory_terms_changed();
+
+        ALTER TABLE memory_profiles ADD COLUMN stale_at timestamptz;
+        DROP TRIGGER memory_items_profile_inputs ON memory_items;
+        CREATE TRIGGER memory_items_profile_inputs
+            AFTER INSERT OR DELETE OR UPDATE OF content, memory_type, status, scope, scope_id, visibility, version,
+                                                expires_at
+            ON memory_items FOR EACH ROW EXECUTE FUNCTION agent_memory_profile_inputs_changed();
+        """,
+    ),
+    Migration(
+        "0012_salience",
+        # How much a memory still matters: ``salience`` (0..1) as of ``salience_at``, halving every
+        # ``stability`` days; a recall raises it and, the longer the memory went unrecalled, the
+        # more it lengthens ``stability`` (spaced repetition). ``retention`` says what maintenance
+        # may do: ``keep`` (never archive), ``decay`` (archive once faded and unused, when the
+        # operator turns that on), ``ephemeral`` (archive once unused for a short while).
+        # None of these columns is indexed, so recording a recall stays a HOT update.
+        """
+        ALTER TABLE memory_items
+            ADD COLUMN retention text NOT NULL DEFAULT 'decay' CHECK (retention IN ('keep', 'decay', 'ephemeral')),
+            ADD COLUMN salience real NOT NULL DEFAULT 1 CHECK (salience >= 0 AND salience <= 1),
+            ADD COLUMN salience_at timestamptz NOT NULL DEFAULT now(),
+            ADD COLUMN stability real NOT NULL DEFAULT 7 CHECK (stability > 0);
         """,
     ),
 )

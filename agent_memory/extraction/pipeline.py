@@ -231,9 +231,9 @@ def _new_row(config: MemoryConfig, identity: Identity, proposal: Proposal, vecto
     metadata: dict[str, Any] = {"consolidation": consolidation}
     if (evidence := _evidence(proposal)) is not None:
         metadata["evidence"] = evidence
-    new = NewMemory(content=proposal.content, memory_type=proposal.memory_type, scope=proposal.scope,
-                    confidence=proposal.confidence, source=Source.CONVERSATION, source_id=source_id,
-                    metadata=metadata)
+    new = ops.with_default_expiry(config, NewMemory(
+        content=proposal.content, memory_type=proposal.memory_type, scope=proposal.scope,
+        confidence=proposal.confidence, source=Source.CONVERSATION, source_id=source_id, metadata=metadata))
     return (yield Sql(queries.insert_item(), new_item_row(identity, new, proposal.content, vector), fetch="one"))
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from ..models import Scope, Status
 from .types import Query, Statement
@@ -19,18 +20,23 @@ __all__ = [
     "COPY_COLUMNS",
     "COPY_TYPES",
     "ITEM_COLUMNS",
+    "archive_unused",
     "copy_items",
+    "delete_expired",
     "delete_items",
     "ids_with_prefix",
     "insert_item",
     "item_columns",
     "lock_scope",
     "refresh_duplicate",
+    "salience_at",
     "scope_lock_key",
+    "select_by_key",
     "select_item_by_id",
     "select_items",
     "select_items_by_ids",
     "select_owned",
+    "set_keyed_fields",
     "stats",
     "touch_items",
     "update_status",
@@ -41,7 +47,8 @@ __all__ = [
 ITEM_COLUMNS = (
     "id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
     "source", "source_id", "confidence", "visibility", "status", "created_at", "updated_at",
-    "last_used_at", "access_count", "metadata", "valid_from", "valid_to", "superseded_by", "version",
+    "last_used_at", "access_count", "metadata", "valid_from", "valid_to", "superseded_by", "version", "key",
+    "expires_at", "retention",
 )
 
 
@@ -58,12 +65,13 @@ _RETURNING = item_columns(None)
 
 #: the columns a new row is written with (:func:`insert_item`, :func:`copy_items`)
 COPY_COLUMNS = ("id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
-                "source", "source_id", "confidence", "visibility", "metadata", "embedding")
+                "source", "source_id", "confidence", "visibility", "metadata", "key", "expires_at", "retention",
+                "embedding")
 
 
 #: PostgreSQL types of :data:`COPY_COLUMNS`, for the binary COPY of :func:`copy_items`
 COPY_TYPES = ("uuid", "text", "text", "text", "text", "text", "text", "text", "text", "text", "float8", "text",
-              "jsonb", "vector")
+              "jsonb", "text", "timestamptz", "text", "vector")
 
 
 def vector_literal(vector: Sequence[float]) -> str:
@@ -135,17 +143,49 @@ def select_items_by_ids(ids: Sequence[Any]) -> Query:
     )
 
 
+def salience_at(at: str = "now()", alias: str = "m") -> str:
+    """SQL: a memory's salience at the time ``at`` (an SQL expression): its stored ``salience``
+    halved every ``stability`` days since ``salience_at``."""
+    return (f"({alias}.salience * power(0.5, greatest(extract(epoch FROM {at} - {alias}.salience_at), 0)"
+            f" / 86400.0 / {alias}.stability))")
+
+
+#: a recall takes salience halfway to 1, and multiplies stability by 1 + (days since the last
+#: recall / stability), at most 2: a memory recalled again after a long while fades slower from
+#: then on; one recalled over and over within minutes hardly changes (at most ten years)
+_RECALL = (
+    "salience = least(1, {s} + 0.5 * (1 - {s})),"
+    " stability = least(3650, stability * (1 + least(1, greatest(extract(epoch FROM now() - salience_at), 0)"
+    " / 86400.0 / stability))), salience_at = now()"
+).format(s=salience_at(alias="memory_items"))
+
+
 def touch_items(ids: Sequence[Any]) -> Query:
-    """Record use of search hits and read them in full. Usage stats are bookkeeping, so this
-    transaction's commit does not wait for its WAL flush (``synchronous_commit`` off, set in
-    the same round trip)."""
+    """Record use of search hits (a recall: :data:`_RECALL`) and read them in full. Usage stats
+    are bookkeeping, so this transaction's commit does not wait for its WAL flush
+    (``synchronous_commit`` off, set in the same round trip)."""
     return (
         sql.SQL(
             "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))"
-            " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1"
+            " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1, " + _RECALL +
             " FROM async_commit WHERE id = ANY(%(ids)s) RETURNING {ret}"
         ).format(ret=_RETURNING),
         {"ids": list(ids)},
+    )
+
+
+def archive_unused(at: Any, *, retention: str, idle_days: float, below: float | None, limit: int) -> Query:
+    """Archive up to ``limit`` active memories of ``retention`` not used (recalled, or written)
+    for ``idle_days`` before ``at``, and with ``below``, only those whose salience at ``at`` is
+    under it; rows another maintenance run holds are skipped. Answers the ids archived."""
+    faded = sql.SQL("") if below is None else sql.SQL(
+        " AND " + salience_at("%(at)s::timestamptz") + " < %(below)s")
+    return (
+        sql.SQL("UPDATE memory_items SET status = 'archived', updated_at = now() WHERE id IN ("
+                "SELECT m.id FROM memory_items m WHERE m.status = 'active' AND m.retention = %(retention)s"
+                " AND coalesce(m.last_used_at, m.created_at) < %(at)s::timestamptz - make_interval(secs => %(idle)s)"
+                "{faded} LIMIT %(limit)s FOR UPDATE SKIP LOCKED) RETURNING id").format(faded=faded),
+        {"at": at, "retention": retention, "idle": idle_days * 86400.0, "below": below, "limit": limit},
     )
 
 
@@ -197,3 +237,44 @@ def scope_lock_key(scope: Scope, scope_id: str | None, user_id: str) -> str:
 def lock_scope(scope: Scope, scope_id: str | None, user_id: str) -> tuple[str, tuple[str]]:
     """``(sql, params)`` taking :func:`scope_lock_key`'s lock until the transaction ends."""
     return "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (scope_lock_key(scope, scope_id, user_id),)
+
+
+#: a key's owner in the unique index ``memory_items_key_idx``: a session's keys are its user's
+_KEY_OWNER = "(CASE WHEN m.scope = 'session' THEN m.user_id ELSE '' END)"
+
+
+def select_by_key(scope: Scope, scope_id: str, user_id: str, key: str, where: Query | None = None) -> Query:
+    """The row that holds ``key`` in the scope (``memory_items_key_idx``: not superseded, any
+    other status, expired or not). With ``where`` (:func:`.visibility.item_filter`) only if the
+    caller may see it; without, locked until the transaction ends, for a put that replaces it."""
+    filt, params = where if where is not None else (sql.SQL("TRUE"), {})
+    return (
+        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.scope = %(k_scope)s AND m.scope_id = %(k_scope_id)s"
+                " AND " + _KEY_OWNER + " = %(k_owner)s AND m.key = %(k_key)s AND m.status <> 'superseded'"
+                " AND {filt}{lock}").format(cols=_COLS, filt=filt,
+                                           lock=sql.SQL(" FOR UPDATE OF m" if where is None else "")),
+        dict(params, k_scope=scope.value, k_scope_id=scope_id, k_owner=user_id if scope is Scope.SESSION else "",
+             k_key=key),
+    )
+
+
+def set_keyed_fields(memory_id: Any, *, visibility: str, metadata: Any, expires_at: Any, retention: str) -> Query:
+    """What a put by key sets besides the wording: active again, its visibility, metadata, expiry
+    and retention."""
+    return (
+        sql.SQL("UPDATE memory_items SET status = 'active', visibility = %(visibility)s, metadata = %(metadata)s,"
+                " expires_at = %(expires_at)s, retention = %(retention)s, updated_at = now()"
+                " WHERE id = %(id)s RETURNING {ret}").format(ret=_RETURNING),
+        {"id": memory_id, "visibility": visibility, "metadata": Jsonb(dict(metadata)), "expires_at": expires_at,
+         "retention": retention},
+    )
+
+
+def delete_expired(before: Any, limit: int) -> Query:
+    """Delete up to ``limit`` rows that expired before ``before`` (their history goes with them)."""
+    return (
+        sql.SQL("DELETE FROM memory_items WHERE id IN (SELECT id FROM memory_items"
+                " WHERE expires_at IS NOT NULL AND expires_at <= %(before)s LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"),
+        {"before": before, "limit": limit},
+    )
+

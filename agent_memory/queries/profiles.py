@@ -11,7 +11,7 @@ from psycopg.types.json import Jsonb
 
 from .items import item_columns
 from .types import Statement
-from .visibility import member_of
+from .visibility import live, member_of
 
 __all__ = [
     "claim_profile",
@@ -25,7 +25,9 @@ __all__ = [
     "write_built_profile",
 ]
 
-_COLUMNS = "kind, subject_id, fields, manual, dirty, built_by, built_at, edited_at"
+#: ``dirty`` as read: changed since the build, or one of the memories it was built from has expired
+_DIRTY = "(dirty OR coalesce(stale_at <= now(), false))"
+_COLUMNS = f"kind, subject_id, fields, manual, {_DIRTY} AS dirty, built_by, built_at, edited_at"
 
 
 def select_profile(kind: str, subject_id: str, *, lock: bool = False) -> Statement:
@@ -38,7 +40,8 @@ def select_agent_profiles(user_id: str, project_id: str | None) -> Statement:
     """One round trip for the agent: the user's profile, and the project's if the user is a
     member of it; every row (at least one, with NULLs) says whether they are (``member``)."""
     return (
-        "SELECT pr.kind, pr.subject_id, pr.fields, pr.manual, pr.dirty, pr.built_by, pr.built_at, pr.edited_at,"
+        "SELECT pr.kind, pr.subject_id, pr.fields, pr.manual, (pr.dirty OR coalesce(pr.stale_at <= now(), false))"
+        " AS dirty, pr.built_by, pr.built_at, pr.edited_at,"
         " a.member FROM (SELECT " + member_of("'project'", "%(p)s", "%(u)s") + " AS member) a"
         " LEFT JOIN memory_profiles pr ON (pr.kind = 'user' AND pr.subject_id = %(u)s)"
         " OR (pr.kind = 'project' AND pr.subject_id = %(p)s AND a.member)",
@@ -52,7 +55,8 @@ def profile_inputs(kind: str, subject_id: str, limit: int) -> Statement:
     private = sql.SQL(" AND m.visibility <> 'owner_only'") if kind == "project" else sql.SQL("")
     return (
         sql.SQL("SELECT {cols} FROM memory_items m WHERE m.scope = %s AND m.scope_id = %s AND m.status = 'active'"
-                "{private} ORDER BY m.valid_from DESC, m.id LIMIT %s").format(cols=item_columns(), private=private),
+                " AND {live}{private} ORDER BY m.valid_from DESC, m.id LIMIT %s").format(
+            cols=item_columns(), live=sql.SQL(live()), private=private),
         (kind, subject_id, limit),
     )
 
@@ -65,10 +69,13 @@ def ensure_profile(kind: str, subject_id: str) -> Statement:
 def write_built_profile(kind: str, subject_id: str, fields: Mapping[str, Any], built_by: str, *,
                         clean: bool) -> Statement:
     """Store what a build made; ``clean`` also marks the profile fresh."""
+    # stale from when the first memory it could have read expires (its inputs: :func:`profile_inputs`)
     return (
-        "UPDATE memory_profiles SET fields = %s, built_by = %s, built_at = now(), updated_at = now()"
+        "UPDATE memory_profiles SET fields = %s, built_by = %s, built_at = now(), updated_at = now(),"
+        " stale_at = (SELECT min(m.expires_at) FROM memory_items m WHERE m.scope = %s AND m.scope_id = %s"
+        " AND m.status = 'active' AND m.expires_at > now())"
         + (", dirty = false" if clean else "") + " WHERE kind = %s AND subject_id = %s",
-        (Jsonb(dict(fields)), built_by, kind, subject_id),
+        (Jsonb(dict(fields)), built_by, kind, subject_id, kind, subject_id),
     )
 
 
@@ -76,7 +83,7 @@ def claim_profile(kind: str, subject_id: str) -> Statement:
     """Take the profile for a build by the model: stale, or built by the rules meanwhile. Marks
     it fresh and answers its ``fields``; no row when there is nothing to do."""
     return ("UPDATE memory_profiles SET dirty = false WHERE kind = %s AND subject_id = %s"
-            " AND (dirty OR built_by IS DISTINCT FROM 'llm') RETURNING fields", (kind, subject_id))
+            f" AND ({_DIRTY} OR built_by IS DISTINCT FROM 'llm') RETURNING fields", (kind, subject_id))
 
 
 def mark_profile_dirty(kind: str, subject_id: str) -> Statement:

@@ -11,6 +11,7 @@ from psycopg.types.json import Jsonb
 
 from ..models import (
     Identity,
+    Retention,
     Membership,
     MemoryItem,
     MemoryType,
@@ -55,6 +56,9 @@ def row_to_item(row: Mapping[str, Any], *, deduplicated: bool = False) -> Memory
         valid_to=row.get("valid_to"),
         superseded_by=row.get("superseded_by"),
         version=int(row.get("version") or 1),
+        key=row.get("key"),
+        expires_at=row.get("expires_at"),
+        retention=Retention(row.get("retention") or "decay"),
     )
 
 
@@ -76,6 +80,9 @@ def new_item_row(identity: Identity, new: NewMemory, content: str, vector: Seque
         "confidence": new.confidence,
         "visibility": new.visibility.value,
         "metadata": Jsonb(new.metadata),
+        "key": new.key,
+        "expires_at": new.expires_at,
+        "retention": new.retention.value,
         "embedding": np.asarray(vector, dtype=np.float32) if binary else vector_literal(vector),
     }
 

@@ -14,7 +14,7 @@ from psycopg import sql
 from ..models import Identity, MemoryType, Scope
 from .items import item_columns, vector_literal
 from .types import Query
-from .visibility import item_filter, visible_parts
+from .visibility import item_filter, live, visible_parts
 
 __all__ = [
     "GENERIC_PLANS",
@@ -26,6 +26,10 @@ __all__ = [
     "search_candidates",
     "similar_items",
 ]
+
+#: an index range of live rows: active and not expired (``expires_at`` is in the search and count
+#: indexes, so the range stays index-only)
+_ACTIVE = "m.status = 'active' AND " + live()
 
 _COLS = item_columns()
 
@@ -232,7 +236,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
 
     rows = union("SELECT m.id, 1 - (m.embedding_half <=> q.h) AS sim,"
                  " %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} AS b"
-                 " FROM memory_items m, q WHERE {part} AND m.status = 'active'{types}")
+                 " FROM memory_items m, q WHERE {part} AND " + _ACTIVE + "{types}")
     # final~ and relevance~ of every visible row: one index range per level, probing the
     # keyword scores (a hash of the few rows that hold a query word)
     squashed = "coalesce(kw.s / (kw.s + %(kw_half)s::float8), 0)"
@@ -282,11 +286,12 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
         FROM memory_items m, q
         WHERE m.id = ANY(ARRAY(SELECT id FROM cand)) AND {where}
         """
-    ).format(counts=union("SELECT count(*) AS c FROM memory_items m WHERE {part} AND m.status = 'active'{types}"),
+    ).format(counts=union("SELECT count(*) AS c FROM memory_items m WHERE {part} AND " + _ACTIVE + "{types}"),
              # one index range per level and lexeme (scope, scope_key, lexeme), whatever the plan
              # (OFFSET 0 keeps the lateral a parameterised scan, not a join over the whole level)
              postings=union("SELECT t.id, t.lexeme, t.tf FROM lex, LATERAL (SELECT m.id, m.lexeme, m.tf"
-                            " FROM memory_terms m WHERE {part} AND m.lexeme = lex.lexeme{types} OFFSET 0) t"),
+                            " FROM memory_terms m WHERE {part} AND m.lexeme = lex.lexeme{types}"
+                            " AND " + live() + " OFFSET 0) t"),
              scored=scored, prio=fragments["prio"], where=where)
     return sql.SQL(query.as_string())
 
@@ -302,7 +307,7 @@ def similar_items(identity: Identity, scopes: Sequence[Scope] | None, vector: Se
     branches, params = _keyed_union(
         identity, scopes,
         "SELECT id, d FROM (SELECT m.id, m.embedding_half <=> q.h AS d FROM memory_items m, q"
-        " WHERE {part} AND m.status = 'active' OFFSET 0) x WHERE d <= 1 - %(d_thr)s::float8 + %(d_err)s")
+        " WHERE {part} AND " + _ACTIVE + " OFFSET 0) x WHERE d <= 1 - %(d_thr)s::float8 + %(d_err)s")
     filt, check = item_filter(identity, scopes=scopes)
     query = sql.SQL(
         "WITH q AS MATERIALIZED (SELECT %(d_vec)s::vector AS v, %(d_vec)s::halfvec AS h),"
@@ -330,7 +335,7 @@ def cross_level_neighbours(identity: Identity, ids: Sequence[Any], threshold: fl
     branches, params = _keyed_union(
         identity, None,
         "SELECT anchor, id, d FROM (SELECT a.id AS anchor, m.id, m.embedding_half <=> a.h AS d"
-        " FROM memory_items m JOIN a ON a.scope <> {level} WHERE {part} AND m.status = 'active'"
+        " FROM memory_items m JOIN a ON a.scope <> {level} WHERE {part} AND " + _ACTIVE + ""
         " AND EXISTS (SELECT 1 FROM a WHERE a.scope <> {level}) OFFSET 0) x"
         " WHERE d <= 1 - %(n_thr)s::float8 + %(n_err)s")
     filt, check = item_filter(identity)
@@ -366,7 +371,7 @@ def find_duplicates_bulk(identity: Identity, scope: Scope, vectors: Sequence[Seq
     branches, params = _keyed_union(
         identity, (scope,),
         "SELECT ord, id, d FROM (SELECT t.ord, m.id, m.embedding_half <=> t.h AS d"
-        " FROM memory_items m JOIN t ON TRUE WHERE {part} AND m.status = 'active' OFFSET 0) x"
+        " FROM memory_items m JOIN t ON TRUE WHERE {part} AND " + _ACTIVE + " OFFSET 0) x"
         " WHERE d <= 1 - %(b_thr)s::float8 + %(b_err)s")
     filt, check = item_filter(identity, scopes=(scope,))
     query = sql.SQL(

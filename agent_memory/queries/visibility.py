@@ -20,12 +20,20 @@ from .types import Query
 __all__ = [
     "granted_to",
     "item_filter",
+    "live",
     "member_of",
     "scope_key",
     "shared_with",
     "visible_filter",
     "visible_parts",
 ]
+
+
+def live(alias: str = "m") -> str:
+    """SQL: the row has not expired. Every read of memory items (and of their keyword postings,
+    which carry ``expires_at`` too) holds to it, so an expired memory is gone the moment it
+    expires, before a sweep deletes it."""
+    return f"({alias}.expires_at IS NULL OR {alias}.expires_at > now())"
 
 
 def member_of(kind: str, scope_id: str, user: str, alias: str = "mm") -> str:
@@ -134,10 +142,10 @@ def item_filter(
     statuses: Sequence[Status] | None = (Status.ACTIVE,),
     as_of: datetime | None = None,
 ) -> Query:
-    """:func:`visible_filter` narrowed by type and status; with ``as_of``, only items whose fact
-    held at that time (``valid_from <= as_of < valid_to``)."""
+    """:func:`visible_filter` narrowed to what has not expired (:func:`live`), by type and
+    status; with ``as_of``, only items whose fact held at that time (``valid_from <= as_of < valid_to``)."""
     where, params = visible_filter(identity, scopes)
-    clauses = [where]
+    clauses = [where, sql.SQL(live())]
     if as_of is not None:
         clauses.append(sql.SQL("m.valid_from <= %(f_as_of)s AND (m.valid_to IS NULL OR m.valid_to > %(f_as_of)s)"))
         params["f_as_of"] = as_of

@@ -128,6 +128,7 @@ class _Col:
     type: str  # the SQL type an import reads it as
     check: Check
     nullable: bool = False
+    default: Any = None  # what a row without it gets (an export made before the column existed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +172,9 @@ _SECTIONS: dict[str, _Section] = {
         _Col("last_used_at", "timestamptz", _time, True), _Col("access_count", "integer", _whole(0)),
         _Col("metadata", "jsonb", _object), _Col("valid_from", "timestamptz", _time),
         _Col("valid_to", "timestamptz", _time, True), _Col("superseded_by", "uuid", _uuid, True),
-        _Col("version", "integer", _whole(1)),
+        _Col("version", "integer", _whole(1)), _Col("key", "text", _text, True),
+        _Col("expires_at", "timestamptz", _time, True),
+        _Col("retention", "text", _one_of(("keep", "decay", "ephemeral")), default="decay"),
     ), ("id",), "created_at, id"),
     "history": _Section(table_of("history"), (
         _Col("memory_id", "uuid", _uuid), _Col("version", "integer", _whole(1)), _Col("content", "text", _text),
@@ -231,7 +234,9 @@ def _check_row(section: str, index: int, row: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for col in spec.columns:
         path, value = f"{where}.{col.name}", row.get(col.name)
-        if value is None:
+        if value is None and col.default is not None:
+            out[col.name] = col.default
+        elif value is None:
             if not col.nullable:
                 raise InvalidInputError(path, "is missing or null; every exported row has it (was the file edited?)")
             out[col.name] = None

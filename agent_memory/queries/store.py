@@ -1,0 +1,247 @@
+"""The statements of :class:`~agent_memory.store.AgentMemoryStore`, LangGraph's ``BaseStore`` over memory items.
+
+A store item is a memory item with a ``key`` and, in its metadata under :data:`STORE_FIELD`,
+its namespace (``ns``, a JSON array), its full JSON value (``value``), its TTL in minutes
+(``ttl``) and whether it is searchable by a query (``indexed``). Every other memory the caller
+may read (one saved with ``add``, extracted, imported) shows in the store too, at its level's
+root namespace (``("memories", user_id)``, ``("projects", project_id)``...) with the value
+``{"content": ...}``: that is what :func:`namespace_expression` and :func:`value_expression` say.
+
+Each builder takes a ``where`` from :func:`.visibility.item_filter`, so tenancy travels with
+every statement; namespaces are matched by whole segments, and what a caller types (prefix
+segments, filter keys and values) only ever travels as parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from ..models import Scope
+from .items import vector_literal
+from .types import Query
+
+__all__ = [
+    "STORE_FIELD",
+    "like_prefix",
+    "list_store_namespaces",
+    "namespace_expression",
+    "refresh_store_expiry",
+    "search_store",
+    "store_filter",
+    "value_expression",
+]
+
+#: the metadata key a store item keeps its namespace, value, TTL and index flag under
+STORE_FIELD = "_store"
+
+#: the comparison operators of a filter, as SQL
+_COMPARE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def like_prefix(text: str) -> str:
+    """The ``LIKE`` pattern (``ESCAPE '\\'``) for strings that start with ``text``: ``\\``,
+    ``%`` and ``_`` are escaped, so what a caller typed is never a wildcard."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _store_row(roots: Mapping[Scope, str], params: dict[str, Any]) -> sql.Composable:
+    """SQL: ``m`` is a store item whose namespace starts where its row lives (the root of its
+    level, then its scope id), so no metadata written through another door can claim a
+    namespace of someone else's."""
+    cases = []
+    for scope, root in roots.items():
+        params[f"sr_{scope.value}"] = root
+        cases.append(f"WHEN '{scope.value}' THEN %(sr_{scope.value})s")
+    return sql.SQL(
+        f"COALESCE(m.key IS NOT NULL AND m.metadata ? '{STORE_FIELD}'"
+        f" AND m.metadata->'{STORE_FIELD}'->>'ns' IS NOT NULL"
+        f" AND m.metadata->'{STORE_FIELD}'->'ns'->>0 = (CASE m.scope {' '.join(cases)} END)"
+        f" AND m.metadata->'{STORE_FIELD}'->'ns'->>1 = m.scope_id, false)"
+    )
+
+
+def namespace_expression(roots: Mapping[Scope, str], params: dict[str, Any]) -> sql.Composable:
+    """SQL: the namespace of row ``m`` as a JSON array: a store item's own, any other memory's
+    the root of its level and its scope id. Adds its parameters to ``params``."""
+    store_row = _store_row(roots, params)
+    return sql.SQL(
+        f"(CASE WHEN {{store_row}} THEN m.metadata->'{STORE_FIELD}'->'ns'"
+        " ELSE jsonb_build_array(CASE m.scope {cases} END, m.scope_id) END)"
+    ).format(store_row=store_row, cases=sql.SQL(" ".join(
+        f"WHEN '{scope.value}' THEN %(sr_{scope.value})s::text" for scope in roots)))
+
+
+def value_expression(roots: Mapping[Scope, str], params: dict[str, Any]) -> sql.Composable:
+    """SQL: the JSON value of row ``m``: a store item's own, any other memory's ``{"content": ...}``.
+    Adds its parameters to ``params``."""
+    return sql.SQL(
+        f"(CASE WHEN {{store_row}} THEN m.metadata->'{STORE_FIELD}'->'value'"
+        " ELSE jsonb_build_object('content', m.content) END)"
+    ).format(store_row=_store_row(roots, params))
+
+
+def store_filter(conditions: Sequence[tuple[str, str, Any]]) -> Query:
+    """SQL: the row's value (``v.value``, as :func:`search_store` names it) passes every
+    ``(key, operator, operand)`` condition, evaluated on the stored ``jsonb``: ``$eq``/``$ne``
+    compare JSON values (numbers as numbers, ``1`` equals ``1.0``), ``$gt``/``$gte``/``$lt``/``$lte``
+    compare a number with numbers (numerically) and a string with strings (by code point),
+    ``$in``/``$nin`` test membership in a list. A missing key passes only ``$ne`` and ``$nin``.
+    Operands are checked by the caller (numbers, strings, JSON)."""
+    params: dict[str, Any] = {}
+    clauses: list[sql.Composable] = []
+    value = sql.SQL("v.value")
+    for i, (key, op, operand) in enumerate(conditions):
+        k, v = f"sf{i}_key", f"sf{i}_val"
+        params[k] = key
+        field = sql.SQL("({value} -> %({k})s)").format(value=value, k=sql.SQL(k))
+        if op == "$eq":
+            params[v] = Jsonb(operand)
+            clauses.append(sql.SQL("{field} = %({v})s::jsonb").format(field=field, v=sql.SQL(v)))
+        elif op == "$ne":
+            params[v] = Jsonb(operand)
+            clauses.append(sql.SQL("{field} IS DISTINCT FROM %({v})s::jsonb").format(field=field, v=sql.SQL(v)))
+        elif op in ("$in", "$nin"):
+            params[v] = [Jsonb(x) for x in operand]
+            test = sql.SQL("COALESCE({field} = ANY(%({v})s::jsonb[]), false)").format(field=field, v=sql.SQL(v))
+            clauses.append(test if op == "$in" else sql.SQL("NOT ") + test)
+        elif op in _COMPARE:
+            if isinstance(operand, str):
+                params[v] = operand
+                clauses.append(sql.SQL(
+                    "(jsonb_typeof({field}) = 'string' AND ({value} ->> %({k})s) COLLATE \"C\" {op} %({v})s)"
+                ).format(field=field, value=value, k=sql.SQL(k), op=sql.SQL(_COMPARE[op]), v=sql.SQL(v)))
+            else:
+                params[v] = Jsonb(operand)
+                clauses.append(sql.SQL(
+                    "(jsonb_typeof({field}) = 'number' AND {field} {op} %({v})s::jsonb)"
+                ).format(field=field, op=sql.SQL(_COMPARE[op]), v=sql.SQL(v)))
+        else:
+            raise ValueError(f"unknown filter operator {op!r}")
+    if not clauses:
+        return sql.SQL("TRUE"), params
+    return sql.SQL("(") + sql.SQL(" AND ").join(clauses) + sql.SQL(")"), params
+
+
+def search_store(
+    where: Query,
+    *,
+    roots: Mapping[Scope, str],
+    key_prefix: str | None,
+    plain_rows: bool,
+    filters: Query,
+    vector: Sequence[float] | None,
+    limit: int,
+    offset: int,
+) -> Query:
+    """Rows of ``where`` in a namespace prefix that pass ``filters``, with their namespace, value
+    and whether a read renews their TTL (``renewable``): by cosine similarity to ``vector`` (``score``; rows put with ``index=False`` left out),
+    or most recently updated first without one (``score`` NULL).
+
+    ``key_prefix``: the text every store key under the prefix starts with (``None``: any store
+    item of ``where``); ``plain_rows``: whether memories that are not store items (at their
+    level's root namespace) are under the prefix too.
+    """
+    filt, params = where
+    params = dict(params)
+    store_row = _store_row(roots, params)
+    in_prefix: sql.Composable = store_row
+    if key_prefix is not None:
+        params["ss_prefix"] = like_prefix(key_prefix)
+        in_prefix = sql.SQL("({store_row} AND m.key LIKE %(ss_prefix)s ESCAPE '\\')").format(store_row=store_row)
+    if plain_rows:
+        in_prefix = sql.SQL("({in_prefix} OR NOT {store_row})").format(in_prefix=in_prefix, store_row=store_row)
+    value_filter, filter_params = filters
+    params.update(filter_params)
+    namespace = namespace_expression(roots, params)
+    value = value_expression(roots, params)
+    if vector is None:
+        score: sql.Composable = sql.SQL("NULL::float8")
+        order = sql.SQL("m.updated_at DESC, m.id")
+        searchable: sql.Composable = sql.SQL("TRUE")
+    else:
+        params["ss_vector"] = vector_literal(vector)
+        score = sql.SQL("(1 - (m.embedding <=> %(ss_vector)s::vector))::float8")
+        order = sql.SQL("m.embedding <=> %(ss_vector)s::vector, m.id")
+        searchable = sql.SQL(f"COALESCE((m.metadata->'{STORE_FIELD}'->>'indexed')::boolean, true)")
+    params["ss_limit"], params["ss_offset"] = limit, offset
+    return (
+        sql.SQL(
+            "SELECT m.id, m.key, m.scope, m.scope_id, m.created_at, m.updated_at, v.namespace, v.value,"
+            f" m.expires_at IS NOT NULL AND jsonb_typeof(m.metadata->'{STORE_FIELD}'->'ttl') = 'number' AS renewable,"
+            " {score} AS score FROM memory_items m"
+            " CROSS JOIN LATERAL (SELECT {namespace} AS namespace, {value} AS value) AS v"
+            " WHERE {filt} AND {in_prefix} AND {value_filter} AND {searchable}"
+            " ORDER BY {order} LIMIT %(ss_limit)s OFFSET %(ss_offset)s"
+        ).format(namespace=namespace, value=value, score=score, filt=filt, in_prefix=in_prefix,
+                 value_filter=value_filter, searchable=searchable, order=order),
+        params,
+    )
+
+
+def list_store_namespaces(
+    where: Query,
+    *,
+    roots: Mapping[Scope, str],
+    prefix: Sequence[str] | None,
+    suffix: Sequence[str] | None,
+    max_depth: int | None,
+    limit: int,
+    offset: int,
+) -> Query:
+    """The distinct namespaces of the rows in ``where`` (store items' own, other memories' their
+    level's root), each cut to ``max_depth`` segments, in tuple order (segments by code point).
+
+    ``prefix`` / ``suffix``: the namespace starts / ends with these segments, compared whole
+    (``"*"`` stands for any one segment)."""
+    filt, params = where
+    params = dict(params)
+    namespace = namespace_expression(roots, params)
+    clauses: list[sql.Composable] = []
+    for name, path in (("prefix", prefix), ("suffix", suffix)):
+        if not path:
+            continue
+        params[f"ln_{name}_n"] = len(path)
+        clauses.append(sql.SQL(f"jsonb_array_length(ns) >= %(ln_{name}_n)s"))
+        for i, segment in enumerate(path):
+            if segment == "*":
+                continue
+            index = i if name == "prefix" else i - len(path)  # -1 is the last segment
+            params[f"ln_{name}_{i}"] = segment
+            clauses.append(sql.SQL(f"ns ->> {index} = %(ln_{name}_{i})s"))
+    matches = sql.SQL(" AND ").join(clauses) if clauses else sql.SQL("TRUE")
+    cut: sql.Composable = sql.SQL("ns")
+    if max_depth is not None:
+        params["ln_depth"] = max_depth
+        cut = sql.SQL(
+            "(SELECT jsonb_agg(e ORDER BY o) FROM jsonb_array_elements(ns) WITH ORDINALITY AS s(e, o)"
+            " WHERE o <= %(ln_depth)s)"
+        )
+    params["ln_limit"], params["ln_offset"] = limit, offset
+    return (
+        sql.SQL(
+            "SELECT ns FROM (SELECT DISTINCT {cut} AS ns FROM"
+            " (SELECT {namespace} AS ns FROM memory_items m WHERE {filt}) AS rows WHERE {matches}) AS found"
+            " ORDER BY (SELECT array_agg(e COLLATE \"C\" ORDER BY o)"
+            " FROM jsonb_array_elements_text(ns) WITH ORDINALITY AS s(e, o))"
+            " LIMIT %(ln_limit)s OFFSET %(ln_offset)s"
+        ).format(cut=cut, namespace=namespace, filt=filt, matches=matches),
+        params,
+    )
+
+
+def refresh_store_expiry(ids: Sequence[Any]) -> Query:
+    """Start the TTL of store items again (a read with ``refresh_on_read``): each of ``ids``
+    that has a TTL expires that many minutes from now."""
+    return (
+        sql.SQL(
+            "UPDATE memory_items SET expires_at = now() + make_interval(secs =>"
+            f" (metadata->'{STORE_FIELD}'->>'ttl')::float8 * 60)"
+            f" WHERE id = ANY(%(ids)s) AND expires_at IS NOT NULL AND jsonb_typeof(metadata->'{STORE_FIELD}'->'ttl')"
+            " = 'number'"
+        ),
+        {"ids": list(ids)},
+    )

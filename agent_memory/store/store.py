@@ -1,0 +1,426 @@
+"""``AgentMemoryStore``: LangGraph's ``BaseStore`` over the same memory items as the service.
+
+A memory saved through the store (by langmem's tools, or any code written for LangGraph's
+store) is injected by ``MemoryMiddleware`` and found by ``memory_search``; a memory saved any
+other way is found by the store's ``search``. Namespaces map to levels of memory
+(:mod:`.namespaces`); the store acts for the run's user (or the ``caller`` it was given) under
+the same access rules as every entry point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, cast
+
+from langgraph.store.base import (
+    NOT_PROVIDED,
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    NamespacePath,
+    NotProvided,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+)
+
+from ..db.requests import Op as Operation
+from ..embeddings import embedding_dimensions
+from ..errors import (
+    ConfigurationError,
+    EmbeddingDimensionMismatchError,
+    InvalidInputError,
+)
+from ..identity import identity_from
+from ..models import Identity
+from ..principal import AdminOps, PrincipalOps
+from ..service import AsyncMemoryService, MemoryService
+from ..validation import check_identity
+from .namespaces import check_segments, resolve
+from .ops import (
+    StoreSettings,
+    delete_item,
+    get_item,
+    list_namespaces,
+    put_item,
+    search_items,
+)
+from .values import check_fields
+
+__all__ = ["AgentMemoryStore"]
+
+logger = logging.getLogger(__name__)
+
+_INDEX_KEYS = {"dims", "embed", "fields", "distance_type", "ann_index_config"}
+_TTL_KEYS = {"default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired"}
+
+
+def _run_identity() -> Identity | None:
+    """The identity of the LangGraph run this call is part of (its config or context), if any."""
+    from langgraph.config import get_config
+
+    try:
+        config = get_config()
+    except RuntimeError:  # not inside a run
+        return None
+    return identity_from(config, required=False)
+
+
+def _minutes(field: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ConfigurationError(f"ttl[{field!r}] must be a number of minutes above 0 or None, got {value!r}")
+    return float(value)
+
+
+class AgentMemoryStore(BaseStore):
+    """LangGraph's ``BaseStore`` over agent-memory's memory items.
+
+    ``memory``: a :class:`MemoryService` (``batch``; ``abatch`` runs it in a thread) or an
+    :class:`AsyncMemoryService` (``abatch``; ``batch`` works from another thread than the event
+    loop's). ``caller``: who the store acts for outside a LangGraph run (inside one, the run's
+    ``user_id``/``project_id``/... are read from its config or context, as the middleware reads
+    them). ``trusted=True``: the namespace ``("memories", user_id, ...)`` itself names whose
+    memory it is (for server code that authenticated the user); otherwise another user's
+    namespace is refused. ``index``: LangGraph's index config; its ``fields`` choose the text that
+    is embedded (the service's embedder embeds it: ``embed`` is not used, and ``dims`` must be the
+    database's). ``ttl``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True) and
+    ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`.
+    """
+
+    supports_ttl = True
+
+    def __init__(
+        self, memory: MemoryService | AsyncMemoryService, *, caller: Identity | None = None, trusted: bool = False,
+        index: IndexConfig | None = None, ttl: TTLConfig | None = None,
+    ) -> None:
+        if not isinstance(memory, (MemoryService, AsyncMemoryService)):
+            raise ConfigurationError(
+                f"memory must be a MemoryService or AsyncMemoryService, got {type(memory).__name__}")
+        if caller is not None and not isinstance(caller, Identity):
+            raise ConfigurationError(f"caller must be an Identity (agent_memory.Identity), got {type(caller).__name__}")
+        if not isinstance(trusted, bool):
+            raise ConfigurationError(f"trusted must be True or False, got {trusted!r}")
+        self.memory = memory
+        self.caller = None if caller is None else check_identity(**caller.kwargs())
+        self.trusted = trusted
+        self.index_config = self._check_index(index)
+        self.ttl_config = self._check_ttl(ttl)
+        fields = (() if index is None or index.get("fields") is None
+                  else check_fields("index['fields']", index["fields"]))
+        self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweeper: concurrent.futures.Future[None] | None = None
+        self._sweeper_task: asyncio.Task[None] | None = None
+        self._stop = threading.Event()
+
+    # --- configuration --------------------------------------------------------------------
+
+    def _check_index(self, index: IndexConfig | None) -> IndexConfig | None:
+        if index is None:
+            return None
+        if not isinstance(index, Mapping):
+            raise ConfigurationError(f"index must be a dict like {{'dims': 384, 'fields': ['text']}}, got "
+                                     f"{type(index).__name__}")
+        unknown = set(index) - _INDEX_KEYS
+        if unknown:
+            raise ConfigurationError(f"index has unknown keys {sorted(unknown)}; allowed: {sorted(_INDEX_KEYS)}")
+        dims = index.get("dims")
+        if dims is not None:
+            have = embedding_dimensions(self.memory.embeddings)
+            if dims != have:
+                raise EmbeddingDimensionMismatchError(
+                    f"index['dims'] is {dims!r} but this memory's embedder and database use {have} dimensions; "
+                    f"the store embeds with the service's embedder, so pass dims={have} or leave it out")
+        distance = index.get("distance_type", "cosine")
+        if distance != "cosine":
+            raise ConfigurationError(f"index['distance_type'] {distance!r} is not supported: memories are compared "
+                                     "by cosine similarity; leave it out")
+        return index
+
+    @staticmethod
+    def _check_ttl(ttl: TTLConfig | None) -> TTLConfig | None:
+        if ttl is None:
+            return None
+        if not isinstance(ttl, Mapping):
+            raise ConfigurationError(f"ttl must be a dict like {{'default_ttl': 60}}, got {type(ttl).__name__}")
+        unknown = set(ttl) - _TTL_KEYS
+        if unknown:
+            raise ConfigurationError(f"ttl has unknown keys {sorted(unknown)}; allowed: {sorted(_TTL_KEYS)}")
+        refresh = ttl.get("refresh_on_read", True)
+        if not isinstance(refresh, bool):
+            raise ConfigurationError(f"ttl['refresh_on_read'] must be True or False, got {refresh!r}")
+        checked: TTLConfig = {"refresh_on_read": refresh,
+                              "default_ttl": _minutes("default_ttl", ttl.get("default_ttl"))}
+        interval = _minutes("sweep_interval_minutes", ttl.get("sweep_interval_minutes"))
+        checked["sweep_interval_minutes"] = interval  # type: ignore[typeddict-item]  # LangGraph types it int
+        return checked
+
+    def _principal(self, identity: Identity) -> PrincipalOps:
+        return self.memory.for_user(identity).ops
+
+    # --- the two doors --------------------------------------------------------------------
+
+    def _operation(self, ops: Iterable[Op]) -> Operation[list[Result]]:
+        """The batch as one operation; namespaces are resolved now, in the caller's context
+        (where the run's identity is)."""
+        caller = self.caller if self.caller is not None else _run_identity()
+        settings, trusted = self._settings, self.trusted
+        steps: list[Operation[Any]] = []
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                namespace = check_segments("namespace", op.namespace)
+                target = resolve(namespace, caller, trusted=trusted, exact=True)
+                steps.append(get_item(settings, target, namespace, op.key, refresh=bool(op.refresh_ttl)))
+            elif isinstance(op, PutOp):
+                namespace = check_segments("namespace", op.namespace)
+                target = resolve(namespace, caller, trusted=trusted, exact=True)
+                if op.value is None:
+                    steps.append(delete_item(settings, target, namespace, op.key))
+                else:
+                    steps.append(put_item(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl))
+            elif isinstance(op, SearchOp):
+                prefix = check_segments("namespace_prefix", op.namespace_prefix)
+                target = resolve(prefix, caller, trusted=trusted, exact=False, field="namespace_prefix")
+                steps.append(search_items(settings, target, prefix, query=op.query, filter=op.filter, limit=op.limit,
+                                          offset=op.offset, refresh=bool(op.refresh_ttl)))
+            elif isinstance(op, ListNamespacesOp):
+                steps.append(self._listing(op, caller))
+            else:
+                raise InvalidInputError(f"ops[{i}]", f"is not a store op: {type(op).__name__}")
+        return _sequence(steps)
+
+    def _listing(self, op: ListNamespacesOp, caller: Identity | None) -> Operation[list[tuple[str, ...]]]:
+        paths: dict[str, tuple[str, ...]] = {}
+        for condition in op.match_conditions or ():
+            kind = condition.match_type
+            if kind not in ("prefix", "suffix"):
+                raise InvalidInputError("match_conditions", f"match_type must be 'prefix' or 'suffix', got {kind!r}")
+            if kind in paths:
+                raise InvalidInputError("match_conditions", f"give at most one {kind} condition")
+            paths[kind] = check_segments(kind, condition.path)
+        prefix = paths.get("prefix", ())
+        fixed = prefix[: prefix.index("*")] if "*" in prefix else prefix  # who acts: what is spelled out
+        target = resolve(fixed, caller, trusted=self.trusted, exact=False, field="prefix")
+        return list_namespaces(target, prefix=paths.get("prefix"), suffix=paths.get("suffix"),
+                               max_depth=op.max_depth, limit=op.limit, offset=op.offset)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order, in one transaction; results in the same order."""
+        operation = self._operation(ops)
+        memory = self.memory
+        if isinstance(memory, MemoryService):
+            return memory.execute(operation)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            loop = self._loop
+            if loop is not None and loop.is_running():
+                return asyncio.run_coroutine_threadsafe(memory.execute(operation), loop).result()
+        operation.close()
+        raise ConfigurationError(
+            "this store wraps an AsyncMemoryService: in async code use its async methods (aget, aput, asearch, "
+            "alist_namespaces, adelete), or build the store on a MemoryService")
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` for asyncio (a blocking service runs it in a worker thread)."""
+        operation = self._operation(ops)
+        memory = self.memory
+        if isinstance(memory, AsyncMemoryService):
+            self._loop = asyncio.get_running_loop()
+            return await memory.execute(operation)
+        return await asyncio.get_running_loop().run_in_executor(None, memory.execute, operation)
+
+    # --- LangGraph's methods, without its rule against "." in namespace labels ---------------
+    # (its PostgresStore joins labels with "."; our keys are JSON, so "alice@example.com" or a
+    # project "acme.io" is a namespace label like any other; the ops are checked in batch)
+
+    def _refresh(self, refresh_ttl: bool | None) -> bool:
+        if refresh_ttl is not None:
+            return refresh_ttl
+        return bool((self.ttl_config or {}).get("refresh_on_read", True))
+
+    def _ttl(self, ttl: float | None | NotProvided) -> float | None:
+        if isinstance(ttl, NotProvided):
+            return (self.ttl_config or {}).get("default_ttl")
+        return ttl
+
+    @staticmethod
+    def _listing_op(prefix: NamespacePath | None, suffix: NamespacePath | None, max_depth: int | None, limit: int,
+                    offset: int) -> ListNamespacesOp:
+        conditions = [MatchCondition(match_type="prefix", path=prefix)] if prefix else []
+        if suffix:
+            conditions.append(MatchCondition(match_type="suffix", path=suffix))
+        return ListNamespacesOp(match_conditions=tuple(conditions), max_depth=max_depth, limit=limit, offset=offset)
+
+    def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        """The item at ``key`` in ``namespace``, or ``None``."""
+        return cast("Item | None", self.batch([GetOp(namespace, str(key), self._refresh(refresh_ttl))])[0])
+
+    async def aget(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        """:meth:`get` for asyncio."""
+        return cast("Item | None", (await self.abatch([GetOp(namespace, str(key), self._refresh(refresh_ttl))]))[0])
+
+    def search(
+        self, namespace_prefix: tuple[str, ...], /, *, query: str | None = None, filter: dict[str, Any] | None = None,
+        limit: int = 10, offset: int = 0, refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        """Items under ``namespace_prefix`` (whole segments), by similarity to ``query`` or newest first."""
+        op = SearchOp(namespace_prefix, filter, limit, offset, query, self._refresh(refresh_ttl))
+        return cast("list[SearchItem]", self.batch([op])[0])
+
+    async def asearch(
+        self, namespace_prefix: tuple[str, ...], /, *, query: str | None = None, filter: dict[str, Any] | None = None,
+        limit: int = 10, offset: int = 0, refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        """:meth:`search` for asyncio."""
+        op = SearchOp(namespace_prefix, filter, limit, offset, query, self._refresh(refresh_ttl))
+        return cast("list[SearchItem]", (await self.abatch([op]))[0])
+
+    def put(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None, *, ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
+        """Store ``value`` at ``key`` in ``namespace`` (``ttl`` in minutes; default: the ttl config's)."""
+        self.batch([PutOp(namespace, str(key), value, index=index, ttl=self._ttl(ttl))])
+
+    async def aput(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None, *, ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
+        """:meth:`put` for asyncio."""
+        await self.abatch([PutOp(namespace, str(key), value, index=index, ttl=self._ttl(ttl))])
+
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        """Delete the item at ``key`` in ``namespace`` (nothing there: nothing happens)."""
+        self.batch([PutOp(namespace, str(key), None)])
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        """:meth:`delete` for asyncio."""
+        await self.abatch([PutOp(namespace, str(key), None)])
+
+    def list_namespaces(
+        self, *, prefix: NamespacePath | None = None, suffix: NamespacePath | None = None, max_depth: int | None = None,
+        limit: int = 100, offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        """The namespaces of what the caller may read, in tuple order (``"*"``: any one segment)."""
+        op = self._listing_op(prefix, suffix, max_depth, limit, offset)
+        return cast("list[tuple[str, ...]]", self.batch([op])[0])
+
+    async def alist_namespaces(
+        self, *, prefix: NamespacePath | None = None, suffix: NamespacePath | None = None, max_depth: int | None = None,
+        limit: int = 100, offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        """:meth:`list_namespaces` for asyncio."""
+        op = self._listing_op(prefix, suffix, max_depth, limit, offset)
+        return cast("list[tuple[str, ...]]", (await self.abatch([op]))[0])
+
+    # --- TTL ------------------------------------------------------------------------------
+
+    def sweep_expired(self) -> int:
+        """Delete every expired memory now (they are already invisible); answers how many."""
+        memory = self.memory
+        if not isinstance(memory, MemoryService):
+            raise ConfigurationError("this store wraps an AsyncMemoryService: await asweep_expired()")
+        return memory.execute(AdminOps(memory.config).purge_expired())
+
+    async def asweep_expired(self) -> int:
+        """:meth:`sweep_expired` for asyncio."""
+        memory = self.memory
+        if isinstance(memory, AsyncMemoryService):
+            return await memory.execute(AdminOps(memory.config).purge_expired())
+        return await asyncio.get_running_loop().run_in_executor(None, self.sweep_expired)
+
+    def _interval(self, given: float | None) -> float:
+        minutes = given if given is not None else (self.ttl_config or {}).get("sweep_interval_minutes")
+        checked = _minutes("sweep_interval_minutes", minutes)
+        if checked is None:
+            raise ConfigurationError("no sweep interval: pass sweep_interval_minutes, or give it in the store's "
+                                     "ttl config")
+        return checked * 60
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
+        """Delete expired memories every ``sweep_interval_minutes`` (default: the ttl config's) in a
+        background thread, until :meth:`stop_ttl_sweeper`; answers the thread's future. Blocking
+        services only (:meth:`astart_ttl_sweeper` for asyncio)."""
+        seconds = self._interval(sweep_interval_minutes)
+        if not isinstance(self.memory, MemoryService):
+            raise ConfigurationError("this store wraps an AsyncMemoryService: await astart_ttl_sweeper()")
+        if self._sweeper is not None and not self._sweeper.done():
+            return self._sweeper
+        self._stop.clear()
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def sweep() -> None:
+            while not self._stop.wait(seconds):
+                try:
+                    self.sweep_expired()
+                except Exception:  # a database that is down now may be up at the next sweep
+                    logger.warning("the TTL sweep failed; trying again in %.0f s", seconds, exc_info=True)
+            future.set_result(None)
+
+        threading.Thread(target=sweep, name="agent-memory-ttl-sweeper", daemon=True).start()
+        self._sweeper = future
+        return future
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; answers whether it stopped within ``timeout`` seconds."""
+        if self._sweeper is None:
+            return True
+        self._stop.set()
+        try:
+            self._sweeper.result(timeout)
+        except concurrent.futures.TimeoutError:
+            return False
+        finally:
+            if self._sweeper.done():
+                self._sweeper = None
+        return True
+
+    async def astart_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> asyncio.Task[None]:
+        """:meth:`start_ttl_sweeper` as an asyncio task on the running loop."""
+        seconds = self._interval(sweep_interval_minutes)
+        if self._sweeper_task is not None and not self._sweeper_task.done():
+            return self._sweeper_task
+
+        async def sweep() -> None:
+            while True:
+                await asyncio.sleep(seconds)
+                try:
+                    await self.asweep_expired()
+                except Exception:
+                    logger.warning("the TTL sweep failed; trying again in %.0f s", seconds, exc_info=True)
+
+        self._sweeper_task = asyncio.get_running_loop().create_task(sweep())
+        return self._sweeper_task
+
+    async def astop_ttl_sweeper(self) -> bool:
+        """Stop the sweeper task; answers whether one was running."""
+        task, self._sweeper_task = self._sweeper_task, None
+        if task is None or task.done():
+            return False
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        return True
+
+
+def _sequence(steps: list[Operation[Any]]) -> Operation[list[Result]]:
+    results: list[Result] = []
+    for step in steps:
+        results.append((yield from step))
+    return results

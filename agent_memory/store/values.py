@@ -1,0 +1,143 @@
+"""Store values, their indexed text and search filters: pure functions, no I/O.
+
+A value is a JSON object kept whole in the memory's metadata; the memory's content (what is
+embedded, searched by keyword and injected into prompts) is the text at the index config's
+``fields``, as in LangGraph: ``"$"`` is the whole value as JSON, ``"a.b"`` a nested field,
+``"a[0]"`` / ``"a[-1]"`` / ``"a[*]"`` array elements. Several texts are joined with line breaks
+into one content (LangGraph embeds each separately; a memory has one vector).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import InvalidInputError
+from ..validation import check_metadata, shown
+
+__all__ = [
+    "FILTER_OPERATORS",
+    "check_fields",
+    "check_filter",
+    "check_value",
+    "indexed_text",
+    "text_at_path",
+]
+
+#: the operators a filter may use (a bare value means ``$eq``)
+FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
+
+_TOKEN = re.compile(r"([^.\[\]]+)|\[(\*|-?\d+)\]|(\.)")
+
+
+def check_fields(field: str, fields: Any) -> tuple[str, ...]:
+    """An index config's ``fields`` (or a put's ``index`` list): non-empty paths."""
+    if isinstance(fields, str) or not isinstance(fields, Sequence) or not fields:
+        raise InvalidInputError(field, f"must be a non-empty list of paths such as ['text'] or ['$'], got "
+                                       f"{shown(fields)}")
+    for path in fields:
+        if not isinstance(path, str) or not path:
+            raise InvalidInputError(field, f"paths must be non-empty strings, got {shown(path)}")
+        if path != "$":
+            _tokens(field, path)
+    return tuple(fields)
+
+
+def _tokens(field: str, path: str) -> list[str | int]:
+    tokens: list[str | int] = []
+    pos = 0
+    for match in _TOKEN.finditer(path):
+        if match.start() != pos:
+            break
+        pos = match.end()
+        name, index, dot = match.groups()
+        if dot is None:
+            tokens.append(name if name is not None else ("*" if index == "*" else int(index)))
+    if pos != len(path) or not tokens or ".." in path or path.startswith(".") or path.endswith("."):
+        raise InvalidInputError(field, f"{path!r} is not a path: use 'field', 'a.b', 'a[0]', 'a[-1]', 'a[*]' or '$'")
+    return tokens
+
+
+def _as_text(node: Any) -> list[str]:
+    if node is None:
+        return []
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, (bool, int, float)):
+        return [json.dumps(node)]
+    return [json.dumps(node, sort_keys=True, ensure_ascii=False)]
+
+
+def text_at_path(value: Mapping[str, Any], path: str) -> list[str]:
+    """The texts at ``path`` in ``value`` (none when the path is missing)."""
+    if path == "$":
+        return [json.dumps(value, sort_keys=True, ensure_ascii=False)]
+    nodes: list[Any] = [value]
+    for token in _tokens("index", path):
+        nodes = [child for node in nodes for child in _children(node, token)]
+    return [text for node in nodes for text in _as_text(node)]
+
+
+def _children(node: Any, token: str | int) -> list[Any]:
+    """What one path token selects in ``node``: ``*`` every element, an int one, a name one field."""
+    if isinstance(node, list):
+        if token == "*":
+            return list(node)
+        return [node[token]] if isinstance(token, int) and -len(node) <= token < len(node) else []
+    if isinstance(node, Mapping) and isinstance(token, str) and token != "*" and token in node:
+        return [node[token]]
+    return []
+
+
+def indexed_text(value: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """The text of ``value`` at ``fields``, joined by line breaks ("" when none is present)."""
+    return "\n".join(text for path in fields for text in text_at_path(value, path) if text.strip())
+
+
+def check_value(value: Any) -> dict[str, Any]:
+    """A value to store: a JSON object (string keys; finite numbers; storable strings) small
+    enough for a memory's metadata (16 KiB as JSON)."""
+    if not isinstance(value, Mapping):
+        raise InvalidInputError("value", f"must be a JSON object (a dict), got {type(value).__name__}; "
+                                         "wrap other values, e.g. {'content': ...}")
+    return check_metadata(value, "value")
+
+
+def check_filter(filter: Any) -> list[tuple[str, str, Any]]:
+    """A search filter as ``(key, operator, operand)`` conditions on top-level keys of the value:
+    ``{"color": "red"}`` (equality) or ``{"score": {"$gte": 3, "$lt": 10}}``. Comparisons take a
+    number or a string; ``$in``/``$nin`` a list."""
+    if filter is None:
+        return []
+    if not isinstance(filter, Mapping):
+        raise InvalidInputError("filter", f"must be a dict such as {{'color': 'red'}}, got {type(filter).__name__}")
+    check_metadata(filter, "filter")
+    conditions: list[tuple[str, str, Any]] = []
+    for key, wanted in filter.items():
+        operators = [k for k in wanted if k.startswith("$")] if isinstance(wanted, Mapping) else []
+        if operators and len(operators) != len(wanted):
+            raise InvalidInputError(f"filter[{key!r}]", "mixes operators ('$gt', ...) with plain keys; use "
+                                                        "{'$gt': 1, '$lt': 9} or an object to compare with")
+        if operators:
+            for op, operand in wanted.items():
+                conditions.append((key, _check_operator(key, op, operand), operand))
+        else:
+            conditions.append((key, "$eq", wanted))
+    return conditions
+
+
+def _check_operator(key: str, op: str, operand: Any) -> str:
+    field = f"filter[{key!r}]"
+    if op not in FILTER_OPERATORS:
+        raise InvalidInputError(field, f"{op!r} is not an operator; use one of {', '.join(FILTER_OPERATORS)}")
+    if op in ("$in", "$nin"):
+        if not isinstance(operand, (list, tuple)):
+            raise InvalidInputError(field, f"{op} takes a list of values, got {shown(operand)}")
+    elif op not in ("$eq", "$ne"):
+        number = isinstance(operand, (int, float)) and not isinstance(operand, bool)
+        if not (number or isinstance(operand, str)) or (number and not math.isfinite(operand)):
+            raise InvalidInputError(field, f"{op} compares with a number or a string, got {shown(operand)}")
+    return op
