@@ -88,6 +88,7 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_WEIGHT_SIMILARITY": ("weight_similarity", float),
         "MEMORY_WEIGHT_CONFIDENCE": ("weight_confidence", float),
         "MEMORY_WEIGHT_SCOPE": ("weight_scope", float),
+        "MEMORY_WEIGHT_SALIENCE": ("weight_salience", float),
         "MEMORY_KEYWORD_WEIGHT": ("keyword_weight", float),
         "MEMORY_MIN_RELEVANCE": ("min_relevance", float),
         "MEMORY_PROMPT_BUDGET": ("prompt_budget_chars", int),
@@ -148,6 +149,7 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "weight_similarity": 0.5,
     "weight_confidence": 0.3,
     "weight_scope": 0.2,
+    "weight_salience": 0.0,
     "keyword_weight": 0.5,
     "min_relevance": 0.0,
     "prompt_budget_chars": 4000,
@@ -237,6 +239,7 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
     "weight_similarity": _between_0_and_1(),
     "weight_confidence": _between_0_and_1(),
     "weight_scope": _between_0_and_1(),
+    "weight_salience": _between_0_and_1(),
     "scope_priority": _Rule(_scope_weights, f"a mapping of levels ({', '.join(_DEFAULT_SCOPE_PRIORITY)}) "
                                             "to numbers between 0 and 1"),
     "keyword_weight": _between_0_and_1(),
@@ -296,8 +299,10 @@ class MemoryConfig:
     embeddings: ``"local"`` (MiniLM, offline, 384 dims) or ``"openai"``
         (``embedding_model`` defaults to text-embedding-3-small, 1536 dims).
     min_confidence .. max_length: the memory gate.
-    weight_*: ``final = similarity*w_sim + confidence*w_conf + scope_priority*w_scope``
-        where *similarity* is the fused vector + keyword relevance (see ``keyword_weight``).
+    weight_*: ``final = similarity*w_sim + confidence*w_conf + scope_priority*w_scope
+        + salience*w_salience`` where *similarity* is the fused vector + keyword relevance (see
+        ``keyword_weight``) and *salience* how much a memory is recalled, and lately (0 by
+        default: on the LoCoMo dev split, with no history of use, it cannot change an answer).
     keyword_weight: how much full-text (BM25) evidence adds to vector similarity; 0.5 is the
         middle of a flat optimum on the LoCoMo benchmark (Recall@10 0.707 vs 0.541 for 0; BENCHMARKS.md).
     candidate_pool: rows fetched by each of the vector and keyword candidate lists before ranking;
@@ -345,6 +350,7 @@ class MemoryConfig:
     weight_similarity: float = FROM_ENV
     weight_confidence: float = FROM_ENV
     weight_scope: float = FROM_ENV
+    weight_salience: float = FROM_ENV
     scope_priority: Mapping[str, float] = field(default_factory=lambda: _DEFAULT_SCOPE_PRIORITY)
     keyword_weight: float = FROM_ENV
     min_relevance: float = FROM_ENV

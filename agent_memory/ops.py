@@ -315,14 +315,15 @@ def search_memories(
     statuses = _statuses(status, as_of)
     weights = ranking.Weights(
         similarity=config.weight_similarity, confidence=config.weight_confidence,
-        scope=config.weight_scope, keyword=config.keyword_weight,
+        scope=config.weight_scope, keyword=config.keyword_weight, salience=config.weight_salience,
     )
     [vector] = yield Embed((query,), query=True)
     terms = dict(
         query_vector=vector, query_text=query, pool=max(config.candidate_pool, k),
         vector_weight=weights.similarity * (1 - weights.keyword), confidence_weight=weights.confidence,
         scope_weight=weights.scope, scope_priority=dict(config.scope_priority),
-        keyword_weight=weights.similarity * weights.keyword, k1=ranking.BM25_K1, half=ranking.BM25_HALF,
+        keyword_weight=weights.similarity * weights.keyword, salience_weight=weights.salience,
+        k1=ranking.BM25_K1, half=ranking.BM25_HALF,
     )
     if statuses == (Status.ACTIVE,) and as_of is None:  # what the search indexes hold
         q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=k, min_relevance=floor,

@@ -49,6 +49,8 @@ class Weights:
     confidence: float
     scope: float
     keyword: float
+    #: how much a memory's salience now (0..1: recalled often and lately) adds; 0 by default
+    salience: float = 0.0
 
 
 def parse_tsvector(text: str) -> dict[str, int]:
@@ -98,7 +100,8 @@ def rank(
     k: int,
     min_relevance: float = 0.0,
 ) -> list[tuple[Mapping[str, Any], float, float, float]]:
-    """Score candidate rows (with ``similarity``, ``confidence``, ``scope_priority`` and ``tsv``)
+    """Score candidate rows (with ``similarity``, ``confidence``, ``scope_priority``, ``tsv`` and,
+    when ``weights.salience`` is set, ``salience``)
     and return the best ``k`` as ``(row, final, similarity, keyword)``; ties go to the newer row.
     With ``min_relevance > 0``, rows whose relevance is below it are left out before the cut."""
     if weights.keyword > 0 and query_terms:
@@ -116,6 +119,7 @@ def rank(
             weights.similarity * relevance
             + weights.confidence * float(row["confidence"])
             + weights.scope * float(row["scope_priority"])
+            + (weights.salience * float(row["salience"]) if weights.salience else 0.0)
         )
         scored.append((row, final, similarity, keyword))
     scored.sort(key=lambda s: (-s[1], -s[0]["created_at"].timestamp(), str(s[0]["id"])))

@@ -477,7 +477,7 @@ def markdown(name: str, result: dict[str, Any]) -> str:
             lines.append(f"| {caller} | {system} | {s['p50']} | {s['p95']} | {s['recall']} | {s['short']} of {s['n']} |")
     if "saves" in result:
         sv = result["saves"]
-        lines += ["", f"Saves into the big project (`add_explicit_memory`, DB part): p50 {sv['p50']} ms, p95 {sv['p95']} ms"
+        lines += ["", f"Saves into the big project (`add`, DB part): p50 {sv['p50']} ms, p95 {sv['p95']} ms"
                       f" ({sv['outcomes']}); 16 concurrent identical saves left {sv['rows_after_16_concurrent_saves']} row."]
     if "import" in result:
         im = result["import"]

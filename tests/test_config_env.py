@@ -96,6 +96,7 @@ BAD_VALUES = {
     "team_write": "everyone",
     "conflict_threshold": 1.01,
     "ttl_days": {"session": 0},
+    "weight_salience": -0.1,
     "archive_below": 1.0,
     "archive_idle_days": 0,
     "ephemeral_days": -1,

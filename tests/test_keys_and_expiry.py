@@ -361,3 +361,42 @@ def test_retention_is_checked(memory, tenant):
     with pytest.raises(InvalidInputError) as info:
         memory.for_user(tenant.user).add("Prefers tea to coffee", retention="forever")
     assert info.value.field == "retention"
+
+
+def test_a_salience_weight_prefers_what_is_recalled_and_the_search_stays_exact(dsn, embeddings, tenant):
+    """With ``weight_salience`` the indexed search still equals the exhaustive scan (its band is
+    widened by the weight), and of two equally good memories the one recalled lately ranks first."""
+    config = MemoryConfig.defaults().replace(weight_salience=0.3)
+    with MemoryService(dsn, config=config, embeddings=embeddings) as memory:
+        me = memory.for_user(tenant.user, project_id=tenant.project)
+        faded = me.add("The standup meeting is at nine in room Lisbon", dedupe=False)
+        fresh = me.add("The standup meeting is at nine in room Porto", dedupe=False)
+        fillers = [me.add(f"Note {i}: the {w} needs a look before the {v}", scope="project" if i % 2 else "user",
+                          dedupe=False)
+                   for i, (w, v) in enumerate((w, v) for w in ("budget", "parser", "release", "garden", "standup")
+                                              for v in ("review", "launch", "audit"))]
+        saliences = {faded.id: 0.05, fresh.id: 1.0, **{f.id: 0.2 + 0.05 * i for i, f in enumerate(fillers)}}
+
+        def freeze() -> None:
+            """Put every salience back (a search is a recall) and stop the clock for them:
+            a ``salience_at`` in the future means no fading yet."""
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                for memory_id, value in saliences.items():
+                    conn.execute("UPDATE memory_items SET salience = %s, salience_at = now() + interval '1 day'"
+                                 " WHERE id = %s", (value, memory_id))
+
+        freeze()
+        hits = me.search("when is the standup meeting", k=2)
+        assert hits[0].item.id == fresh.id
+        freeze()
+        faded_score = next(h.score for h in me.search("standup meeting room", k=40) if h.item.id == faded.id)
+        freeze()
+        assert me.search("standup meeting room", k=1)[0].score - faded_score > 0.25  # 0.3 * (1 - 0.05), less wording
+        for query in ("standup meeting room", "budget release", "garden audit", "parser"):
+            for k in (1, 3, 10):
+                freeze()
+                got = [(r.item.id, round(r.score, 9)) for r in me.search(query, k=k)]
+                freeze()
+                with exhaustive():
+                    want = [(r.item.id, round(r.score, 9)) for r in me.search(query, k=k)]
+                assert got == want, (query, k)

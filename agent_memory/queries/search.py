@@ -12,7 +12,7 @@ from typing import Any
 from psycopg import sql
 
 from ..models import Identity, MemoryType, Scope
-from .items import item_columns, vector_literal
+from .items import item_columns, salience_at, vector_literal
 from .types import Query
 from .visibility import item_filter, live, visible_parts
 
@@ -65,6 +65,7 @@ def search_candidates(
     scope_weight: float,
     scope_priority: dict[str, float],
     keyword_weight: float = 0.0,
+    salience_weight: float = 0.0,
     k1: float = 1.2,
     half: float = 5.0,
 ) -> Query:
@@ -90,12 +91,13 @@ def search_candidates(
         q_vec=vector_literal(query_vector), q_text=query_text, q_pool=pool,
         w_vec=vector_weight, w_conf=confidence_weight, w_scope=scope_weight,
         **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
-        w_kw=keyword_weight, kw_k1=k1, kw_half=half,
+        w_kw=keyword_weight, kw_k1=k1, kw_half=half, w_sal=salience_weight,
     )
+    # ``A`` includes the salience term (read from each row: this statement scans the rows anyway)
     prior = sql.SQL(
         "%(w_vec)s::float8 * (1 - (m.embedding <=> q.v)) + %(w_conf)s::float8 * m.confidence"
-        " + %(w_scope)s::float8 * {prio}"
-    ).format(prio=_scope_priority_expr())
+        " + %(w_scope)s::float8 * {prio} + %(w_sal)s::float8 * {salience}"
+    ).format(prio=_scope_priority_expr(), salience=sql.SQL(salience_at()))
     keyword_ctes: sql.Composable
     keyword_branch: sql.Composable
     stats_cols: sql.Composable
@@ -148,12 +150,12 @@ def search_candidates(
             {keyword_branch}
         )
         SELECT m.id, m.confidence, m.created_at, 1 - (m.embedding <=> q.v) AS similarity,
-               m.content_tsv::text AS tsv, {prio} AS scope_priority, {stats_cols}
+               m.content_tsv::text AS tsv, {prio} AS scope_priority, {salience} AS salience, {stats_cols}
         FROM memory_items m, q
         WHERE m.id IN (SELECT id FROM cand)
         """
     ).format(filt=filt, prior=prior, keyword_ctes=keyword_ctes, keyword_branch=keyword_branch,
-             prio=_scope_priority_expr(), stats_cols=stats_cols)
+             prio=_scope_priority_expr(), salience=sql.SQL(salience_at()), stats_cols=stats_cols)
     return query, params
 
 
@@ -185,6 +187,7 @@ def indexed_search(
     scope_priority: dict[str, float],
     keyword_weight: float = 0.0,
     keyword_share: float | None = None,
+    salience_weight: float = 0.0,
     k1: float = 1.2,
     half: float = 5.0,
 ) -> Query:
@@ -206,12 +209,18 @@ def indexed_search(
     a second pass. Only the candidates are read from the table, re-scored with the full vector,
     and re-checked against the full tenancy rule on the ids themselves (:func:`item_filter`);
     :func:`agent_memory.ranking.rank` then ranks them exactly.
+
+    A salience term (``salience_weight * salience``, salience in 0..1, not in the index: it
+    changes on every recall) only ever adds, at most ``salience_weight``: a row of the true top
+    ``k`` then has ``final~ >= T - 2e - salience_weight``, so the band is that much wider, and
+    the candidates' salience is read with them.
     """
     _, params = item_filter(identity, scopes=scopes, types=types)
     params.update(visible_parts(identity, scopes, keyed=True)[1])
     params.update(
         q_vec=vector_literal(query_vector), q_text=query_text, q_k=k, q_wide=k + pool,
-        q_floor=float(min_relevance), q_err=HALF_ERROR, w_vec=vector_weight, w_conf=confidence_weight,
+        q_floor=float(min_relevance), q_err=HALF_ERROR, w_sal=salience_weight, w_vec=vector_weight,
+        w_conf=confidence_weight,
         w_scope=scope_weight, **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
         w_kw=keyword_weight, kw_k1=k1, kw_half=half,
         # relevance = (1 - share) * similarity + share * keyword (ranking.rank), whatever the
@@ -270,7 +279,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
             FROM (SELECT coalesce((SELECT f FROM top
                                    WHERE %(q_floor)s::float8 <= 0 OR rel >= %(q_floor)s::float8 + %(q_err)s
                                    ORDER BY f DESC OFFSET %(q_k)s - 1 LIMIT 1), '-Infinity'::float8)
-                         - 2 * %(w_vec)s::float8 * %(q_err)s AS f) c
+                         - 2 * %(w_vec)s::float8 * %(q_err)s - %(w_sal)s::float8 AS f) c
         ),
         cand AS (
             SELECT top.id FROM top, cut WHERE top.f >= cut.f
@@ -280,7 +289,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
               AND (%(q_floor)s::float8 <= 0 OR x.rel >= %(q_floor)s::float8 - %(q_err)s)
         )
         SELECT m.id, m.confidence, m.created_at, 1 - (m.embedding <=> q.v) AS similarity,
-               m.content_tsv::text AS tsv, {prio} AS scope_priority,
+               m.content_tsv::text AS tsv, {prio} AS scope_priority, {salience} AS salience,
                (SELECT coalesce(jsonb_object_agg(lexeme, df), jsonb_build_object()) FROM df) AS kw_df,
                (SELECT n FROM n) AS kw_n
         FROM memory_items m, q
@@ -292,7 +301,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
              postings=union("SELECT t.id, t.lexeme, t.tf FROM lex, LATERAL (SELECT m.id, m.lexeme, m.tf"
                             " FROM memory_terms m WHERE {part} AND m.lexeme = lex.lexeme{types}"
                             " AND " + live() + " OFFSET 0) t"),
-             scored=scored, prio=fragments["prio"], where=where)
+             scored=scored, prio=fragments["prio"], salience=sql.SQL(salience_at()), where=where)
     return sql.SQL(query.as_string())
 
 
