@@ -26,16 +26,16 @@ from agent_memory.models import Identity, SearchResult
 from agent_memory.validation import check_identity
 
 from .backend import MemoryBackend
-from .tools import MemoryTypeArg, ScopeArg, _Toolkit, toolset
+from .tools import MemoryTypeArg, ScopeArg, Toolkit, toolset
 
-__all__ = ["MemoryRetriever", "bound_memory_tools"]
+__all__ = ["FixedRun", "MemoryRetriever", "bound_memory_tools"]
 
 #: what ``MemoryRetriever.search_kwargs`` may set: the keywords of ``MemoryHandle.search``
 _SEARCH_KEYWORDS = ("k", "memory_type", "scope", "status", "min_relevance", "as_of")
 
 
 @dataclass(frozen=True)
-class _FixedRun:
+class FixedRun:
     """What the tool bodies read from a ``ToolRuntime``, for one fixed identity and no tool call."""
 
     identity: Identity
@@ -57,8 +57,8 @@ def bound_memory_tools(
     fixed here and cannot come from the model. ``memory_tools(memory, user_id=...)`` returns these.
     Raises :class:`~agent_memory.errors.InvalidInputError` for a malformed id.
     """
-    run = _FixedRun(check_identity(user_id, project_id, session_id, team_id, org_id))
-    kit = _Toolkit(MemoryBackend.of(memory), max_k=max_k)
+    run = FixedRun(check_identity(user_id, project_id, session_id, team_id, org_id))
+    kit = Toolkit(MemoryBackend.of(memory), max_k=max_k)
 
     def memory_save(content: str, memory_type: MemoryTypeArg = "fact", scope: ScopeArg = "user") -> Any:
         return kit.run("memory_save", kit.save(run, content, memory_type, scope), run)

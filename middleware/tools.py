@@ -46,7 +46,11 @@ from agent_memory.principal import PrincipalOps
 from .backend import MemoryBackend
 from .identity import identity_from
 
-__all__ = ["TOOL_NAMES", "memory_tools"]
+__all__ = [
+    "DELETE_DESCRIPTION", "SAVE_DESCRIPTION", "SEARCH_DESCRIPTION", "STATS_DESCRIPTION", "TOOL_NAMES", "RunInfo", "Toolkit",
+    "describe_delete", "describe_error", "describe_item", "describe_save", "describe_search", "describe_stats",
+    "memory_tools", "one_line",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +76,7 @@ Body = Generator[Op[Any], Any, tuple[str, bool]]
 MemoryTypeArg = Literal["preference", "fact", "skill", "habit", "event", "context", "constraint", "decision"]
 ScopeArg = Literal["user", "project", "session", "team", "org"]
 
-_SAVE = """Save one lasting memory about the user or the project, so it is available in future conversations.
+SAVE_DESCRIPTION = """Save one lasting memory about the user or the project, so it is available in future conversations.
 Use it when the user asks you to remember something ("remember that...", "note that..."), says who they are or \
 what they do ("I am...", "I work on..."), or states a lasting preference, habit, skill, constraint or decision \
 ("I prefer...", "always/never...", "we decided to... because..."). Do not save one-off requests, things only \
@@ -84,7 +88,7 @@ stack, conventions, decisions), "session" (only this conversation), "team" or "o
 organization; only when the user asks for it, and only if their role allows). Saving something already known is \
 harmless: the existing memory is kept and reported."""
 
-_SEARCH = """Search the long-term memories of this user and project. The most relevant memories are already \
+SEARCH_DESCRIPTION = """Search the long-term memories of this user and project. The most relevant memories are already \
 given to you in <long_term_memory> before each answer; use this tool when you need more, something specific \
 ("what did I say about...?"), the id of a memory to delete, or memories of one type or scope. Set \
 include_history=true for what was true before ("what did I use before?"): memories that were replaced are then \
@@ -92,16 +96,16 @@ included, marked with when and by what. Returns up to k memories, best first, ea
 (session, user, project, team or org, with the team's or org's id) and relevance. When levels disagree, the most \
 specific one applies: session, user and project over team, team over org."""
 
-_DELETE = """Delete (archive) one long-term memory by its id, when the user asks you to forget something or a \
+DELETE_DESCRIPTION = """Delete (archive) one long-term memory by its id, when the user asks you to forget something or a \
 memory is wrong or outdated. Find the id with memory_search first. Users can only delete memories they created; \
 an archived memory no longer appears anywhere but can be restored by the user."""
 
-_STATS = """Counts of this user's long-term memories by type, scope and status, when the last one was written, \
+STATS_DESCRIPTION = """Counts of this user's long-term memories by type, scope and status, when the last one was written, \
 and how many automatic extraction runs this session has left. Use it when the user asks what you remember \
 about them in general or how much is stored."""
 
 
-def _one_line(text: str, limit: int = 500) -> str:
+def one_line(text: str, limit: int = 500) -> str:
     """``text`` escaped onto one line (:func:`escape_line`), at most ``limit`` characters."""
     line = escape_line(text)
     if len(line) <= limit:
@@ -117,8 +121,8 @@ def _level(item: MemoryItem) -> str:
     return f"{item.scope.value}:{item.scope_id}" if item.scope in SHARED_SCOPES else item.scope.value
 
 
-def _describe_item(item: MemoryItem) -> str:
-    text = f"{item.id} ({item.memory_type.value}, {_level(item)}): {_one_line(item.content)}"
+def describe_item(item: MemoryItem) -> str:
+    text = f"{item.id} ({item.memory_type.value}, {_level(item)}): {one_line(item.content)}"
     if item.status is Status.SUPERSEDED:
         until = f" on {item.valid_to:%Y-%m-%d}" if item.valid_to else ""
         text += f" [no longer true: replaced{until} by {item.superseded_by}]"
@@ -128,22 +132,22 @@ def _describe_item(item: MemoryItem) -> str:
 def describe_save(result: MemoryItem | Rejection) -> tuple[str, bool]:
     """The tool message for a save and whether it is an error."""
     if isinstance(result, Rejection):
-        return f"Not saved: {_one_line(result.message, 2000)}", True
+        return f"Not saved: {one_line(result.message, 2000)}", True
     if result.deduplicated:
-        return f"Already remembered, nothing new saved: {_describe_item(result)}", False
-    return f"Saved memory {_describe_item(result)}", False
+        return f"Already remembered, nothing new saved: {describe_item(result)}", False
+    return f"Saved memory {describe_item(result)}", False
 
 
 def describe_search(query: str, results: list[SearchResult]) -> str:
     if not results:
-        return f"No memories match '{_one_line(query, 100)}'."
+        return f"No memories match '{one_line(query, 100)}'."
     lines = [f"{len(results)} memor{'y' if len(results) == 1 else 'ies'}, best first:"]
-    lines += [f"{i}. [relevance {r.similarity:.2f}] {_describe_item(r.item)}" for i, r in enumerate(results, 1)]
+    lines += [f"{i}. [relevance {r.similarity:.2f}] {describe_item(r.item)}" for i, r in enumerate(results, 1)]
     return "\n".join(lines)
 
 
 def describe_delete(item: MemoryItem) -> str:
-    return f"Deleted (archived) memory {_describe_item(item)}"
+    return f"Deleted (archived) memory {describe_item(item)}"
 
 
 def describe_stats(stats: MemoryStats) -> str:
@@ -169,16 +173,16 @@ def describe_error(exc: Exception) -> str:
         return ("Memory is not available in this conversation: the application did not say who the user is. "
                 "Answer without long-term memory.")
     if isinstance(exc, InvalidInputError):
-        return f"Invalid argument {_one_line(str(exc), 1000)}. Fix the argument and try again."
+        return f"Invalid argument {one_line(str(exc), 1000)}. Fix the argument and try again."
     if isinstance(exc, MemoryNotFoundError):
         return "No memory with that id is visible to you. Use memory_search to find the right id."
     if isinstance(exc, PermissionDeniedError):
-        return (f"Not allowed: {_one_line(str(exc), 1000)}. Do not retry the same call; tell the user which "
+        return (f"Not allowed: {one_line(str(exc), 1000)}. Do not retry the same call; tell the user which "
                 "role it needs (a personal note can be saved with scope \"user\" instead).")
     return f"Memory is temporarily unavailable ({type(exc).__name__}). Continue without it."
 
 
-class _Toolkit:
+class Toolkit:
     """The tools' bodies, written once: each is a generator that yields one memory operation
     (built on the caller's :class:`~agent_memory.principal.PrincipalOps`) and turns its result
     into the reply; :meth:`run` runs it blocking, :meth:`arun` on asyncio."""
@@ -248,7 +252,7 @@ class _Toolkit:
 
 def toolset(*bodies: tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]) -> list[BaseTool]:
     """The four tools from their (sync, async) functions, in the order of ``TOOL_NAMES``."""
-    descriptions = (_SAVE, _SEARCH, _DELETE, _STATS)
+    descriptions = (SAVE_DESCRIPTION, SEARCH_DESCRIPTION, DELETE_DESCRIPTION, STATS_DESCRIPTION)
     return [
         StructuredTool.from_function(func=sync, coroutine=coro, name=name, description=description)
         for name, description, (sync, coro) in zip(TOOL_NAMES, descriptions, bodies, strict=True)
@@ -274,7 +278,7 @@ def memory_tools(
             raise MissingIdentityError("memory_tools(..., project_id=...) also needs user_id=: whose memory is it?")
         return bound_memory_tools(memory, user_id=user_id, project_id=project_id, session_id=session_id,
                                   team_id=team_id, org_id=org_id, max_k=max_k)
-    kit = _Toolkit(MemoryBackend.of(memory), max_k=max_k)
+    kit = Toolkit(MemoryBackend.of(memory), max_k=max_k)
 
     def memory_save(content: str, runtime: ToolRuntime, memory_type: MemoryTypeArg = "fact",
                     scope: ScopeArg = "user") -> ToolMessage | str:

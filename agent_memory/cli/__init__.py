@@ -30,7 +30,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from importlib import import_module
 
     from .parser import build_parser
+    from .servers import SERVERS, run_server
 
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given and given[0] in SERVERS:  # a server parses its own arguments
+        return run_server(given[0], given[1:])
     args = build_parser().parse_args(argv)
     debug = _debug(args.debug)
     out = Output(json_mode=args.json)

@@ -1,0 +1,308 @@
+"""Agent memory as an MCP server (the official ``mcp`` SDK): ``pip install 'agent-memory[mcp]'``.
+
+    python -m agent_memory.servers.mcp --transport stdio --user alice --project webshop
+    python -m agent_memory.servers.mcp --transport http --port 8765 --tokens tokens.json
+    python -m agent_memory.servers.mcp hash-token        # reads a token, prints its sha256 for tokens.json
+
+Tools: ``memory_save``, ``memory_search``, ``memory_delete``, ``memory_stats`` (the agent tools'
+own descriptions, bodies and replies, :mod:`agent_memory.middleware.tools`), ``memory_list`` and
+``memory_history``; resources ``memory://profile/user`` and ``memory://profile/project``. A
+failure the model can act on is a tool result with ``isError`` and the agent tools' error text.
+
+Whose memory it is never comes from a tool's arguments. Over stdio it is fixed when the server
+starts (``--user`` and the other flags); over streamable HTTP every request carries a bearer
+token that the token file maps to one principal (:mod:`.mcp_auth`), and a request without a
+valid one is answered 401 by the SDK's bearer middleware. The HTTP transport is stateless: the
+server holds nothing but its database pool, so several processes can serve one database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import logging
+import sys
+from collections.abc import Callable, Generator
+from typing import Any
+
+try:
+    from mcp.server.auth.middleware.auth_context import get_access_token
+    from mcp.server.auth.settings import AuthSettings
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceError
+    from mcp.types import CallToolResult, TextContent
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError(
+        "the MCP server needs the mcp package: pip install 'agent-memory[mcp]'"
+    ) from exc
+
+from pydantic import AnyHttpUrl
+
+from agent_memory.db.requests import Op
+from agent_memory.errors import (
+    AgentMemoryError,
+    InvalidInputError,
+    MissingIdentityError,
+)
+from agent_memory.middleware.backend import MemoryBackend
+from agent_memory.middleware.plain import FixedRun
+from agent_memory.middleware.tools import (
+    DELETE_DESCRIPTION,
+    SAVE_DESCRIPTION,
+    SEARCH_DESCRIPTION,
+    STATS_DESCRIPTION,
+    MemoryTypeArg,
+    ScopeArg,
+    Toolkit,
+    describe_error,
+    describe_item,
+    one_line,
+)
+from agent_memory.models import Identity, MemoryItem, MemoryVersion
+from agent_memory.validation import check_identity
+
+from .mcp_auth import StaticTokenVerifier, hash_token, identity_of, load_tokens
+
+__all__ = ["build_server", "describe_history", "describe_list", "main"]
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "agent-memory"
+PROFILE_URIS = {"user": "memory://profile/user", "project": "memory://profile/project"}
+
+_LIST = """List this user's long-term memories, most recently updated first, each with its id, type and level. \
+Use it to review what is stored ("what do you know about me?") or to find ids, when there is no query to search \
+by. Filter by memory_type or scope; page with offset."""
+
+_HISTORY = """The history of one long-term memory by its id, oldest first: its earlier wordings and the \
+memories it replaced or that replaced it, with when each held. Find the id with memory_search or memory_list."""
+
+#: a body yields the one operation it needs and returns (reply, is_error)
+Body = Generator[Op[Any], Any, tuple[str, bool]]
+
+
+def describe_list(items: list[MemoryItem]) -> str:
+    if not items:
+        return "No memories stored."
+    lines = [f"{len(items)} memor{'y' if len(items) == 1 else 'ies'}, most recently updated first:"]
+    lines += [f"{i}. {describe_item(item)}" for i, item in enumerate(items, 1)]
+    return "\n".join(lines)
+
+
+def describe_history(versions: list[MemoryVersion]) -> str:
+    if not versions:
+        return "This memory has no history."
+    lines = [f"{len(versions)} version{'' if len(versions) == 1 else 's'}, oldest first:"]
+    for v in versions:
+        held = f"{v.valid_from:%Y-%m-%d}" if v.valid_from else "?"
+        held += f" to {v.valid_to:%Y-%m-%d}" if v.valid_to else " on"
+        note = " (current)" if v.current else f" ({v.change})" if v.change else ""
+        lines.append(f"- {v.memory_id} v{v.version} [{v.status.value}, {held}]{note}: {one_line(v.content)}")
+    return "\n".join(lines)
+
+
+class _Tools:
+    """The tools' bodies for one server. ``principal`` says whose memory a call acts on: the
+    fixed identity (stdio) or the one the request's bearer token stands for (HTTP)."""
+
+    def __init__(self, backend: MemoryBackend, principal: Callable[[], Identity], *, max_k: int = 20) -> None:
+        self.backend = backend
+        self.principal = principal
+        self.kit = Toolkit(backend, max_k=max_k)
+
+    def run_info(self) -> FixedRun:
+        return FixedRun(self.principal())
+
+    def list(self, memory_type: str | None, scope: str | None, limit: int, offset: int) -> Body:
+        items = yield self.backend.ops(self.principal()).list(
+            memory_type=memory_type, scope=scope, limit=limit, offset=offset)
+        return describe_list(items), False
+
+    def history(self, memory_id: str) -> Body:
+        versions = yield self.backend.ops(self.principal()).history(memory_id)
+        return describe_history(versions), False
+
+    async def call(self, name: str, make: Callable[[], Body]) -> CallToolResult:
+        """Run a body on the database; any failure becomes an ``isError`` result, not a crash."""
+        try:
+            body = make()
+            op = next(body)
+            body.send(await self.backend.arun(op))
+        except StopIteration as done:
+            text, error = done.value
+        except Exception as exc:  # noqa: BLE001 - a tool answers the model, it does not break the session
+            if not isinstance(exc, AgentMemoryError):
+                logger.exception("%s failed unexpectedly", name)
+            text, error = describe_error(exc), True
+        else:  # pragma: no cover
+            raise AssertionError("a tool body makes exactly one call")
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
+
+
+def build_server(backend: MemoryBackend, identity: Identity | None = None, *,
+                 token_verifier: StaticTokenVerifier | None = None, issuer_url: str = "http://127.0.0.1") -> MCPServer:
+    """The MCP server on ``backend``: acting for ``identity`` (stdio), or with ``token_verifier``
+    for the principal of each request's bearer token (HTTP)."""
+    if (identity is None) == (token_verifier is None):
+        raise ValueError("give exactly one of identity (stdio) and token_verifier (http)")
+
+    def principal() -> Identity:
+        if identity is not None:
+            return identity
+        found = identity_of(get_access_token())
+        if found is None:
+            raise MissingIdentityError("no authenticated principal for this request")
+        return found
+
+    settings = None
+    if token_verifier is not None:
+        # static tokens are our own resource server's; no OAuth routes are served (no auth_server_provider)
+        settings = AuthSettings(issuer_url=AnyHttpUrl(issuer_url), resource_server_url=None)
+    server: MCPServer = MCPServer(
+        SERVER_NAME, instructions="Long-term memory of this user and project: save, search, list and delete.",
+        token_verifier=token_verifier, auth=settings,
+    )
+    tools = _Tools(backend, principal)
+    kit = tools.kit
+
+    async def memory_save(content: str, memory_type: MemoryTypeArg = "fact", scope: ScopeArg = "user") -> CallToolResult:
+        return await tools.call("memory_save", lambda: kit.save(tools.run_info(), content, memory_type, scope))
+
+    async def memory_search(query: str, k: int = 5, memory_type: MemoryTypeArg | None = None,
+                            scope: ScopeArg | None = None, include_history: bool = False) -> CallToolResult:
+        return await tools.call("memory_search", lambda: kit.search(
+            tools.run_info(), query, k, memory_type, scope, include_history))
+
+    async def memory_delete(memory_id: str) -> CallToolResult:
+        return await tools.call("memory_delete", lambda: kit.delete(tools.run_info(), memory_id))
+
+    async def memory_stats() -> CallToolResult:
+        return await tools.call("memory_stats", lambda: kit.stats(tools.run_info()))
+
+    async def memory_list(memory_type: MemoryTypeArg | None = None, scope: ScopeArg | None = None,
+                          limit: int = 20, offset: int = 0) -> CallToolResult:
+        return await tools.call("memory_list", lambda: tools.list(memory_type, scope, limit, offset))
+
+    async def memory_history(memory_id: str) -> CallToolResult:
+        return await tools.call("memory_history", lambda: tools.history(memory_id))
+
+    for fn, description in ((memory_save, SAVE_DESCRIPTION), (memory_search, SEARCH_DESCRIPTION), (memory_delete, DELETE_DESCRIPTION),
+                            (memory_stats, STATS_DESCRIPTION), (memory_list, _LIST), (memory_history, _HISTORY)):
+        server.add_tool(fn, name=fn.__name__, description=description, structured_output=False)
+
+    async def profile_text(kind: str) -> str:
+        try:
+            profiles = await backend.arun(backend.ops(principal()).profiles())
+        except Exception as exc:  # noqa: BLE001 - a read answers with the error text, not a traceback
+            if not isinstance(exc, AgentMemoryError):
+                logger.exception("reading the %s profile failed unexpectedly", kind)
+            raise ResourceError(describe_error(exc)) from exc
+        text = profiles.user_text if kind == "user" else profiles.project_text
+        if text:
+            return text
+        return "No project profile: this session has no project." if profiles.project is None \
+            else f"The {kind} profile is empty so far."
+
+    @server.resource(PROFILE_URIS["user"], name="user_profile", mime_type="text/markdown",
+                     description="What is known about the user, built from their memories.")
+    async def user_profile() -> str:
+        return await profile_text("user")
+
+    @server.resource(PROFILE_URIS["project"], name="project_profile", mime_type="text/markdown",
+                     description="What is known about the current project, built from its memories.")
+    async def project_profile() -> str:
+        return await profile_text("project")
+
+    return server
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m agent_memory.servers.mcp",
+        description="Serve agent memory over MCP. 'hash-token' as the only argument prints the hash of a "
+                    "token (read from stdin) for the --tokens file.")
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--database-url", metavar="DSN", help="PostgreSQL to use (default: DATABASE_URL, else "
+                                                              "the embedded server)")
+    who = parser.add_argument_group("identity (stdio only: over http each token names its principal)")
+    who.add_argument("--user", help="the user whose memory this is (required for stdio)")
+    who.add_argument("--project")
+    who.add_argument("--session")
+    who.add_argument("--team")
+    who.add_argument("--org")
+    http = parser.add_argument_group("http")
+    http.add_argument("--host", default="127.0.0.1")
+    http.add_argument("--port", type=int, default=8765)
+    http.add_argument("--tokens", metavar="FILE",
+                      help="JSON: sha256 of a token -> {user_id, project_id?, team_id?, org_id?} (required for http)")
+    return parser
+
+
+def _hash_token_command(args: list[str]) -> int:
+    if args:
+        print("usage: python -m agent_memory.servers.mcp hash-token  (the token is read from stdin, not argv)",
+              file=sys.stderr)
+        return 2
+    token = getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\r\n")
+    try:
+        print(hash_token(token))
+    except InvalidInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["hash-token"]:
+        return _hash_token_command(argv[1:])
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # stdout is the stdio transport's
+    flags = (args.user, args.project, args.session, args.team, args.org)
+    try:
+        if args.transport == "stdio":
+            if args.tokens:
+                parser.error("--tokens is for --transport http")
+            identity = check_identity(*flags)
+            verifier = None
+        else:
+            if any(flag is not None for flag in flags):
+                parser.error("over http each token names its principal: drop --user/--project/--session/--team/--org")
+            if not args.tokens:
+                parser.error("--transport http needs --tokens FILE (see hash-token)")
+            identity = None
+            verifier = StaticTokenVerifier(load_tokens(args.tokens))
+    except AgentMemoryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    backend = MemoryBackend(args.database_url)
+    try:
+        backend.sync_service()  # open the pool and migrate now: fail at start, not at the first call
+        if verifier is None:
+            server = build_server(backend, identity)
+            asyncio.run(server.run_stdio_async())
+        else:
+            asyncio.run(_serve_http(backend, verifier, args.host, args.port))
+    except KeyboardInterrupt:
+        pass
+    except AgentMemoryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        backend.close()
+    return 0
+
+
+async def _serve_http(backend: MemoryBackend, verifier: StaticTokenVerifier, host: str, port: int) -> None:
+    import uvicorn
+
+    server = build_server(backend, token_verifier=verifier, issuer_url=f"http://{host}:{port}")
+    app = server.streamable_http_app(stateless_http=True, json_response=True, host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    await uvicorn.Server(config).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""The MCP server (agent_memory.servers.mcp), driven by the mcp SDK's own client.
+
+One stdio server process and one HTTP server process (each loads the embedding model), both on
+the session's test database; everything stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+mcp = pytest.importorskip("mcp")
+
+import httpx2
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from agent_memory.errors import ConfigurationError
+from agent_memory.middleware.tools import SAVE_DESCRIPTION, SEARCH_DESCRIPTION
+from agent_memory.models import Identity
+from agent_memory.servers.mcp import main
+from agent_memory.servers.mcp_auth import (
+    StaticTokenVerifier,
+    hash_token,
+    load_tokens,
+    parse_tokens,
+)
+
+TOOLS = {"memory_save", "memory_search", "memory_delete", "memory_stats", "memory_list", "memory_history"}
+IDENTITY_ARGS = {"user_id", "project_id", "session_id", "team_id", "org_id", "user", "identity"}
+
+
+def _env(dsn: str) -> dict[str, str]:
+    return dict(os.environ, DATABASE_URL=dsn)
+
+
+def _text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if getattr(block, "type", None) == "text")
+
+
+# --- tokens (no server) -----------------------------------------------------------------------
+
+def test_tokens_are_stored_hashed_and_checked(tmp_path: Path) -> None:
+    digest = hash_token("s3cret")
+    assert len(digest) == 64 and digest != "s3cret"
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({f"sha256:{digest}": {"user_id": "alice", "project_id": "web"}}))
+    tokens = load_tokens(path)
+    assert tokens == {digest: Identity(user_id="alice", project_id="web")}
+    verifier = StaticTokenVerifier(tokens)
+    assert verifier.lookup("s3cret") == Identity(user_id="alice", project_id="web")
+    assert verifier.lookup("s3cre") is None and verifier.lookup(digest) is None  # the hash is not a token
+    with pytest.raises(ConfigurationError, match="not a sha256 hash"):
+        parse_tokens({"s3cret": {"user_id": "alice"}})  # a raw token in the file is refused
+    with pytest.raises(ConfigurationError, match="unknown keys"):
+        parse_tokens({digest: {"user_id": "alice", "session_id": "s"}})
+    with pytest.raises(ConfigurationError, match="user_id"):
+        parse_tokens({digest: {"project_id": "web"}})
+
+
+def test_hash_token_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("s3cret\n"))
+    assert main(["hash-token"]) == 0
+    assert capsys.readouterr().out.strip() == hash_token("s3cret")
+    assert main(["hash-token", "s3cret"]) == 2  # never from argv (shell history, ps)
+
+
+def test_bad_flags_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--transport", "stdio"]) == 2  # no --user
+    assert "user_id" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--transport", "http", "--user", "alice"])  # over http tokens name the principal
+    with pytest.raises(SystemExit):
+        main(["--transport", "http"])  # no --tokens
+
+
+# --- stdio ------------------------------------------------------------------------------------
+
+async def test_stdio_server(dsn: str, memory: Any) -> None:
+    tag = uuid.uuid4().hex[:8]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agent_memory.servers.mcp", "--transport", "stdio", "--user", f"mcp-{tag}",
+              "--project", f"mcpproj-{tag}"],
+        env=_env(dsn),
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert set(tools) == TOOLS
+        assert tools["memory_save"].description == SAVE_DESCRIPTION and tools["memory_search"].description == SEARCH_DESCRIPTION
+        for tool in tools.values():
+            assert not IDENTITY_ARGS & set(tool.input_schema.get("properties", {})), tool.name
+
+        saved = await session.call_tool("memory_save", {"content": "Prefers concise answers with Python examples",
+                                                        "memory_type": "preference"})
+        assert not saved.is_error and _text(saved).startswith("Saved memory "), _text(saved)
+        memory_id = _text(saved).split()[2]
+        await session.call_tool("memory_save", {"content": "The webshop runs on PostgreSQL 16",
+                                                "scope": "project", "memory_type": "decision"})
+
+        found = await session.call_tool("memory_search", {"query": "which database does the webshop use?"})
+        assert not found.is_error and "PostgreSQL 16" in _text(found)
+        listed = await session.call_tool("memory_list", {})
+        assert memory_id in _text(listed) and "PostgreSQL 16" in _text(listed)
+        history = await session.call_tool("memory_history", {"memory_id": memory_id})
+        assert not history.is_error and "concise answers" in _text(history)
+        stats = await session.call_tool("memory_stats", {})
+        assert not stats.is_error and "active memories" in _text(stats)
+
+        uris = {str(r.uri) for r in (await session.list_resources()).resources}
+        assert {"memory://profile/user", "memory://profile/project"} <= uris
+        profile = await session.read_resource("memory://profile/user")
+        assert "concise" in profile.contents[0].text
+        project = await session.read_resource("memory://profile/project")
+        assert "PostgreSQL" in project.contents[0].text
+
+        # errors are tool results with isError and the agent tools' texts, and the session goes on
+        refused = await session.call_tool("memory_save", {"content": "my password is hunter2hunter2!"})
+        assert refused.is_error and _text(refused).startswith("Not saved:")
+        missing = await session.call_tool("memory_delete", {"memory_id": str(uuid.uuid4())})
+        assert missing.is_error and "No memory with that id is visible to you" in _text(missing)
+        bad = await session.call_tool("memory_delete", {"memory_id": "not-a-uuid"})
+        assert bad.is_error and _text(bad).startswith("Invalid argument")
+        deleted = await session.call_tool("memory_delete", {"memory_id": memory_id})
+        assert not deleted.is_error and _text(deleted).startswith("Deleted (archived) memory")
+
+    assert [i.content for i in memory.for_user(f"mcp-{tag}").list()] == []  # the user memory is archived
+
+
+# --- streamable HTTP --------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def http_server(dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """An HTTP server subprocess with two tokens, for two users of one project."""
+    tag = uuid.uuid4().hex[:8]
+    users = {"alice": f"alice-{tag}", "bob": f"bob-{tag}"}
+    tokens = {name: f"token-{name}-{uuid.uuid4().hex}" for name in users}
+    path = tmp_path_factory.mktemp("mcp") / "tokens.json"
+    path.write_text(json.dumps({hash_token(tokens[n]): {"user_id": users[n]} for n in users}))
+    port = _free_port()
+    log = (path.parent / "server.log").open("w+b")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_memory.servers.mcp", "--transport", "http", "--port", str(port),
+         "--tokens", str(path)],
+        env=_env(dsn), stdout=subprocess.DEVNULL, stderr=log,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 90
+    try:
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise AssertionError(f"the server exited: {log.read().decode(errors='replace')}")
+            try:
+                httpx2.get(url, timeout=2)
+                break
+            except httpx2.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        yield {"url": url, "tokens": tokens, "users": users}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@asynccontextmanager
+async def _client(url: str, token: str):
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def test_http_needs_a_valid_token(http_server: dict[str, Any]) -> None:
+    url = http_server["url"]
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    async with httpx2.AsyncClient() as http:
+        missing = await http.post(url, json=init, headers=headers)
+        wrong = await http.post(url, json=init, headers=dict(headers, Authorization="Bearer not-a-token"))
+        hashed = await http.post(url, json=init, headers=dict(
+            headers, Authorization=f"Bearer {hash_token(http_server['tokens']['alice'])}"))
+        good = await http.post(url, json=init, headers=dict(
+            headers, Authorization=f"Bearer {http_server['tokens']['alice']}"))
+    assert missing.status_code == 401 and wrong.status_code == 401
+    assert hashed.status_code == 401  # the stored hash is no token
+    assert good.status_code == 200
+
+
+async def test_http_principals_see_only_their_own_memories(http_server: dict[str, Any]) -> None:
+    url, tokens, users = http_server["url"], http_server["tokens"], http_server["users"]
+    async with _client(url, tokens["alice"]) as alice:
+        saved = await alice.call_tool("memory_save", {"content": "Alice keeps her bees in Lisbon",
+                                                      "memory_type": "fact"})
+        assert not saved.is_error, _text(saved)
+        alice_id = _text(saved).split()[2]
+        # identity through the arguments: not in the schema, and ignored or refused, never obeyed
+        forged = await alice.call_tool("memory_save", {"content": "Alice also keeps goats near Porto",
+                                                       "user_id": users["bob"]})
+        forged_search = await alice.call_tool("memory_search", {"query": "bees", "user_id": users["bob"]})
+        assert forged_search.is_error or "bees in Lisbon" in _text(forged_search)
+
+    async with _client(url, tokens["bob"]) as bob:
+        tools = (await bob.list_tools()).tools
+        assert {t.name for t in tools} == TOOLS
+        assert all(not IDENTITY_ARGS & set(t.input_schema.get("properties", {})) for t in tools)
+        found = await bob.call_tool("memory_search", {"query": "where does Alice keep bees and goats?"})
+        assert not found.is_error
+        assert "Lisbon" not in _text(found) and "Porto" not in _text(found)
+        assert "No memories" in _text(await bob.call_tool("memory_list", {}))
+        stolen = await bob.call_tool("memory_delete", {"memory_id": alice_id})
+        assert stolen.is_error and "No memory with that id is visible to you" in _text(stolen)
+        history = await bob.call_tool("memory_history", {"memory_id": alice_id})
+        assert history.is_error
+        await bob.call_tool("memory_save", {"content": "Bob drinks his coffee black", "memory_type": "preference"})
+        profile = await bob.read_resource("memory://profile/user")
+        assert "bees" not in profile.contents[0].text
+
+    async with _client(url, tokens["alice"]) as alice:
+        listed = _text(await alice.call_tool("memory_list", {}))
+        assert "bees in Lisbon" in listed and "coffee" not in listed
+        if not forged.is_error:  # an ignored user_id: the memory is alice's
+            assert "goats near Porto" in listed
+        assert "black" not in _text(await alice.call_tool("memory_search", {"query": "coffee"}))
