@@ -32,6 +32,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .config import MemoryConfig
+    from .documents import DocumentReport, PassageHit
     from .extraction.pipeline import ExtractionReport, Outcome
     from .formatting import format_memories_for_prompt
     from .handles import AsyncMemoryHandle, MemoryHandle
@@ -76,6 +77,7 @@ _LAZY: dict[str, str] = {
     "Decision": ".models",
     "DecisionMethod": ".models",
     "DeleteReport": ".rights",
+    "DocumentReport": ".documents",
     "ExtractionReport": ".extraction.pipeline",
     "ForgetReport": ".rights",
     "Identity": ".models",
@@ -91,6 +93,7 @@ _LAZY: dict[str, str] = {
     "MemoryVersion": ".models",
     "NewMemory": ".models",
     "Outcome": ".extraction.pipeline",
+    "PassageHit": ".documents",
     "Profile": ".profiles.store",
     "Proposal": ".models",
     "Rejection": ".models",
@@ -140,6 +143,7 @@ __all__ = [
     "Decision",
     "DecisionMethod",
     "DeleteReport",
+    "DocumentReport",
     "EmbeddedServerError",
     "EmbeddingDimensionMismatchError",
     "EmbeddingError",
@@ -164,6 +168,7 @@ __all__ = [
     "ModelOutputError",
     "NewMemory",
     "Outcome",
+    "PassageHit",
     "PermissionDeniedError",
     "Profile",
     "Proposal",

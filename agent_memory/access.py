@@ -1,7 +1,7 @@
 """Who may do what with shared memory: projects, teams and orgs, their members and roles.
 
 The permission matrix is :data:`MATRIX` and :func:`allowed_roles`: pure data, which the
-README's table is checked against. Reads are enforced in SQL (``queries.visible_filter``
+table of ``docs/reference/permissions.md`` is checked against. Reads are enforced in SQL (``queries.visible_filter``
 asks the membership tables in the same statement, so a read can never skip them); writes,
 edits and membership changes call :func:`require` inside the transaction that does them,
 with the scope's row locked, so a role changed at the same moment cannot slip between the

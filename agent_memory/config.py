@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import ConfigurationError
+from .ranking import KEYWORD_NORMS
 
 __all__ = ["ENV_VARS", "FROM_ENV", "MemoryConfig", "default_data_dir"]
 
@@ -71,7 +72,7 @@ def days_by_name(raw: str) -> dict[str, float]:
     return out
 
 
-#: environment variable -> (config field, parser). The README's configuration table mirrors this.
+#: environment variable -> (config field, parser). ``docs/reference/configuration.md``'s table mirrors this.
 ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
     {
         "DATABASE_URL": ("database_url", str),
@@ -150,7 +151,7 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "weight_confidence": 0.3,
     "weight_scope": 0.2,
     "weight_salience": 0.0,
-    "keyword_weight": 0.5,
+    "keyword_weight": 0.4,
     "min_relevance": 0.0,
     "prompt_budget_chars": 4000,
     "pool_max_size": 10,
@@ -243,7 +244,10 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
     "scope_priority": _Rule(_scope_weights, f"a mapping of levels ({', '.join(_DEFAULT_SCOPE_PRIORITY)}) "
                                             "to numbers between 0 and 1"),
     "keyword_weight": _between_0_and_1(),
+    "keyword_norm": _one_of(KEYWORD_NORMS, "; 'coverage' scores the share of the question's IDF mass a memory "
+                                           "matches, 'squash' is bm25 / (bm25 + 5), the former default"),
     "min_relevance": _between_0_and_1(),
+    "keyword_feedback": _whole(minimum=0),
     "candidate_pool": _whole(),
     "max_k": _whole(),
     "prompt_budget_chars": _whole(minimum=200),
@@ -303,8 +307,18 @@ class MemoryConfig:
         + salience*w_salience`` where *similarity* is the fused vector + keyword relevance (see
         ``keyword_weight``) and *salience* how much a memory is recalled, and lately (0 by
         default: on the LoCoMo dev split, with no history of use, it cannot change an answer).
-    keyword_weight: how much full-text (BM25) evidence adds to vector similarity; 0.5 is the
-        middle of a flat optimum on the LoCoMo benchmark (Recall@10 0.707 vs 0.541 for 0; BENCHMARKS.md).
+    keyword_weight: how much full-text (BM25) evidence adds to vector similarity: ``relevance =
+        (1 - keyword_weight) * cosine + keyword_weight * keyword``; 0.4 with ``keyword_norm``
+        ``"coverage"`` was chosen by leave-one-conversation-out on LoCoMo (Recall@10 0.719 held
+        out, 0.707 before; BENCHMARKS.md, issue 14).
+    keyword_norm: how BM25 becomes *keyword* in [0, 1]: ``"coverage"`` (the share of the
+        question's IDF mass a memory matches, at most 1) or ``"squash"`` (``bm25 / (bm25 + 5)``,
+        the former default, with ``keyword_weight`` 0.5).
+    keyword_feedback: how many words the question's best memories share (``ranking.feedback_lexemes``)
+        join it for a second search (pseudo-relevance feedback; one more statement); 0 (the
+        default) turns it off. On LoCoMo 5 lifts Recall@10 to 0.744 held out, but only through the
+        dates every memory there starts with (memories of one session share them): without those
+        words it scores 0.708, below coverage alone. Worth it where memories carry such shared words.
     candidate_pool: rows fetched by each of the vector and keyword candidate lists before ranking;
         on LoCoMo 50 does as well as 1000 (20 loses a little).
     min_relevance: search leaves out hits whose relevance (the fused similarity, before
@@ -353,6 +367,8 @@ class MemoryConfig:
     weight_salience: float = FROM_ENV
     scope_priority: Mapping[str, float] = field(default_factory=lambda: _DEFAULT_SCOPE_PRIORITY)
     keyword_weight: float = FROM_ENV
+    keyword_norm: str = "coverage"
+    keyword_feedback: int = 0
     min_relevance: float = FROM_ENV
     candidate_pool: int = 50
     max_k: int = 100

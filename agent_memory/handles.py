@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from .db.requests import Op
+from .documents import DocumentReport, PassageHit
 from .extraction.pipeline import ExtractionReport
 from .models import (
     Conflict,
@@ -96,6 +97,7 @@ class MemoryHandle:
         ttl: float | timedelta | None = None,
         expires_at: datetime | str | None = None,
         retention: str = "decay",
+        valid_from: datetime | str | None = None,
     ) -> MemoryItem | Rejection:
         """Save one memory through the gate.
 
@@ -114,6 +116,8 @@ class MemoryHandle:
         ``retention``: what :meth:`MemoryService.maintain` may do with it: ``"keep"`` (never
         archive), ``"decay"`` (archive once faded and unused, where that is turned on) or
         ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
+        ``valid_from`` (a time, not in the future): when the fact began to hold in the world
+        (``as_of`` reads by it); default: when it is recorded.
         """
         return self._run(self._ops.add(
             content,
@@ -128,6 +132,7 @@ class MemoryHandle:
             ttl=ttl,
             expires_at=expires_at,
             retention=retention,
+            valid_from=valid_from,
         ))
 
     def put(
@@ -144,6 +149,7 @@ class MemoryHandle:
         ttl: float | timedelta | None = None,
         expires_at: datetime | str | None = None,
         retention: str = "decay",
+        valid_from: datetime | str | None = None,
     ) -> MemoryItem | Rejection:
         """Save ``content`` under ``key``, unique in the caller's ``scope`` (a session's keys are its
         user's): the memory that holds the key is revised in place, its earlier wording kept in
@@ -153,7 +159,8 @@ class MemoryHandle:
         ``visibility``, ``metadata``, the expiry and ``retention`` are replaced, not merged. Who may replace a
         shared memory: as for :meth:`edit`. The gate applies as for :meth:`add` (a
         :class:`Rejection`, nothing written); a key held by a memory the caller may not see raises
-        :class:`PermissionDeniedError`.
+        :class:`PermissionDeniedError`. ``valid_from``: as for :meth:`add` (given, it replaces the
+        held memory's too).
         """
         return self._run(self._ops.put(
             key,
@@ -167,6 +174,7 @@ class MemoryHandle:
             ttl=ttl,
             expires_at=expires_at,
             retention=retention,
+            valid_from=valid_from,
         ))
 
     def add_many(
@@ -218,18 +226,29 @@ class MemoryHandle:
         """Archive a memory (it never surfaces again and can be :meth:`restore`\\ d), or with
         ``hard=True`` delete it for good; returns the item as it was.
 
-        Who may: as for :meth:`edit` (its creator, or whoever manages its level)."""
+        Who may: as for :meth:`edit` (its creator, or whoever manages its level).
+
+        :class:`MemoryNotFoundError` when the caller cannot see it, :class:`PermissionDeniedError`
+        when they may see but not delete it, :class:`InvalidInputError` for an id that is not a UUID.
+        """
         return self._run(self._ops.delete(memory_id, hard=hard))
 
     def restore(
         self,
         memory_id: Any,
     ) -> MemoryItem:
-        """Make an archived memory active again (who may: as for :meth:`edit`)."""
+        """Make an archived memory active again (who may: as for :meth:`edit`).
+
+        :class:`MemoryNotFoundError` / :class:`PermissionDeniedError` as for :meth:`delete`;
+        :class:`InvalidInputError` when it is not archived.
+        """
         return self._run(self._ops.restore(memory_id))
 
     def purge_archived(self) -> int:
-        """Permanently delete every archived memory the caller created; returns how many."""
+        """Permanently delete every archived memory the caller created; returns how many.
+
+        Cannot be undone. Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return self._run(self._ops.purge_archived())
 
     def extract(
@@ -256,7 +275,10 @@ class MemoryHandle:
     def record_extraction_run(self) -> int | Rejection:
         """Count one automatic extraction run against the session's budget
         (``MEMORY_MAX_EXTRACTIONS`` per ``MEMORY_EXTRACTION_WINDOW_HOURS``): the runs left, or a
-        ``RATE_LIMITED`` :class:`Rejection`."""
+        ``RATE_LIMITED`` :class:`Rejection`.
+
+        Needs a ``session_id`` on the handle (:class:`InvalidInputError` otherwise).
+        """
         return self._run(self._ops.record_extraction_run())
 
     def add_resource(
@@ -271,7 +293,17 @@ class MemoryHandle:
     ) -> Resource:
         """Record a document (``kind="document"``) or project resource: the raw material memories
         can cite as their source (``source_id=str(resource.id)``). With ``external_id`` a second
-        call replaces the content of the same resource."""
+        call replaces the content of the same resource.
+
+        This only records it: nothing is learned and it is not searchable by passage. To do both,
+        use :meth:`add_document` (a later ``add_resource`` of a learned document's ``external_id``
+        replaces its text but leaves its passages and memories until the next :meth:`add_document`).
+
+        A secret in ``external_id``, ``title`` or ``metadata``, an empty or oversized text, a
+        conversation ``kind`` or a scope without its id raise :class:`InvalidInputError`; a project
+        role that may not write raises :class:`PermissionDeniedError`. To learn from the text as well,
+        use :meth:`add_document`.
+        """
         return self._run(self._ops.add_resource(
             content,
             kind=kind,
@@ -280,6 +312,67 @@ class MemoryHandle:
             external_id=external_id,
             metadata=metadata,
         ))
+
+    def add_document(
+        self,
+        content: str,
+        *,
+        title: str | None = None,
+        external_id: str | None = None,
+        scope: str = "user",
+        kind: str = "document",
+        metadata: Mapping[str, Any] | None = None,
+        llm: Any = SERVICE_LLM,
+    ) -> DocumentReport:
+        """Learn from a document (text or markdown, up to ``MAX_RESOURCE_CHARS``): record it as a
+        resource (as :meth:`add_resource`), cut it into passages (markdown headings give each its
+        section; code blocks are kept whole where they fit), embed them in one batch so
+        :meth:`search_documents` finds them, then turn what the passages state into memories
+        through the gate and consolidation, as :meth:`extract` does for a conversation.
+
+        Each memory is filed where the document is (``scope``: ``"user"``, ``"session"`` or
+        ``"project"``), with ``source`` ``"knowledge_base"`` (``"project_resource"`` for that
+        ``kind``), ``source_id=str(report.resource.id)`` and ``metadata["passage"]`` (its index,
+        character range in the resource's ``content``, headings and hash). Again with the same
+        ``external_id``: unchanged passages are kept and not read again, new ones are read, and
+        memories whose passage is gone are superseded. Secrets in the text are withheld
+        (``[withheld: <kind>]``) before anything is stored or read; a secret in ``external_id``
+        or ``metadata`` raises :class:`InvalidInputError`, as do a conversation ``kind``, an
+        empty or oversized text and a scope without its id. A role that may not write the scope
+        raises :class:`PermissionDeniedError`.
+
+        ``llm``: the service's model by default (one call per ~12,000 characters of new text),
+        another chat model, or ``None`` for the offline rules (which catch explicit statements:
+        "We use ...", "We decided ...", "I prefer ..."). A model failure does not raise: the
+        report says ``failed``, the passages are stored and searchable, and the next
+        ``add_document`` of the same ``external_id`` reads them. Not rate-limited per session:
+        it is an explicit call. Returns a :class:`~agent_memory.documents.DocumentReport`
+        (passages added / kept / removed, memories added / updated / superseded / rejected)."""
+        return self._run(self._ops.add_document(
+            content,
+            title=title,
+            external_id=external_id,
+            scope=scope,
+            kind=kind,
+            metadata=metadata,
+            llm=llm,
+        ))
+
+    def search_documents(
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        kind: str | None = None,
+    ) -> builtins.list[PassageHit]:
+        """The ``k`` passages of documents added with :meth:`add_document` that best match
+        ``query``, best first: each with its document (id, kind, title, external id), its place
+        (index, character range, headings), its text and score. Only documents the caller may
+        read are searched (as :meth:`get_resource` decides: their own user and session documents,
+        and their project's); the search is exact and hybrid (meaning and the query's words).
+        ``kind``: ``"document"`` or ``"project_resource"`` only. A bad ``query``, ``k`` (1 to
+        100) or ``kind`` raises :class:`InvalidInputError`."""
+        return self._run(self._ops.search_documents(query, k=k, kind=kind))
 
     def get_resource(
         self,
@@ -295,7 +388,10 @@ class MemoryHandle:
         limit: int = 50,
         offset: int = 0,
     ) -> builtins.list[Resource]:
-        """The caller's resources (conversations of all their sessions, documents) and their project's."""
+        """The caller's resources (conversations of all their sessions, documents) and their project's.
+
+        A bad ``kind``, ``limit`` or ``offset`` raises :class:`InvalidInputError`.
+        """
         return self._run(self._ops.list_resources(kind=kind, limit=limit, offset=offset))
 
     def source(
@@ -303,21 +399,32 @@ class MemoryHandle:
         memory_id: Any,
     ) -> Resource | None:
         """Where a memory came from: the conversation, document or project resource it was made
-        from, or ``None`` when it was stated directly without a session."""
+        from, or ``None`` when it was stated directly without a session.
+
+        :class:`MemoryNotFoundError` when the caller cannot see the memory.
+        """
         return self._run(self._ops.source(memory_id))
 
     def profiles(self) -> AgentProfiles:
         """The user profile and (with a ``project_id``) the project profile, as the agent should
         see them now; ``.user_text`` / ``.project_text`` are the prompt sections. A profile whose
         memories changed is rebuilt first, by rules (milliseconds); with a model, the refresh
-        after the agent's run (or :meth:`refresh_profiles`) then rebuilds it with the model."""
+        after the agent's run (or :meth:`refresh_profiles`) then rebuilds it with the model.
+
+        Example: ``system_prompt += memory.for_user("alice", project_id="web").profiles().user_text``.
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return self._run(self._ops.profiles())
 
     def profile(
         self,
         kind: str = "user",
     ) -> Profile:
-        """One profile as stored (``kind`` ``"user"`` or ``"project"``), without rebuilding it."""
+        """One profile as stored (``kind`` ``"user"`` or ``"project"``), without rebuilding it.
+
+        A ``kind`` other than ``"user"`` or ``"project"`` (or ``"project"`` on a handle without a
+        ``project_id``) raises :class:`InvalidInputError`.
+        """
         return self._run(self._ops.profile(kind))
 
     def update_profile(
@@ -327,7 +434,13 @@ class MemoryHandle:
         kind: str = "user",
     ) -> Profile:
         """Set profile fields by hand. A field set here wins over what extraction builds, until
-        :meth:`reset_profile_fields`; ``None`` or ``[]`` clears it."""
+        :meth:`reset_profile_fields`; ``None`` or ``[]`` clears it.
+
+        Example: ``handle.update_profile({"username": "Ally", "communication_style": "concise"})``.
+        An unknown field or a value of the wrong shape raises :class:`InvalidInputError` naming the
+        field and what it takes; a project profile needs a role that may write the project
+        (:class:`PermissionDeniedError`).
+        """
         return self._run(self._ops.update_profile(fields, kind=kind))
 
     def reset_profile_fields(
@@ -336,7 +449,10 @@ class MemoryHandle:
         *,
         kind: str = "user",
     ) -> Profile:
-        """Forget hand-set profile values (all, or the fields named) so built values show again."""
+        """Forget hand-set profile values (all, or the fields named) so built values show again.
+
+        An unknown field name raises :class:`InvalidInputError`.
+        """
         return self._run(self._ops.reset_profile_fields(names, kind=kind))
 
     def refresh_profiles(
@@ -346,7 +462,11 @@ class MemoryHandle:
         llm: Any = SERVICE_LLM,
     ) -> builtins.list[str]:
         """Rebuild the stale profiles (all with ``force``) with the model, or by rules without
-        one; returns the kinds rebuilt."""
+        one; returns the kinds rebuilt.
+
+        A model failure falls back to the rules (it never raises); a non-bool ``force`` raises
+        :class:`InvalidInputError`.
+        """
         return self._run(self._ops.refresh_profiles(force=force, llm=llm))
 
     def search(
@@ -359,6 +479,15 @@ class MemoryHandle:
         status: Any = DEFAULT_STATUS,
         min_relevance: float | None = None,
         as_of: Any = None,
+        known_at: Any = None,
+        filter: Mapping[str, Any] | None = None,
+        created_after: Any = None,
+        created_before: Any = None,
+        updated_after: Any = None,
+        updated_before: Any = None,
+        source: Any = None,
+        source_id: Any = None,
+        subtree: bool = False,
     ) -> builtins.list[SearchResult]:
         """The ``k`` best of the caller's memories for ``query`` across every level they may
         read (session, user, project, teams, orgs), or those in ``scope``, best first with
@@ -369,7 +498,24 @@ class MemoryHandle:
         ``config.min_relevance``) drops weak matches, so fewer than ``k`` may come back.
         ``as_of`` (a datetime or ISO-8601 string) searches what held at that time, each memory
         in the wording it had then. Hits get ``last_used_at``/``access_count`` updated (not
-        for ``as_of``).
+        for ``as_of``). ``as_of`` is world time (what held then, as known now: a move said
+        today to have happened last month held last week); ``known_at`` is record time (what
+        the memory held then: last week it knew the old city).
+
+        Narrowing, exact (the top ``k`` of the same ranking among the memories that pass):
+        ``filter`` on ``metadata`` (``{"tag": "billing"}``, ``{"priority": {"$gte": 2}}``,
+        ``{"due": {"$lt": "2026-12-01"}}``, ``$in``/``$nin``/``$ne``/``$contains``/``$exists``,
+        ``$or``/``$and``/``$not``; see :mod:`agent_memory.filters`), ``created_after`` /
+        ``created_before`` / ``updated_after`` / ``updated_before`` (a datetime or ISO string;
+        after is inclusive, before exclusive), ``source`` (``"user"``, ``"ai"``, ``"document"``...
+        or a list) and ``source_id`` (a resource id or a list: the memories learned from it).
+
+        ``subtree=True`` reads the project, team and org levels down their ``/`` paths: with
+        ``project_id="co/eng"``, memories of ``co/eng/web`` and ``co/eng/web/api`` too, each only
+        if the caller may read that scope (member, or its public memories when shared with them),
+        whole segments only (never ``co/engine``). Nearer scopes rank first among equals
+        (:data:`agent_memory.ranking.SUBTREE_STEP`). Malformed narrowing raises
+        :class:`InvalidInputError` saying what to write instead.
         """
         return self._run(self._ops.search(
             query,
@@ -379,6 +525,15 @@ class MemoryHandle:
             status=status,
             min_relevance=min_relevance,
             as_of=as_of,
+            known_at=known_at,
+            filter=filter,
+            created_after=created_after,
+            created_before=created_before,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            source=source,
+            source_id=source_id,
+            subtree=subtree,
         ))
 
     def search_with_conflicts(
@@ -389,18 +544,25 @@ class MemoryHandle:
         memory_type: Any = None,
         scope: Any = None,
         min_relevance: float | None = None,
+        filter: Mapping[str, Any] | None = None,
+        subtree: bool = False,
     ) -> tuple[builtins.list[SearchResult], builtins.list[Conflict]]:
         """:meth:`search`, plus the conflicts between levels among and around the results:
         memories of different levels (org, team, user, ...) on the same subject that say
         different things, each group ordered by precedence (the first applies). This is what
         the middleware injects, so a team rule and a user preference that disagree are shown
-        together."""
+        together. ``filter`` and ``subtree``: as for :meth:`search`.
+
+        Raises as :meth:`search` does.
+        """
         return self._run(self._ops.search_with_conflicts(
             query,
             k=k,
             memory_type=memory_type,
             scope=scope,
             min_relevance=min_relevance,
+            filter=filter,
+            subtree=subtree,
         ))
 
     def get(
@@ -429,8 +591,24 @@ class MemoryHandle:
         limit: int = 50,
         offset: int = 0,
         as_of: Any = None,
+        known_at: Any = None,
+        filter: Mapping[str, Any] | None = None,
+        created_after: Any = None,
+        created_before: Any = None,
+        updated_after: Any = None,
+        updated_before: Any = None,
+        source: Any = None,
+        source_id: Any = None,
+        subtree: bool = False,
     ) -> builtins.list[MemoryItem]:
-        """The caller's memories, most recently updated first (``as_of``: those that held then)."""
+        """The caller's memories, most recently updated first (``as_of``: those that held in the
+        world then; ``known_at``: those the memory held then; ``filter``, the time bounds,
+        ``source``, ``source_id`` and ``subtree``: as for :meth:`search`).
+
+        Example: ``handle.list(memory_type="decision", scope="project", filter={"tags": {"$contains": "infra"}})``.
+        Malformed arguments (an unknown type or status, ``limit`` outside 1..10000, a bad filter or
+        time) raise :class:`InvalidInputError` saying what to pass instead.
+        """
         return self._run(self._ops.list(
             memory_type=memory_type,
             scope=scope,
@@ -438,6 +616,15 @@ class MemoryHandle:
             limit=limit,
             offset=offset,
             as_of=as_of,
+            known_at=known_at,
+            filter=filter,
+            created_after=created_after,
+            created_before=created_before,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            source=source,
+            source_id=source_id,
+            subtree=subtree,
         ))
 
     def history(
@@ -445,7 +632,10 @@ class MemoryHandle:
         memory_id: Any,
     ) -> builtins.list[MemoryVersion]:
         """A memory's story, oldest first: its earlier wordings (UPDATEs, edits) and the items it
-        replaced or that replaced it (SUPERSEDE), e.g. "Uses Vim." then "Switched to VS Code."."""
+        replaced or that replaced it (SUPERSEDE), e.g. "Uses Vim." then "Switched to VS Code.".
+
+        :class:`MemoryNotFoundError` when the caller cannot see the memory.
+        """
         return self._run(self._ops.history(memory_id))
 
     def find_duplicate(
@@ -455,16 +645,25 @@ class MemoryHandle:
         scope: str = "user",
     ) -> MemoryItem | None:
         """The active memory in ``scope`` that ``content`` would duplicate (cosine at or above
-        ``config.duplicate_threshold``), if any."""
+        ``config.duplicate_threshold``), if any.
+
+        Malformed ``content`` or ``scope`` (or a scope without its id) raises :class:`InvalidInputError`.
+        """
         return self._run(self._ops.find_duplicate(content, scope=scope))
 
     def stats(self) -> MemoryStats:
         """Counts by type, scope and status, last write, extraction budget left and storage
-        size, over what the caller may see."""
+        size, over what the caller may see.
+
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return self._run(self._ops.stats())
 
     def extraction_budget(self) -> int | None:
-        """Extraction runs left in the session's window (``None`` without a session)."""
+        """Extraction runs left in the session's window (``None`` without a session).
+
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return self._run(self._ops.extraction_budget())
 
 
@@ -512,6 +711,7 @@ class AsyncMemoryHandle:
         ttl: float | timedelta | None = None,
         expires_at: datetime | str | None = None,
         retention: str = "decay",
+        valid_from: datetime | str | None = None,
     ) -> MemoryItem | Rejection:
         """Save one memory through the gate.
 
@@ -530,6 +730,8 @@ class AsyncMemoryHandle:
         ``retention``: what :meth:`MemoryService.maintain` may do with it: ``"keep"`` (never
         archive), ``"decay"`` (archive once faded and unused, where that is turned on) or
         ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
+        ``valid_from`` (a time, not in the future): when the fact began to hold in the world
+        (``as_of`` reads by it); default: when it is recorded.
         """
         return await self._run(self._ops.add(
             content,
@@ -544,6 +746,7 @@ class AsyncMemoryHandle:
             ttl=ttl,
             expires_at=expires_at,
             retention=retention,
+            valid_from=valid_from,
         ))
 
     async def put(
@@ -560,6 +763,7 @@ class AsyncMemoryHandle:
         ttl: float | timedelta | None = None,
         expires_at: datetime | str | None = None,
         retention: str = "decay",
+        valid_from: datetime | str | None = None,
     ) -> MemoryItem | Rejection:
         """Save ``content`` under ``key``, unique in the caller's ``scope`` (a session's keys are its
         user's): the memory that holds the key is revised in place, its earlier wording kept in
@@ -569,7 +773,8 @@ class AsyncMemoryHandle:
         ``visibility``, ``metadata``, the expiry and ``retention`` are replaced, not merged. Who may replace a
         shared memory: as for :meth:`edit`. The gate applies as for :meth:`add` (a
         :class:`Rejection`, nothing written); a key held by a memory the caller may not see raises
-        :class:`PermissionDeniedError`.
+        :class:`PermissionDeniedError`. ``valid_from``: as for :meth:`add` (given, it replaces the
+        held memory's too).
         """
         return await self._run(self._ops.put(
             key,
@@ -583,6 +788,7 @@ class AsyncMemoryHandle:
             ttl=ttl,
             expires_at=expires_at,
             retention=retention,
+            valid_from=valid_from,
         ))
 
     async def add_many(
@@ -634,18 +840,29 @@ class AsyncMemoryHandle:
         """Archive a memory (it never surfaces again and can be :meth:`restore`\\ d), or with
         ``hard=True`` delete it for good; returns the item as it was.
 
-        Who may: as for :meth:`edit` (its creator, or whoever manages its level)."""
+        Who may: as for :meth:`edit` (its creator, or whoever manages its level).
+
+        :class:`MemoryNotFoundError` when the caller cannot see it, :class:`PermissionDeniedError`
+        when they may see but not delete it, :class:`InvalidInputError` for an id that is not a UUID.
+        """
         return await self._run(self._ops.delete(memory_id, hard=hard))
 
     async def restore(
         self,
         memory_id: Any,
     ) -> MemoryItem:
-        """Make an archived memory active again (who may: as for :meth:`edit`)."""
+        """Make an archived memory active again (who may: as for :meth:`edit`).
+
+        :class:`MemoryNotFoundError` / :class:`PermissionDeniedError` as for :meth:`delete`;
+        :class:`InvalidInputError` when it is not archived.
+        """
         return await self._run(self._ops.restore(memory_id))
 
     async def purge_archived(self) -> int:
-        """Permanently delete every archived memory the caller created; returns how many."""
+        """Permanently delete every archived memory the caller created; returns how many.
+
+        Cannot be undone. Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return await self._run(self._ops.purge_archived())
 
     async def extract(
@@ -672,7 +889,10 @@ class AsyncMemoryHandle:
     async def record_extraction_run(self) -> int | Rejection:
         """Count one automatic extraction run against the session's budget
         (``MEMORY_MAX_EXTRACTIONS`` per ``MEMORY_EXTRACTION_WINDOW_HOURS``): the runs left, or a
-        ``RATE_LIMITED`` :class:`Rejection`."""
+        ``RATE_LIMITED`` :class:`Rejection`.
+
+        Needs a ``session_id`` on the handle (:class:`InvalidInputError` otherwise).
+        """
         return await self._run(self._ops.record_extraction_run())
 
     async def add_resource(
@@ -687,7 +907,17 @@ class AsyncMemoryHandle:
     ) -> Resource:
         """Record a document (``kind="document"``) or project resource: the raw material memories
         can cite as their source (``source_id=str(resource.id)``). With ``external_id`` a second
-        call replaces the content of the same resource."""
+        call replaces the content of the same resource.
+
+        This only records it: nothing is learned and it is not searchable by passage. To do both,
+        use :meth:`add_document` (a later ``add_resource`` of a learned document's ``external_id``
+        replaces its text but leaves its passages and memories until the next :meth:`add_document`).
+
+        A secret in ``external_id``, ``title`` or ``metadata``, an empty or oversized text, a
+        conversation ``kind`` or a scope without its id raise :class:`InvalidInputError`; a project
+        role that may not write raises :class:`PermissionDeniedError`. To learn from the text as well,
+        use :meth:`add_document`.
+        """
         return await self._run(self._ops.add_resource(
             content,
             kind=kind,
@@ -696,6 +926,67 @@ class AsyncMemoryHandle:
             external_id=external_id,
             metadata=metadata,
         ))
+
+    async def add_document(
+        self,
+        content: str,
+        *,
+        title: str | None = None,
+        external_id: str | None = None,
+        scope: str = "user",
+        kind: str = "document",
+        metadata: Mapping[str, Any] | None = None,
+        llm: Any = SERVICE_LLM,
+    ) -> DocumentReport:
+        """Learn from a document (text or markdown, up to ``MAX_RESOURCE_CHARS``): record it as a
+        resource (as :meth:`add_resource`), cut it into passages (markdown headings give each its
+        section; code blocks are kept whole where they fit), embed them in one batch so
+        :meth:`search_documents` finds them, then turn what the passages state into memories
+        through the gate and consolidation, as :meth:`extract` does for a conversation.
+
+        Each memory is filed where the document is (``scope``: ``"user"``, ``"session"`` or
+        ``"project"``), with ``source`` ``"knowledge_base"`` (``"project_resource"`` for that
+        ``kind``), ``source_id=str(report.resource.id)`` and ``metadata["passage"]`` (its index,
+        character range in the resource's ``content``, headings and hash). Again with the same
+        ``external_id``: unchanged passages are kept and not read again, new ones are read, and
+        memories whose passage is gone are superseded. Secrets in the text are withheld
+        (``[withheld: <kind>]``) before anything is stored or read; a secret in ``external_id``
+        or ``metadata`` raises :class:`InvalidInputError`, as do a conversation ``kind``, an
+        empty or oversized text and a scope without its id. A role that may not write the scope
+        raises :class:`PermissionDeniedError`.
+
+        ``llm``: the service's model by default (one call per ~12,000 characters of new text),
+        another chat model, or ``None`` for the offline rules (which catch explicit statements:
+        "We use ...", "We decided ...", "I prefer ..."). A model failure does not raise: the
+        report says ``failed``, the passages are stored and searchable, and the next
+        ``add_document`` of the same ``external_id`` reads them. Not rate-limited per session:
+        it is an explicit call. Returns a :class:`~agent_memory.documents.DocumentReport`
+        (passages added / kept / removed, memories added / updated / superseded / rejected)."""
+        return await self._run(self._ops.add_document(
+            content,
+            title=title,
+            external_id=external_id,
+            scope=scope,
+            kind=kind,
+            metadata=metadata,
+            llm=llm,
+        ))
+
+    async def search_documents(
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        kind: str | None = None,
+    ) -> builtins.list[PassageHit]:
+        """The ``k`` passages of documents added with :meth:`add_document` that best match
+        ``query``, best first: each with its document (id, kind, title, external id), its place
+        (index, character range, headings), its text and score. Only documents the caller may
+        read are searched (as :meth:`get_resource` decides: their own user and session documents,
+        and their project's); the search is exact and hybrid (meaning and the query's words).
+        ``kind``: ``"document"`` or ``"project_resource"`` only. A bad ``query``, ``k`` (1 to
+        100) or ``kind`` raises :class:`InvalidInputError`."""
+        return await self._run(self._ops.search_documents(query, k=k, kind=kind))
 
     async def get_resource(
         self,
@@ -711,7 +1002,10 @@ class AsyncMemoryHandle:
         limit: int = 50,
         offset: int = 0,
     ) -> builtins.list[Resource]:
-        """The caller's resources (conversations of all their sessions, documents) and their project's."""
+        """The caller's resources (conversations of all their sessions, documents) and their project's.
+
+        A bad ``kind``, ``limit`` or ``offset`` raises :class:`InvalidInputError`.
+        """
         return await self._run(self._ops.list_resources(kind=kind, limit=limit, offset=offset))
 
     async def source(
@@ -719,21 +1013,32 @@ class AsyncMemoryHandle:
         memory_id: Any,
     ) -> Resource | None:
         """Where a memory came from: the conversation, document or project resource it was made
-        from, or ``None`` when it was stated directly without a session."""
+        from, or ``None`` when it was stated directly without a session.
+
+        :class:`MemoryNotFoundError` when the caller cannot see the memory.
+        """
         return await self._run(self._ops.source(memory_id))
 
     async def profiles(self) -> AgentProfiles:
         """The user profile and (with a ``project_id``) the project profile, as the agent should
         see them now; ``.user_text`` / ``.project_text`` are the prompt sections. A profile whose
         memories changed is rebuilt first, by rules (milliseconds); with a model, the refresh
-        after the agent's run (or :meth:`refresh_profiles`) then rebuilds it with the model."""
+        after the agent's run (or :meth:`refresh_profiles`) then rebuilds it with the model.
+
+        Example: ``system_prompt += memory.for_user("alice", project_id="web").profiles().user_text``.
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return await self._run(self._ops.profiles())
 
     async def profile(
         self,
         kind: str = "user",
     ) -> Profile:
-        """One profile as stored (``kind`` ``"user"`` or ``"project"``), without rebuilding it."""
+        """One profile as stored (``kind`` ``"user"`` or ``"project"``), without rebuilding it.
+
+        A ``kind`` other than ``"user"`` or ``"project"`` (or ``"project"`` on a handle without a
+        ``project_id``) raises :class:`InvalidInputError`.
+        """
         return await self._run(self._ops.profile(kind))
 
     async def update_profile(
@@ -743,7 +1048,13 @@ class AsyncMemoryHandle:
         kind: str = "user",
     ) -> Profile:
         """Set profile fields by hand. A field set here wins over what extraction builds, until
-        :meth:`reset_profile_fields`; ``None`` or ``[]`` clears it."""
+        :meth:`reset_profile_fields`; ``None`` or ``[]`` clears it.
+
+        Example: ``handle.update_profile({"username": "Ally", "communication_style": "concise"})``.
+        An unknown field or a value of the wrong shape raises :class:`InvalidInputError` naming the
+        field and what it takes; a project profile needs a role that may write the project
+        (:class:`PermissionDeniedError`).
+        """
         return await self._run(self._ops.update_profile(fields, kind=kind))
 
     async def reset_profile_fields(
@@ -752,7 +1063,10 @@ class AsyncMemoryHandle:
         *,
         kind: str = "user",
     ) -> Profile:
-        """Forget hand-set profile values (all, or the fields named) so built values show again."""
+        """Forget hand-set profile values (all, or the fields named) so built values show again.
+
+        An unknown field name raises :class:`InvalidInputError`.
+        """
         return await self._run(self._ops.reset_profile_fields(names, kind=kind))
 
     async def refresh_profiles(
@@ -762,7 +1076,11 @@ class AsyncMemoryHandle:
         llm: Any = SERVICE_LLM,
     ) -> builtins.list[str]:
         """Rebuild the stale profiles (all with ``force``) with the model, or by rules without
-        one; returns the kinds rebuilt."""
+        one; returns the kinds rebuilt.
+
+        A model failure falls back to the rules (it never raises); a non-bool ``force`` raises
+        :class:`InvalidInputError`.
+        """
         return await self._run(self._ops.refresh_profiles(force=force, llm=llm))
 
     async def search(
@@ -775,6 +1093,15 @@ class AsyncMemoryHandle:
         status: Any = DEFAULT_STATUS,
         min_relevance: float | None = None,
         as_of: Any = None,
+        known_at: Any = None,
+        filter: Mapping[str, Any] | None = None,
+        created_after: Any = None,
+        created_before: Any = None,
+        updated_after: Any = None,
+        updated_before: Any = None,
+        source: Any = None,
+        source_id: Any = None,
+        subtree: bool = False,
     ) -> builtins.list[SearchResult]:
         """The ``k`` best of the caller's memories for ``query`` across every level they may
         read (session, user, project, teams, orgs), or those in ``scope``, best first with
@@ -785,7 +1112,24 @@ class AsyncMemoryHandle:
         ``config.min_relevance``) drops weak matches, so fewer than ``k`` may come back.
         ``as_of`` (a datetime or ISO-8601 string) searches what held at that time, each memory
         in the wording it had then. Hits get ``last_used_at``/``access_count`` updated (not
-        for ``as_of``).
+        for ``as_of``). ``as_of`` is world time (what held then, as known now: a move said
+        today to have happened last month held last week); ``known_at`` is record time (what
+        the memory held then: last week it knew the old city).
+
+        Narrowing, exact (the top ``k`` of the same ranking among the memories that pass):
+        ``filter`` on ``metadata`` (``{"tag": "billing"}``, ``{"priority": {"$gte": 2}}``,
+        ``{"due": {"$lt": "2026-12-01"}}``, ``$in``/``$nin``/``$ne``/``$contains``/``$exists``,
+        ``$or``/``$and``/``$not``; see :mod:`agent_memory.filters`), ``created_after`` /
+        ``created_before`` / ``updated_after`` / ``updated_before`` (a datetime or ISO string;
+        after is inclusive, before exclusive), ``source`` (``"user"``, ``"ai"``, ``"document"``...
+        or a list) and ``source_id`` (a resource id or a list: the memories learned from it).
+
+        ``subtree=True`` reads the project, team and org levels down their ``/`` paths: with
+        ``project_id="co/eng"``, memories of ``co/eng/web`` and ``co/eng/web/api`` too, each only
+        if the caller may read that scope (member, or its public memories when shared with them),
+        whole segments only (never ``co/engine``). Nearer scopes rank first among equals
+        (:data:`agent_memory.ranking.SUBTREE_STEP`). Malformed narrowing raises
+        :class:`InvalidInputError` saying what to write instead.
         """
         return await self._run(self._ops.search(
             query,
@@ -795,6 +1139,15 @@ class AsyncMemoryHandle:
             status=status,
             min_relevance=min_relevance,
             as_of=as_of,
+            known_at=known_at,
+            filter=filter,
+            created_after=created_after,
+            created_before=created_before,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            source=source,
+            source_id=source_id,
+            subtree=subtree,
         ))
 
     async def search_with_conflicts(
@@ -805,18 +1158,25 @@ class AsyncMemoryHandle:
         memory_type: Any = None,
         scope: Any = None,
         min_relevance: float | None = None,
+        filter: Mapping[str, Any] | None = None,
+        subtree: bool = False,
     ) -> tuple[builtins.list[SearchResult], builtins.list[Conflict]]:
         """:meth:`search`, plus the conflicts between levels among and around the results:
         memories of different levels (org, team, user, ...) on the same subject that say
         different things, each group ordered by precedence (the first applies). This is what
         the middleware injects, so a team rule and a user preference that disagree are shown
-        together."""
+        together. ``filter`` and ``subtree``: as for :meth:`search`.
+
+        Raises as :meth:`search` does.
+        """
         return await self._run(self._ops.search_with_conflicts(
             query,
             k=k,
             memory_type=memory_type,
             scope=scope,
             min_relevance=min_relevance,
+            filter=filter,
+            subtree=subtree,
         ))
 
     async def get(
@@ -845,8 +1205,24 @@ class AsyncMemoryHandle:
         limit: int = 50,
         offset: int = 0,
         as_of: Any = None,
+        known_at: Any = None,
+        filter: Mapping[str, Any] | None = None,
+        created_after: Any = None,
+        created_before: Any = None,
+        updated_after: Any = None,
+        updated_before: Any = None,
+        source: Any = None,
+        source_id: Any = None,
+        subtree: bool = False,
     ) -> builtins.list[MemoryItem]:
-        """The caller's memories, most recently updated first (``as_of``: those that held then)."""
+        """The caller's memories, most recently updated first (``as_of``: those that held in the
+        world then; ``known_at``: those the memory held then; ``filter``, the time bounds,
+        ``source``, ``source_id`` and ``subtree``: as for :meth:`search`).
+
+        Example: ``handle.list(memory_type="decision", scope="project", filter={"tags": {"$contains": "infra"}})``.
+        Malformed arguments (an unknown type or status, ``limit`` outside 1..10000, a bad filter or
+        time) raise :class:`InvalidInputError` saying what to pass instead.
+        """
         return await self._run(self._ops.list(
             memory_type=memory_type,
             scope=scope,
@@ -854,6 +1230,15 @@ class AsyncMemoryHandle:
             limit=limit,
             offset=offset,
             as_of=as_of,
+            known_at=known_at,
+            filter=filter,
+            created_after=created_after,
+            created_before=created_before,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            source=source,
+            source_id=source_id,
+            subtree=subtree,
         ))
 
     async def history(
@@ -861,7 +1246,10 @@ class AsyncMemoryHandle:
         memory_id: Any,
     ) -> builtins.list[MemoryVersion]:
         """A memory's story, oldest first: its earlier wordings (UPDATEs, edits) and the items it
-        replaced or that replaced it (SUPERSEDE), e.g. "Uses Vim." then "Switched to VS Code."."""
+        replaced or that replaced it (SUPERSEDE), e.g. "Uses Vim." then "Switched to VS Code.".
+
+        :class:`MemoryNotFoundError` when the caller cannot see the memory.
+        """
         return await self._run(self._ops.history(memory_id))
 
     async def find_duplicate(
@@ -871,16 +1259,25 @@ class AsyncMemoryHandle:
         scope: str = "user",
     ) -> MemoryItem | None:
         """The active memory in ``scope`` that ``content`` would duplicate (cosine at or above
-        ``config.duplicate_threshold``), if any."""
+        ``config.duplicate_threshold``), if any.
+
+        Malformed ``content`` or ``scope`` (or a scope without its id) raises :class:`InvalidInputError`.
+        """
         return await self._run(self._ops.find_duplicate(content, scope=scope))
 
     async def stats(self) -> MemoryStats:
         """Counts by type, scope and status, last write, extraction budget left and storage
-        size, over what the caller may see."""
+        size, over what the caller may see.
+
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return await self._run(self._ops.stats())
 
     async def extraction_budget(self) -> int | None:
-        """Extraction runs left in the session's window (``None`` without a session)."""
+        """Extraction runs left in the session's window (``None`` without a session).
+
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return await self._run(self._ops.extraction_budget())
 
 
@@ -901,7 +1298,12 @@ class ServiceMethods:
         user_id: str,
     ) -> Membership:
         """Create a project with ``user_id`` as its owner (idempotent for its owner). Projects
-        are also created by their first write unless ``auto_create_projects`` is off."""
+        are also created by their first write unless ``auto_create_projects`` is off.
+
+        Example: ``memory.create_project("acme/web", user_id="alice")``. An id that is not a scope
+        path raises :class:`InvalidInputError` (with the ``/`` form to use for ``a:b``); a project that
+        exists and is not theirs raises :class:`PermissionDeniedError`.
+        """
         return self.execute(self._admin.create_project(project_id, user_id=user_id))
 
     def create_team(
@@ -912,7 +1314,11 @@ class ServiceMethods:
         write: str | None = None,
     ) -> Membership:
         """Create a team with ``user_id`` as its lead. ``write``: ``"members"`` (any member may
-        write the team's memory) or ``"leads"``; default ``config.team_write``."""
+        write the team's memory) or ``"leads"``; default ``config.team_write``.
+
+        Malformed ids or ``write`` raise :class:`InvalidInputError`; a team that exists and that
+        they do not lead raises :class:`PermissionDeniedError`.
+        """
         return self.execute(self._admin.create_team(team_id, user_id=user_id, write=write))
 
     def create_org(
@@ -921,7 +1327,11 @@ class ServiceMethods:
         *,
         user_id: str,
     ) -> Membership:
-        """Create an organization with ``user_id`` as its admin; only org admins write org memory."""
+        """Create an organization with ``user_id`` as its admin; only org admins write org memory.
+
+        Malformed ids raise :class:`InvalidInputError`; an org that exists and that they do not
+        administer raises :class:`PermissionDeniedError`.
+        """
         return self.execute(self._admin.create_org(org_id, user_id=user_id))
 
     def add_member(
@@ -935,7 +1345,13 @@ class ServiceMethods:
     ) -> Membership:
         """Give ``member`` a ``role`` in a project (owner, admin, editor, viewer), team (lead,
         member) or org (admin, member), or change it. Project admins manage editors and viewers;
-        owners, team leads and org admins manage everyone. The last owner/lead/admin stays."""
+        owners, team leads and org admins manage everyone. The last owner/lead/admin stays.
+
+        Example: ``memory.add_member("project", "acme/web", "bob", "editor", user_id="alice")``.
+        A role that does not exist for the level raises :class:`InvalidInputError`; a caller who may
+        not manage that role, or a scope that does not exist (create it first), raises
+        :class:`PermissionDeniedError`.
+        """
         return self.execute(self._admin.add_member(scope, scope_id, member, role, user_id=user_id))
 
     def remove_member(
@@ -947,7 +1363,11 @@ class ServiceMethods:
         user_id: str,
     ) -> bool:
         """Take ``member`` out of a project, team or org (or leave it, ``member=user_id``); what
-        they wrote stays theirs. Returns whether they were a member."""
+        they wrote stays theirs. Returns whether they were a member.
+
+        :class:`PermissionDeniedError` for a caller who may not remove them, or for the last
+        owner, lead or admin.
+        """
         return self.execute(self._admin.remove_member(scope, scope_id, member, user_id=user_id))
 
     def list_members(
@@ -957,7 +1377,10 @@ class ServiceMethods:
         *,
         user_id: str,
     ) -> builtins.list[Membership]:
-        """The members of a project, team or org you belong to, with their roles."""
+        """The members of a project, team or org you belong to, with their roles.
+
+        :class:`PermissionDeniedError` for a caller who is not a member.
+        """
         return self.execute(self._admin.list_members(scope, scope_id, user_id=user_id))
 
     def memberships(
@@ -968,7 +1391,10 @@ class ServiceMethods:
         prefix: str | None = None,
     ) -> builtins.list[Membership]:
         """Your projects, teams and orgs with your role in each; ``prefix`` (``"acme"``) keeps the
-        ids equal to it or below it by whole ``/`` segments (``acme/web``, never ``acme-corp``)."""
+        ids equal to it or below it by whole ``/`` segments (``acme/web``, never ``acme-corp``).
+
+        A malformed ``scope`` or ``prefix`` raises :class:`InvalidInputError`.
+        """
         return self.execute(self._admin.memberships(user_id=user_id, scope=scope, prefix=prefix))
 
     def set_team_write(
@@ -978,7 +1404,11 @@ class ServiceMethods:
         *,
         user_id: str,
     ) -> str:
-        """Let every member (``"members"``) or only the leads (``"leads"``) write the team's memory."""
+        """Let every member (``"members"``) or only the leads (``"leads"``) write the team's memory.
+
+        :class:`PermissionDeniedError` unless the caller leads the team; a ``write`` other than
+        ``"members"`` or ``"leads"`` raises :class:`InvalidInputError`.
+        """
         return self.execute(self._admin.set_team_write(team_id, write, user_id=user_id))
 
     def share_project(
@@ -990,7 +1420,11 @@ class ServiceMethods:
         with_team: str | None = None,
         with_org: str | None = None,
     ) -> None:
-        """Let a user, or every member of a team or org, read the project's ``public`` memories."""
+        """Let a user, or every member of a team or org, read the project's ``public`` memories.
+
+        Exactly one of ``with_user``, ``with_team``, ``with_org`` (:class:`InvalidInputError`
+        otherwise); only the project's owner or admins may share it (:class:`PermissionDeniedError`).
+        """
         return self.execute(self._admin.share_project(
             project_id,
             user_id=user_id,
@@ -1008,7 +1442,10 @@ class ServiceMethods:
         with_team: str | None = None,
         with_org: str | None = None,
     ) -> bool:
-        """Undo :meth:`share_project`; returns whether it was shared."""
+        """Undo :meth:`share_project`; returns whether it was shared.
+
+        Raises as :meth:`share_project` does.
+        """
         return self.execute(self._admin.unshare_project(
             project_id,
             user_id=user_id,
@@ -1027,7 +1464,10 @@ class ServiceMethods:
         them or a move to another database (:meth:`import_data`). ``what="visible"``: everything
         they may read in all their sessions, projects, teams and orgs, with the memberships and
         shares that let them read it; ``"owned"``: everything they created. No vectors: the
-        importing side embeds again."""
+        importing side embeds again.
+
+        A ``what`` other than ``"visible"`` or ``"owned"`` raises :class:`InvalidInputError`.
+        """
         return self.execute(self._admin.export_data(user_id=user_id, what=what))
 
     def import_data(
@@ -1048,13 +1488,19 @@ class ServiceMethods:
     ) -> ForgetReport:
         """Erase a user for good (a deletion request): everything they own, episodic memory
         included, in one transaction; others' memories stay. The report counts what went and
-        names the scopes left ``ownerless``, which an operator should give an owner. Idempotent."""
+        names the scopes left ``ownerless``, which an operator should give an owner. Idempotent.
+
+        Cannot be undone. Example: ``report = memory.forget_user(user_id="alice"); print(report.summary())``.
+        """
         return self.execute(self._admin.forget_user(user_id=user_id))
 
     def purge_expired(self) -> int:
         """Delete every memory whose expiry has passed (from then on no read saw it already), with
         its history; answers how many. Safe to run at any time and from several processes (each
-        batch skips rows another is deleting): from cron, or a LangGraph store's TTL sweeper."""
+        batch skips rows another is deleting): from cron, or a LangGraph store's TTL sweeper.
+
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return self.execute(self._admin.purge_expired())
 
     def maintain(
@@ -1080,7 +1526,11 @@ class ServiceMethods:
     ) -> DeleteReport:
         """Delete a project (by its owner), team (a lead) or org (an admin) with every memory,
         resource, profile, membership and share in it, when it is finished with. A scope that
-        does not exist answers zeros, so a retry is safe."""
+        does not exist answers zeros, so a retry is safe.
+
+        Cannot be undone. :class:`PermissionDeniedError` for a caller without that role;
+        a malformed ``scope`` or id raises :class:`InvalidInputError`.
+        """
         return self.execute(self._admin.delete_scope(scope, scope_id, user_id=user_id))
 
 
@@ -1101,7 +1551,12 @@ class AsyncServiceMethods:
         user_id: str,
     ) -> Membership:
         """Create a project with ``user_id`` as its owner (idempotent for its owner). Projects
-        are also created by their first write unless ``auto_create_projects`` is off."""
+        are also created by their first write unless ``auto_create_projects`` is off.
+
+        Example: ``memory.create_project("acme/web", user_id="alice")``. An id that is not a scope
+        path raises :class:`InvalidInputError` (with the ``/`` form to use for ``a:b``); a project that
+        exists and is not theirs raises :class:`PermissionDeniedError`.
+        """
         return await self.execute(self._admin.create_project(project_id, user_id=user_id))
 
     async def create_team(
@@ -1112,7 +1567,11 @@ class AsyncServiceMethods:
         write: str | None = None,
     ) -> Membership:
         """Create a team with ``user_id`` as its lead. ``write``: ``"members"`` (any member may
-        write the team's memory) or ``"leads"``; default ``config.team_write``."""
+        write the team's memory) or ``"leads"``; default ``config.team_write``.
+
+        Malformed ids or ``write`` raise :class:`InvalidInputError`; a team that exists and that
+        they do not lead raises :class:`PermissionDeniedError`.
+        """
         return await self.execute(self._admin.create_team(team_id, user_id=user_id, write=write))
 
     async def create_org(
@@ -1121,7 +1580,11 @@ class AsyncServiceMethods:
         *,
         user_id: str,
     ) -> Membership:
-        """Create an organization with ``user_id`` as its admin; only org admins write org memory."""
+        """Create an organization with ``user_id`` as its admin; only org admins write org memory.
+
+        Malformed ids raise :class:`InvalidInputError`; an org that exists and that they do not
+        administer raises :class:`PermissionDeniedError`.
+        """
         return await self.execute(self._admin.create_org(org_id, user_id=user_id))
 
     async def add_member(
@@ -1135,7 +1598,13 @@ class AsyncServiceMethods:
     ) -> Membership:
         """Give ``member`` a ``role`` in a project (owner, admin, editor, viewer), team (lead,
         member) or org (admin, member), or change it. Project admins manage editors and viewers;
-        owners, team leads and org admins manage everyone. The last owner/lead/admin stays."""
+        owners, team leads and org admins manage everyone. The last owner/lead/admin stays.
+
+        Example: ``memory.add_member("project", "acme/web", "bob", "editor", user_id="alice")``.
+        A role that does not exist for the level raises :class:`InvalidInputError`; a caller who may
+        not manage that role, or a scope that does not exist (create it first), raises
+        :class:`PermissionDeniedError`.
+        """
         return await self.execute(self._admin.add_member(scope, scope_id, member, role, user_id=user_id))
 
     async def remove_member(
@@ -1147,7 +1616,11 @@ class AsyncServiceMethods:
         user_id: str,
     ) -> bool:
         """Take ``member`` out of a project, team or org (or leave it, ``member=user_id``); what
-        they wrote stays theirs. Returns whether they were a member."""
+        they wrote stays theirs. Returns whether they were a member.
+
+        :class:`PermissionDeniedError` for a caller who may not remove them, or for the last
+        owner, lead or admin.
+        """
         return await self.execute(self._admin.remove_member(scope, scope_id, member, user_id=user_id))
 
     async def list_members(
@@ -1157,7 +1630,10 @@ class AsyncServiceMethods:
         *,
         user_id: str,
     ) -> builtins.list[Membership]:
-        """The members of a project, team or org you belong to, with their roles."""
+        """The members of a project, team or org you belong to, with their roles.
+
+        :class:`PermissionDeniedError` for a caller who is not a member.
+        """
         return await self.execute(self._admin.list_members(scope, scope_id, user_id=user_id))
 
     async def memberships(
@@ -1168,7 +1644,10 @@ class AsyncServiceMethods:
         prefix: str | None = None,
     ) -> builtins.list[Membership]:
         """Your projects, teams and orgs with your role in each; ``prefix`` (``"acme"``) keeps the
-        ids equal to it or below it by whole ``/`` segments (``acme/web``, never ``acme-corp``)."""
+        ids equal to it or below it by whole ``/`` segments (``acme/web``, never ``acme-corp``).
+
+        A malformed ``scope`` or ``prefix`` raises :class:`InvalidInputError`.
+        """
         return await self.execute(self._admin.memberships(user_id=user_id, scope=scope, prefix=prefix))
 
     async def set_team_write(
@@ -1178,7 +1657,11 @@ class AsyncServiceMethods:
         *,
         user_id: str,
     ) -> str:
-        """Let every member (``"members"``) or only the leads (``"leads"``) write the team's memory."""
+        """Let every member (``"members"``) or only the leads (``"leads"``) write the team's memory.
+
+        :class:`PermissionDeniedError` unless the caller leads the team; a ``write`` other than
+        ``"members"`` or ``"leads"`` raises :class:`InvalidInputError`.
+        """
         return await self.execute(self._admin.set_team_write(team_id, write, user_id=user_id))
 
     async def share_project(
@@ -1190,7 +1673,11 @@ class AsyncServiceMethods:
         with_team: str | None = None,
         with_org: str | None = None,
     ) -> None:
-        """Let a user, or every member of a team or org, read the project's ``public`` memories."""
+        """Let a user, or every member of a team or org, read the project's ``public`` memories.
+
+        Exactly one of ``with_user``, ``with_team``, ``with_org`` (:class:`InvalidInputError`
+        otherwise); only the project's owner or admins may share it (:class:`PermissionDeniedError`).
+        """
         return await self.execute(self._admin.share_project(
             project_id,
             user_id=user_id,
@@ -1208,7 +1695,10 @@ class AsyncServiceMethods:
         with_team: str | None = None,
         with_org: str | None = None,
     ) -> bool:
-        """Undo :meth:`share_project`; returns whether it was shared."""
+        """Undo :meth:`share_project`; returns whether it was shared.
+
+        Raises as :meth:`share_project` does.
+        """
         return await self.execute(self._admin.unshare_project(
             project_id,
             user_id=user_id,
@@ -1227,7 +1717,10 @@ class AsyncServiceMethods:
         them or a move to another database (:meth:`import_data`). ``what="visible"``: everything
         they may read in all their sessions, projects, teams and orgs, with the memberships and
         shares that let them read it; ``"owned"``: everything they created. No vectors: the
-        importing side embeds again."""
+        importing side embeds again.
+
+        A ``what`` other than ``"visible"`` or ``"owned"`` raises :class:`InvalidInputError`.
+        """
         return await self.execute(self._admin.export_data(user_id=user_id, what=what))
 
     async def import_data(
@@ -1248,13 +1741,19 @@ class AsyncServiceMethods:
     ) -> ForgetReport:
         """Erase a user for good (a deletion request): everything they own, episodic memory
         included, in one transaction; others' memories stay. The report counts what went and
-        names the scopes left ``ownerless``, which an operator should give an owner. Idempotent."""
+        names the scopes left ``ownerless``, which an operator should give an owner. Idempotent.
+
+        Cannot be undone. Example: ``report = memory.forget_user(user_id="alice"); print(report.summary())``.
+        """
         return await self.execute(self._admin.forget_user(user_id=user_id))
 
     async def purge_expired(self) -> int:
         """Delete every memory whose expiry has passed (from then on no read saw it already), with
         its history; answers how many. Safe to run at any time and from several processes (each
-        batch skips rows another is deleting): from cron, or a LangGraph store's TTL sweeper."""
+        batch skips rows another is deleting): from cron, or a LangGraph store's TTL sweeper.
+
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return await self.execute(self._admin.purge_expired())
 
     async def maintain(
@@ -1280,5 +1779,9 @@ class AsyncServiceMethods:
     ) -> DeleteReport:
         """Delete a project (by its owner), team (a lead) or org (an admin) with every memory,
         resource, profile, membership and share in it, when it is finished with. A scope that
-        does not exist answers zeros, so a retry is safe."""
+        does not exist answers zeros, so a retry is safe.
+
+        Cannot be undone. :class:`PermissionDeniedError` for a caller without that role;
+        a malformed ``scope`` or id raises :class:`InvalidInputError`.
+        """
         return await self.execute(self._admin.delete_scope(scope, scope_id, user_id=user_id))

@@ -6,12 +6,17 @@ Two kinds of change, as consolidation decides them:
   item is revised in place, its ``version`` goes up, and the wording it had is
   kept in ``memory_item_history`` with the time it was replaced.
 - SUPERSEDE (a new fact contradicts it): the old item becomes ``superseded``
-  with ``valid_to`` and ``superseded_by`` pointing at the new item, whose
-  ``valid_from`` is the same instant. Superseded items never surface in search
-  or injection by default, but the chain stays readable.
+  with ``superseded_by`` pointing at the new item. Both timelines close: its
+  ``valid_to`` (event time) is the new fact's ``valid_from``, and its ``known_to``
+  (record time) is now. Superseded items never surface in search or injection
+  by default, but the chain stays readable.
 
-A search ``as_of`` a past time reads the items whose fact held then
-(``valid_from <= as_of < valid_to``), each in the wording it had then.
+Two timelines (as Zep/Graphiti keep them): ``valid_from``/``valid_to`` say when a
+fact held in the world ("moved to Lisbon last month": from a month ago, see
+:mod:`agent_memory.extraction.when`), ``recorded_at``/``known_to`` when the memory
+held it. A search ``as_of`` a past time reads the items whose fact held then
+(``valid_from <= as_of < valid_to``); ``known_at`` the items the memory held then
+(``recorded_at <= known_at < known_to``); each in the wording it had then, ranked by it.
 """
 
 from __future__ import annotations
@@ -44,24 +49,28 @@ def revise(
     item: MemoryItem, *, content: str, vector: Sequence[float] | None, memory_type: MemoryType | None = None,
     confidence: float | None = None, metadata: Mapping[str, Any] | None = None, change: str = "update",
     decided_by: DecisionMethod = DecisionMethod.SIMILARITY, reason: str | None = None, changed_by: str,
+    valid_from: datetime | None = None,
 ) -> Op[dict[str, Any]]:
     """Revise ``item`` in place (the caller holds the scope lock and has checked ownership);
     answers the new row. ``vector`` is the new content's embedding (None keeps the old one).
     The reason is kept with secrets withheld, whoever wrote it (a person, or a model quoting
-    the conversation)."""
+    the conversation). ``valid_from``: when the fact began, if the revision says so (an earlier
+    time than the item's moves its start back)."""
     (keep, p), (update, _) = queries.revise_item(
         item.id, content=content, vector=vector, memory_type=memory_type or item.memory_type,
         confidence=item.confidence if confidence is None else confidence,
         metadata=item.metadata if metadata is None else metadata, change=change, decided_by=decided_by,
-        reason=None if reason is None else redact(reason), changed_by=changed_by,
+        reason=None if reason is None else redact(reason), changed_by=changed_by, valid_from=valid_from,
     )
     yield Sql(keep, p, fetch="none")
     return (yield Sql(update, p, fetch="one"))
 
 
 def supersede(old: MemoryItem, new_row: Mapping[str, Any]) -> Op[dict[str, Any]]:
-    """Mark ``old`` superseded by the just-inserted ``new_row`` (same transaction, so both share
-    ``now()``: the old fact stops holding exactly when the new one starts); answers the old row."""
+    """Mark ``old`` superseded by the just-inserted ``new_row`` (same transaction): the old fact
+    stops holding when the new one starts (``valid_to`` = its ``valid_from``), and the memory
+    stops holding it when it learned the new one (``known_to`` = its ``recorded_at``, the
+    transaction's ``now()``); answers the old row."""
     return (yield Sql(*queries.supersede_item(old.id, new_row["id"], new_row["valid_from"]), fetch="one"))
 
 

@@ -229,6 +229,7 @@ class NewMemory:
     key: str | None = None  # unique in its scope: put by key replaces, get by key finds
     expires_at: datetime | None = None  # invisible to every read from then on, deleted by a sweep
     retention: Retention = Retention.DECAY
+    valid_from: datetime | None = None  # when the fact began to hold (event time); None: when it is recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +266,8 @@ class MemoryItem:
     key: str | None = None
     expires_at: datetime | None = None
     retention: Retention = Retention.DECAY
+    recorded_at: datetime | None = None  # record time: when the memory learned the fact
+    known_to: datetime | None = None  # record time: when it stopped holding it (superseded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +335,7 @@ class Proposal:
     scope: Scope = Scope.USER
     confidence: float = 0.9
     evidence: str | None = None
+    valid_from: datetime | None = None  # when the fact began to hold, if the user said so
 
 
 @dataclass(frozen=True, slots=True)

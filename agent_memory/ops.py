@@ -21,6 +21,7 @@ from . import access, conflicts, history, queries, ranking, resources
 from .config import MemoryConfig
 from .db.requests import Commit, Copy, Embed, Op, Sql
 from .errors import InvalidInputError, MemoryNotFoundError, PermissionDeniedError
+from .filters import parse_filter
 from .gate import check_content, normalize_content
 from .models import (
     Conflict,
@@ -45,9 +46,11 @@ from .reports import AddManyReport, MaintenanceReport
 from .validation import (
     MAX_QUERY_LENGTH,
     check_as_of,
+    check_bool,
     check_confidence,
     check_enum,
     check_enum_set,
+    check_id,
     check_k,
     check_key,
     check_metadata,
@@ -57,6 +60,7 @@ from .validation import (
     check_text,
     check_ttl,
     check_uuid,
+    check_valid_from,
 )
 from .withheld import find_secret, metadata_rejection, refuse_secret
 
@@ -107,10 +111,12 @@ def make_new_memory(
     ttl: Any = None,
     expires_at: Any = None,
     retention: Any = Retention.DECAY,
+    valid_from: Any = None,
 ) -> NewMemory:
     """Type-check a proposed memory (the gate's content rules come later, in :func:`add_memory`).
     ``ttl`` (seconds or a timedelta) or ``expires_at`` (a time) says when it expires; neither:
-    the configured default, if any (:func:`with_default_expiry`)."""
+    the configured default, if any (:func:`with_default_expiry`). ``valid_from`` (a time, not
+    in the future) is when the fact began to hold; None: when it is recorded."""
     return NewMemory(
         content=check_text("content", content, allow_empty=True),
         memory_type=check_enum("memory_type", memory_type, MemoryType),
@@ -123,6 +129,7 @@ def make_new_memory(
         key=None if key is None else check_key(key),
         expires_at=_expiry(ttl, expires_at),
         retention=check_enum("retention", retention, Retention),
+        valid_from=check_valid_from(valid_from),
     )
 
 
@@ -227,7 +234,8 @@ def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory) -> Op[M
             reason=None, changed_by=identity.user_id)
         item = row_to_item(row)
     q, p = queries.set_keyed_fields(item.id, visibility=new.visibility.value, metadata=new.metadata,
-                                    expires_at=new.expires_at, retention=new.retention.value)
+                                    expires_at=new.expires_at, retention=new.retention.value,
+                                    valid_from=new.valid_from)
     return row_to_item((yield Sql(q, p, fetch="one")))
 
 
@@ -304,15 +312,31 @@ def search_memories(
     min_relevance: Any = None,
     as_of: Any = None,
     touch: bool = True,
+    known_at: Any = None,
+    filter: Any = None,
+    created_after: Any = None,
+    created_before: Any = None,
+    updated_after: Any = None,
+    updated_before: Any = None,
+    source: Any = None,
+    source_id: Any = None,
+    subtree: Any = False,
 ) -> Op[list[SearchResult]]:
-    """Top ``k`` of the caller's memories for ``query``, best first; ``as_of`` reads the past."""
+    """Top ``k`` of the caller's memories for ``query``, best first; ``as_of`` reads the world
+    at a past time (event time), ``known_at`` what the memory held at a past time (record time)."""
     query = check_text("query", query, max_length=MAX_QUERY_LENGTH).strip()
     k = check_k(k, config.max_k)
     floor = config.min_relevance if min_relevance is None else check_confidence(min_relevance, "min_relevance")
     types = check_enum_set("memory_type", memory_type, MemoryType)
     scopes = check_enum_set("scope", scope, Scope)
     as_of = check_as_of(as_of)
-    statuses = _statuses(status, as_of)
+    known_at = check_as_of(known_at, "known_at")
+    past = known_at or as_of  # the time whose wordings are read
+    statuses = _statuses(status, past)
+    narrow = narrowing(filter=filter, created_after=created_after, created_before=created_before,
+                       updated_after=updated_after, updated_before=updated_before, source=source,
+                       source_id=source_id)
+    subtree = check_bool("subtree", subtree)
     weights = ranking.Weights(
         similarity=config.weight_similarity, confidence=config.weight_confidence,
         scope=config.weight_scope, keyword=config.keyword_weight, salience=config.weight_salience,
@@ -325,30 +349,80 @@ def search_memories(
         keyword_weight=weights.similarity * weights.keyword, salience_weight=weights.salience,
         k1=ranking.BM25_K1, half=ranking.BM25_HALF,
     )
-    if statuses == (Status.ACTIVE,) and as_of is None:  # what the search indexes hold
-        q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=k, min_relevance=floor,
-                                      keyword_share=weights.keyword, **terms)
-        yield Sql(queries.GENERIC_PLANS, fetch="none")
-    else:
-        where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of)
-        q, p = queries.search_candidates(where, **terms)
-    rows = yield Sql(q, p)
-    df: dict[str, int] = dict(rows[0]["kw_df"] or {}) if rows else {}
-    n_docs = int(rows[0]["kw_n"] or 0) if rows else 0
-    ranked = ranking.rank(rows, weights=weights, query_terms=list(df), df=df, n_docs=n_docs, k=k,
-                          min_relevance=floor)
+    # a read of the past keeps the former keyword evidence until queries.past_candidates can compute coverage
+    norm = config.keyword_norm if past is None else "squash"
+    indexed = statuses == (Status.ACTIVE,) and past is None and narrow is None and not subtree
+    if not indexed:  # a scan of the visible rows, exact under any filter (a subtree ranks nearer scopes first)
+        where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of,
+                                    known_at=known_at, subtree=subtree, narrow=narrow)
+        depth = queries.subtree_params(identity, ranking.SUBTREE_STEP) if subtree else None
+
+    def ranked_for(extra: list[str], need: int) -> Op[tuple[list[Any], dict[str, int]]]:
+        """The exact top ``need`` for the question's lexemes plus ``extra``, and the lexemes' counts."""
+        statement = dict(terms, pool=max(config.candidate_pool, need))
+        if indexed:  # the search indexes
+            q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=need, min_relevance=floor,
+                                          keyword_share=weights.keyword, keyword_norm=norm, extra_lexemes=extra,
+                                          **statement)
+            yield Sql(queries.GENERIC_PLANS, fetch="none")
+        else:
+            q, p = (queries.narrowed_search(where, k=need, min_relevance=floor, keyword_share=weights.keyword,
+                                            subtree=depth, keyword_norm=norm, extra_lexemes=extra, **statement)
+                    if past is None  # below: ranked by the wording of then
+                    else queries.past_candidates(where, past, subtree=depth, **statement))
+        rows = yield Sql(q, p)
+        df: dict[str, int] = dict(rows[0]["kw_df"] or {}) if rows else {}
+        n_docs = int(rows[0]["kw_n"] or 0) if rows else 0
+        return ranking.rank(rows, weights=weights, query_terms=list(df), df=df, n_docs=n_docs, k=need,
+                            min_relevance=floor, keyword_norm=norm), df
+
+    # word feedback: the words the best memories share join the question for a second, exact search
+    feedback = config.keyword_feedback if past is None and weights.keyword > 0 else 0
+    ranked, df = yield from ranked_for([], max(k, ranking.FEEDBACK_DOCS) if feedback else k)
+    extra = ranking.feedback_lexemes([r[0]["tsv"] for r in ranked[:ranking.FEEDBACK_DOCS]], df, feedback)
+    if extra:
+        ranked, _ = yield from ranked_for(extra, k)
+    ranked = ranked[:k]
     if not ranked:
         return []
     ids = [r[0]["id"] for r in ranked]
-    q, p = queries.touch_items(ids) if touch and as_of is None else queries.select_items_by_ids(ids)
+    q, p = queries.touch_items(ids) if touch and past is None else queries.select_items_by_ids(ids)
     full = {row["id"]: row for row in (yield Sql(q, p))}
-    if as_of is not None:
-        full = yield from _as_it_was(full, as_of)
+    if past is not None:
+        full = yield from _as_it_was(full, past)
     return [
         SearchResult(item=row_to_item(full[row["id"]]), score=final, similarity=sim, keyword=kw)
         for row, final, sim, kw in ranked
         if row["id"] in full  # a hit deleted between the two statements is left out, not an error
     ]
+
+
+def narrowing(
+    *, filter: Any = None, created_after: Any = None, created_before: Any = None, updated_after: Any = None,
+    updated_before: Any = None, source: Any = None, source_id: Any = None,
+) -> queries.Query | None:
+    """The checked narrowing of a search or list (``None``: nothing narrows, so the search keeps its
+    indexes): a metadata ``filter`` (:mod:`agent_memory.filters`), ``created_*``/``updated_*``
+    bounds (after: inclusive, before: exclusive), and the origin (``source``: one
+    :class:`Source` or a list; ``source_id``: one resource id or a list)."""
+    tree = parse_filter(filter)
+    times = {name: check_as_of(value, name) for name, value in (
+        ("created_after", created_after), ("created_before", created_before),
+        ("updated_after", updated_after), ("updated_before", updated_before))}
+    for start, end in (("created_after", "created_before"), ("updated_after", "updated_before")):
+        if times[start] is not None and times[end] is not None and times[start] >= times[end]:  # type: ignore[operator]
+            raise InvalidInputError(end, f"must be later than {start} ({times[start]:%Y-%m-%d %H:%M:%S%z}); "
+                                         "swap them, or drop one for an open range")
+    sources = check_enum_set("source", source, Source)
+    if source_id is None:
+        source_ids = None
+    else:
+        many = source_id if isinstance(source_id, (list, tuple, set, frozenset)) else [source_id]
+        if not many:
+            raise InvalidInputError("source_id", "is an empty list; pass one id, a list of ids, or None for any")
+        source_ids = [check_id("source_id", value) for value in many]
+    return queries.narrowing(
+        tree, sources=None if sources is None else [s.value for s in sources], source_ids=source_ids, **times)
 
 
 def find_conflicts(config: MemoryConfig, identity: Identity, results: Sequence[SearchResult]) -> Op[list[Conflict]]:
@@ -375,8 +449,8 @@ def search_with_conflicts(config: MemoryConfig, identity: Identity, query: Any, 
 
 
 def _statuses(status: Any, as_of: datetime | None) -> tuple[Status, ...] | None:
-    """The status filter; by default active items, or with ``as_of`` the items of that time
-    (active or superseded since; archived ones were deleted by their owner and stay gone)."""
+    """The status filter; by default active items, or with ``as_of`` (or ``known_at``) the items
+    of that time (active or superseded since; archived ones were deleted by their owner and stay gone)."""
     if status is DEFAULT_STATUS:
         return (Status.ACTIVE,) if as_of is None else (Status.ACTIVE, Status.SUPERSEDED)
     return check_enum_set("status", status, Status)
@@ -404,21 +478,29 @@ def get_memory(identity: Identity, memory_id: Any) -> Op[MemoryItem]:
 
 def list_memories(
     config: MemoryConfig, identity: Identity, *, memory_type: Any = None, scope: Any = None,
-    status: Any = DEFAULT_STATUS, limit: Any = 50, offset: Any = 0, as_of: Any = None,
+    status: Any = DEFAULT_STATUS, limit: Any = 50, offset: Any = 0, as_of: Any = None, known_at: Any = None,
+    filter: Any = None, created_after: Any = None, created_before: Any = None, updated_after: Any = None,
+    updated_before: Any = None, source: Any = None, source_id: Any = None, subtree: Any = False,
 ) -> Op[list[MemoryItem]]:
     types = check_enum_set("memory_type", memory_type, MemoryType)
     scopes = check_enum_set("scope", scope, Scope)
     as_of = check_as_of(as_of)
-    statuses = _statuses(status, as_of)
+    known_at = check_as_of(known_at, "known_at")
+    past = known_at or as_of
+    statuses = _statuses(status, past)
     limit = check_k(limit, 10_000, field="limit")
     offset = check_offset(offset)
+    narrow = narrowing(filter=filter, created_after=created_after, created_before=created_before,
+                       updated_after=updated_after, updated_before=updated_before, source=source,
+                       source_id=source_id)
     q, p = queries.select_items(
-        queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of),
+        queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of,
+                            known_at=known_at, subtree=check_bool("subtree", subtree), narrow=narrow),
         limit=limit, offset=offset,
     )
     rows = {r["id"]: r for r in (yield Sql(q, p))}
-    if as_of is not None:
-        rows = yield from _as_it_was(rows, as_of)
+    if past is not None:
+        rows = yield from _as_it_was(rows, past)
     return [row_to_item(r) for r in rows.values()]
 
 
@@ -645,4 +727,7 @@ def import_memories(
     result.inserted.extend(rows[pos]["id"] for pos in keep)
     if copy_rows:
         yield Copy(queries.copy_items(), copy_rows, types=queries.COPY_TYPES)
+    dated = [(rows[pos]["id"], rows[pos]["valid_from"]) for pos in keep if rows[pos]["valid_from"] is not None]
+    if dated:  # the COPY wrote now(): the ones that say when their fact began get it
+        yield Sql(*queries.set_valid_from(dated), fetch="none")
     return result

@@ -25,9 +25,10 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import access, ops, resources, rights
+from . import access, documents, ops, resources, rights
 from .config import MemoryConfig
 from .db.requests import Op
+from .documents import DocumentReport, PassageHit
 from .errors import InvalidInputError
 from .extraction.pipeline import ExtractionReport, extract_memories
 from .models import (
@@ -105,7 +106,7 @@ class PrincipalOps:
         self, content: str, *, memory_type: str = "fact", scope: str = "user", confidence: float = 1.0,
         source: str = "user", source_id: str | None = None, visibility: str = "members",
         metadata: Mapping[str, Any] | None = None, dedupe: bool = True, ttl: float | timedelta | None = None,
-        expires_at: datetime | str | None = None, retention: str = "decay",
+        expires_at: datetime | str | None = None, retention: str = "decay", valid_from: datetime | str | None = None,
     ) -> Op[MemoryItem | Rejection]:
         """Save one memory through the gate.
 
@@ -124,11 +125,13 @@ class PrincipalOps:
         ``retention``: what :meth:`MemoryService.maintain` may do with it: ``"keep"`` (never
         archive), ``"decay"`` (archive once faded and unused, where that is turned on) or
         ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
+        ``valid_from`` (a time, not in the future): when the fact began to hold in the world
+        (``as_of`` reads by it); default: when it is recorded.
         """
         new = ops.make_new_memory(
             content, memory_type=memory_type, scope=scope, confidence=confidence, source=source,
             source_id=source_id, visibility=visibility, metadata=metadata, ttl=ttl, expires_at=expires_at,
-            retention=retention,
+            retention=retention, valid_from=valid_from,
         )
         return (yield from ops.add_memory(self.config, self.identity, new, dedupe=check_bool("dedupe", dedupe)))
 
@@ -136,6 +139,7 @@ class PrincipalOps:
         self, key: str, content: str, *, scope: str = "user", memory_type: str = "fact", confidence: float = 1.0,
         source: str = "user", visibility: str = "members", metadata: Mapping[str, Any] | None = None,
         ttl: float | timedelta | None = None, expires_at: datetime | str | None = None, retention: str = "decay",
+        valid_from: datetime | str | None = None,
     ) -> Op[MemoryItem | Rejection]:
         """Save ``content`` under ``key``, unique in the caller's ``scope`` (a session's keys are its
         user's): the memory that holds the key is revised in place, its earlier wording kept in
@@ -145,11 +149,13 @@ class PrincipalOps:
         ``visibility``, ``metadata``, the expiry and ``retention`` are replaced, not merged. Who may replace a
         shared memory: as for :meth:`edit`. The gate applies as for :meth:`add` (a
         :class:`Rejection`, nothing written); a key held by a memory the caller may not see raises
-        :class:`PermissionDeniedError`.
+        :class:`PermissionDeniedError`. ``valid_from``: as for :meth:`add` (given, it replaces the
+        held memory's too).
         """
         new = ops.make_new_memory(
             content, memory_type=memory_type, scope=scope, confidence=confidence, source=source,
             visibility=visibility, metadata=metadata, key=key, ttl=ttl, expires_at=expires_at, retention=retention,
+            valid_from=valid_from,
         )
         return (yield from ops.put_memory(self.config, self.identity, new))
 
@@ -186,15 +192,26 @@ class PrincipalOps:
         """Archive a memory (it never surfaces again and can be :meth:`restore`\\ d), or with
         ``hard=True`` delete it for good; returns the item as it was.
 
-        Who may: as for :meth:`edit` (its creator, or whoever manages its level)."""
+        Who may: as for :meth:`edit` (its creator, or whoever manages its level).
+
+        :class:`MemoryNotFoundError` when the caller cannot see it, :class:`PermissionDeniedError`
+        when they may see but not delete it, :class:`InvalidInputError` for an id that is not a UUID.
+        """
         return (yield from ops.delete_memory(self.identity, memory_id, hard=check_bool("hard", hard)))
 
     def restore(self, memory_id: Any) -> Op[MemoryItem]:
-        """Make an archived memory active again (who may: as for :meth:`edit`)."""
+        """Make an archived memory active again (who may: as for :meth:`edit`).
+
+        :class:`MemoryNotFoundError` / :class:`PermissionDeniedError` as for :meth:`delete`;
+        :class:`InvalidInputError` when it is not archived.
+        """
         return (yield from ops.restore_memory(self.identity, memory_id))
 
     def purge_archived(self) -> Op[int]:
-        """Permanently delete every archived memory the caller created; returns how many."""
+        """Permanently delete every archived memory the caller created; returns how many.
+
+        Cannot be undone. Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return (yield from ops.purge_archived(self.identity))
 
     # --- learning: resources -> memories -> profiles ----------------------------------------
@@ -219,7 +236,10 @@ class PrincipalOps:
     def record_extraction_run(self) -> Op[int | Rejection]:
         """Count one automatic extraction run against the session's budget
         (``MEMORY_MAX_EXTRACTIONS`` per ``MEMORY_EXTRACTION_WINDOW_HOURS``): the runs left, or a
-        ``RATE_LIMITED`` :class:`Rejection`."""
+        ``RATE_LIMITED`` :class:`Rejection`.
+
+        Needs a ``session_id`` on the handle (:class:`InvalidInputError` otherwise).
+        """
         return (yield from ops.record_extraction_run(self.config, self.identity))
 
     def add_resource(
@@ -228,48 +248,130 @@ class PrincipalOps:
     ) -> Op[Resource]:
         """Record a document (``kind="document"``) or project resource: the raw material memories
         can cite as their source (``source_id=str(resource.id)``). With ``external_id`` a second
-        call replaces the content of the same resource."""
+        call replaces the content of the same resource.
+
+        This only records it: nothing is learned and it is not searchable by passage. To do both,
+        use :meth:`add_document` (a later ``add_resource`` of a learned document's ``external_id``
+        replaces its text but leaves its passages and memories until the next :meth:`add_document`).
+
+        A secret in ``external_id``, ``title`` or ``metadata``, an empty or oversized text, a
+        conversation ``kind`` or a scope without its id raise :class:`InvalidInputError`; a project
+        role that may not write raises :class:`PermissionDeniedError`. To learn from the text as well,
+        use :meth:`add_document`.
+        """
         return (yield from resources.add_resource(
             self.config, self.identity, content, kind=kind, scope=scope, title=title, external_id=external_id,
             metadata=metadata))
+
+    def add_document(
+        self, content: str, *, title: str | None = None, external_id: str | None = None, scope: str = "user",
+        kind: str = "document", metadata: Mapping[str, Any] | None = None, llm: Any = SERVICE_LLM,
+    ) -> Op[DocumentReport]:
+        """Learn from a document (text or markdown, up to ``MAX_RESOURCE_CHARS``): record it as a
+        resource (as :meth:`add_resource`), cut it into passages (markdown headings give each its
+        section; code blocks are kept whole where they fit), embed them in one batch so
+        :meth:`search_documents` finds them, then turn what the passages state into memories
+        through the gate and consolidation, as :meth:`extract` does for a conversation.
+
+        Each memory is filed where the document is (``scope``: ``"user"``, ``"session"`` or
+        ``"project"``), with ``source`` ``"knowledge_base"`` (``"project_resource"`` for that
+        ``kind``), ``source_id=str(report.resource.id)`` and ``metadata["passage"]`` (its index,
+        character range in the resource's ``content``, headings and hash). Again with the same
+        ``external_id``: unchanged passages are kept and not read again, new ones are read, and
+        memories whose passage is gone are superseded. Secrets in the text are withheld
+        (``[withheld: <kind>]``) before anything is stored or read; a secret in ``external_id``
+        or ``metadata`` raises :class:`InvalidInputError`, as do a conversation ``kind``, an
+        empty or oversized text and a scope without its id. A role that may not write the scope
+        raises :class:`PermissionDeniedError`.
+
+        ``llm``: the service's model by default (one call per ~12,000 characters of new text),
+        another chat model, or ``None`` for the offline rules (which catch explicit statements:
+        "We use ...", "We decided ...", "I prefer ..."). A model failure does not raise: the
+        report says ``failed``, the passages are stored and searchable, and the next
+        ``add_document`` of the same ``external_id`` reads them. Not rate-limited per session:
+        it is an explicit call. Returns a :class:`~agent_memory.documents.DocumentReport`
+        (passages added / kept / removed, memories added / updated / superseded / rejected)."""
+        model = self.choose_model(llm)
+        return (yield from documents.add_document(
+            self.config, self.identity, content, model=model, profile_model=model, kind=kind, scope=scope,
+            title=title, external_id=external_id, metadata=metadata))
+
+    def search_documents(
+        self, query: str, *, k: int = 5, kind: str | None = None,
+    ) -> Op[builtins.list[PassageHit]]:
+        """The ``k`` passages of documents added with :meth:`add_document` that best match
+        ``query``, best first: each with its document (id, kind, title, external id), its place
+        (index, character range, headings), its text and score. Only documents the caller may
+        read are searched (as :meth:`get_resource` decides: their own user and session documents,
+        and their project's); the search is exact and hybrid (meaning and the query's words).
+        ``kind``: ``"document"`` or ``"project_resource"`` only. A bad ``query``, ``k`` (1 to
+        100) or ``kind`` raises :class:`InvalidInputError`."""
+        return (yield from documents.search_documents(self.config, self.identity, query, k=k, kind=kind))
 
     def get_resource(self, resource_id: Any) -> Op[Resource]:
         """One resource the caller may read (theirs, or their project's); :class:`MemoryNotFoundError` otherwise."""
         return (yield from resources.get_resource(self.identity, resource_id))
 
     def list_resources(self, *, kind: str | None = None, limit: int = 50, offset: int = 0) -> Op[builtins.list[Resource]]:
-        """The caller's resources (conversations of all their sessions, documents) and their project's."""
+        """The caller's resources (conversations of all their sessions, documents) and their project's.
+
+        A bad ``kind``, ``limit`` or ``offset`` raises :class:`InvalidInputError`.
+        """
         return (yield from resources.list_resources(self.identity, kind=kind, limit=limit, offset=offset))
 
     def source(self, memory_id: Any) -> Op[Resource | None]:
         """Where a memory came from: the conversation, document or project resource it was made
-        from, or ``None`` when it was stated directly without a session."""
+        from, or ``None`` when it was stated directly without a session.
+
+        :class:`MemoryNotFoundError` when the caller cannot see the memory.
+        """
         return (yield from resources.source_of(self.identity, memory_id))
 
     def profiles(self) -> Op[AgentProfiles]:
         """The user profile and (with a ``project_id``) the project profile, as the agent should
         see them now; ``.user_text`` / ``.project_text`` are the prompt sections. A profile whose
         memories changed is rebuilt first, by rules (milliseconds); with a model, the refresh
-        after the agent's run (or :meth:`refresh_profiles`) then rebuilds it with the model."""
+        after the agent's run (or :meth:`refresh_profiles`) then rebuilds it with the model.
+
+        Example: ``system_prompt += memory.for_user("alice", project_id="web").profiles().user_text``.
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return (yield from profiles.get_profiles(self.identity))
 
     def profile(self, kind: str = "user") -> Op[Profile]:
-        """One profile as stored (``kind`` ``"user"`` or ``"project"``), without rebuilding it."""
+        """One profile as stored (``kind`` ``"user"`` or ``"project"``), without rebuilding it.
+
+        A ``kind`` other than ``"user"`` or ``"project"`` (or ``"project"`` on a handle without a
+        ``project_id``) raises :class:`InvalidInputError`.
+        """
         return (yield from profiles.get_profile(self.identity, kind))
 
     def update_profile(self, fields: Mapping[str, Any], *, kind: str = "user") -> Op[Profile]:
         """Set profile fields by hand. A field set here wins over what extraction builds, until
-        :meth:`reset_profile_fields`; ``None`` or ``[]`` clears it."""
+        :meth:`reset_profile_fields`; ``None`` or ``[]`` clears it.
+
+        Example: ``handle.update_profile({"username": "Ally", "communication_style": "concise"})``.
+        An unknown field or a value of the wrong shape raises :class:`InvalidInputError` naming the
+        field and what it takes; a project profile needs a role that may write the project
+        (:class:`PermissionDeniedError`).
+        """
         return (yield from profiles.update_profile(self.identity, kind, fields))
 
     def reset_profile_fields(self, names: Iterable[str] | None = None, *, kind: str = "user") -> Op[Profile]:
-        """Forget hand-set profile values (all, or the fields named) so built values show again."""
+        """Forget hand-set profile values (all, or the fields named) so built values show again.
+
+        An unknown field name raises :class:`InvalidInputError`.
+        """
         names = names if names is None or isinstance(names, str) else check_list("names", names)
         return (yield from profiles.reset_profile_fields(self.identity, kind, names))
 
     def refresh_profiles(self, *, force: bool = False, llm: Any = SERVICE_LLM) -> Op[builtins.list[str]]:
         """Rebuild the stale profiles (all with ``force``) with the model, or by rules without
-        one; returns the kinds rebuilt."""
+        one; returns the kinds rebuilt.
+
+        A model failure falls back to the rules (it never raises); a non-bool ``force`` raises
+        :class:`InvalidInputError`.
+        """
         model = self.choose_model(llm)
         return (yield from profiles.refresh_profiles(self.identity, model=model, force=check_bool("force", force)))
 
@@ -277,7 +379,10 @@ class PrincipalOps:
 
     def search(
         self, query: str, *, k: int = 5, memory_type: Any = None, scope: Any = None, status: Any = DEFAULT_STATUS,
-        min_relevance: float | None = None, as_of: Any = None,
+        min_relevance: float | None = None, as_of: Any = None, known_at: Any = None,
+        filter: Mapping[str, Any] | None = None, created_after: Any = None, created_before: Any = None,
+        updated_after: Any = None, updated_before: Any = None, source: Any = None, source_id: Any = None,
+        subtree: bool = False,
     ) -> Op[builtins.list[SearchResult]]:
         """The ``k`` best of the caller's memories for ``query`` across every level they may
         read (session, user, project, teams, orgs), or those in ``scope``, best first with
@@ -288,24 +393,46 @@ class PrincipalOps:
         ``config.min_relevance``) drops weak matches, so fewer than ``k`` may come back.
         ``as_of`` (a datetime or ISO-8601 string) searches what held at that time, each memory
         in the wording it had then. Hits get ``last_used_at``/``access_count`` updated (not
-        for ``as_of``).
+        for ``as_of``). ``as_of`` is world time (what held then, as known now: a move said
+        today to have happened last month held last week); ``known_at`` is record time (what
+        the memory held then: last week it knew the old city).
+
+        Narrowing, exact (the top ``k`` of the same ranking among the memories that pass):
+        ``filter`` on ``metadata`` (``{"tag": "billing"}``, ``{"priority": {"$gte": 2}}``,
+        ``{"due": {"$lt": "2026-12-01"}}``, ``$in``/``$nin``/``$ne``/``$contains``/``$exists``,
+        ``$or``/``$and``/``$not``; see :mod:`agent_memory.filters`), ``created_after`` /
+        ``created_before`` / ``updated_after`` / ``updated_before`` (a datetime or ISO string;
+        after is inclusive, before exclusive), ``source`` (``"user"``, ``"ai"``, ``"document"``...
+        or a list) and ``source_id`` (a resource id or a list: the memories learned from it).
+
+        ``subtree=True`` reads the project, team and org levels down their ``/`` paths: with
+        ``project_id="co/eng"``, memories of ``co/eng/web`` and ``co/eng/web/api`` too, each only
+        if the caller may read that scope (member, or its public memories when shared with them),
+        whole segments only (never ``co/engine``). Nearer scopes rank first among equals
+        (:data:`agent_memory.ranking.SUBTREE_STEP`). Malformed narrowing raises
+        :class:`InvalidInputError` saying what to write instead.
         """
         return (yield from ops.search_memories(
             self.config, self.identity, query, k=k, memory_type=memory_type, scope=scope, status=status,
-            min_relevance=min_relevance, as_of=as_of))
+            min_relevance=min_relevance, as_of=as_of, known_at=known_at, filter=filter,
+            created_after=created_after, created_before=created_before, updated_after=updated_after,
+            updated_before=updated_before, source=source, source_id=source_id, subtree=subtree))
 
     def search_with_conflicts(
         self, query: str, *, k: int = 5, memory_type: Any = None, scope: Any = None,
-        min_relevance: float | None = None,
+        min_relevance: float | None = None, filter: Mapping[str, Any] | None = None, subtree: bool = False,
     ) -> Op[tuple[builtins.list[SearchResult], builtins.list[Conflict]]]:
         """:meth:`search`, plus the conflicts between levels among and around the results:
         memories of different levels (org, team, user, ...) on the same subject that say
         different things, each group ordered by precedence (the first applies). This is what
         the middleware injects, so a team rule and a user preference that disagree are shown
-        together."""
+        together. ``filter`` and ``subtree``: as for :meth:`search`.
+
+        Raises as :meth:`search` does.
+        """
         return (yield from ops.search_with_conflicts(
             self.config, self.identity, query, k=k, memory_type=memory_type, scope=scope,
-            min_relevance=min_relevance))
+            min_relevance=min_relevance, filter=filter, subtree=subtree))
 
     def get(self, memory_id: Any) -> Op[MemoryItem]:
         """One memory the caller may see, in any status; :class:`MemoryNotFoundError` otherwise."""
@@ -318,30 +445,53 @@ class PrincipalOps:
 
     def list(
         self, *, memory_type: Any = None, scope: Any = None, status: Any = DEFAULT_STATUS, limit: int = 50,
-        offset: int = 0, as_of: Any = None,
+        offset: int = 0, as_of: Any = None, known_at: Any = None, filter: Mapping[str, Any] | None = None,
+        created_after: Any = None, created_before: Any = None, updated_after: Any = None,
+        updated_before: Any = None, source: Any = None, source_id: Any = None, subtree: bool = False,
     ) -> Op[builtins.list[MemoryItem]]:
-        """The caller's memories, most recently updated first (``as_of``: those that held then)."""
+        """The caller's memories, most recently updated first (``as_of``: those that held in the
+        world then; ``known_at``: those the memory held then; ``filter``, the time bounds,
+        ``source``, ``source_id`` and ``subtree``: as for :meth:`search`).
+
+        Example: ``handle.list(memory_type="decision", scope="project", filter={"tags": {"$contains": "infra"}})``.
+        Malformed arguments (an unknown type or status, ``limit`` outside 1..10000, a bad filter or
+        time) raise :class:`InvalidInputError` saying what to pass instead.
+        """
         return (yield from ops.list_memories(
             self.config, self.identity, memory_type=memory_type, scope=scope, status=status, limit=limit,
-            offset=offset, as_of=as_of))
+            offset=offset, as_of=as_of, known_at=known_at, filter=filter, created_after=created_after,
+            created_before=created_before, updated_after=updated_after, updated_before=updated_before,
+            source=source, source_id=source_id, subtree=subtree))
 
     def history(self, memory_id: Any) -> Op[builtins.list[MemoryVersion]]:
         """A memory's story, oldest first: its earlier wordings (UPDATEs, edits) and the items it
-        replaced or that replaced it (SUPERSEDE), e.g. "Uses Vim." then "Switched to VS Code."."""
+        replaced or that replaced it (SUPERSEDE), e.g. "Uses Vim." then "Switched to VS Code.".
+
+        :class:`MemoryNotFoundError` when the caller cannot see the memory.
+        """
         return (yield from ops.memory_history(self.identity, memory_id))
 
     def find_duplicate(self, content: str, *, scope: str = "user") -> Op[MemoryItem | None]:
         """The active memory in ``scope`` that ``content`` would duplicate (cosine at or above
-        ``config.duplicate_threshold``), if any."""
+        ``config.duplicate_threshold``), if any.
+
+        Malformed ``content`` or ``scope`` (or a scope without its id) raises :class:`InvalidInputError`.
+        """
         return (yield from ops.check_duplicate(self.config, self.identity, content, scope))
 
     def stats(self) -> Op[MemoryStats]:
         """Counts by type, scope and status, last write, extraction budget left and storage
-        size, over what the caller may see."""
+        size, over what the caller may see.
+
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return (yield from ops.stats(self.config, self.identity))
 
     def extraction_budget(self) -> Op[int | None]:
-        """Extraction runs left in the session's window (``None`` without a session)."""
+        """Extraction runs left in the session's window (``None`` without a session).
+
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return (yield from ops.extraction_budget(self.config, self.identity))
 
 
@@ -361,49 +511,86 @@ class AdminOps:
 
     def create_project(self, project_id: str, *, user_id: str) -> Op[Membership]:
         """Create a project with ``user_id`` as its owner (idempotent for its owner). Projects
-        are also created by their first write unless ``auto_create_projects`` is off."""
+        are also created by their first write unless ``auto_create_projects`` is off.
+
+        Example: ``memory.create_project("acme/web", user_id="alice")``. An id that is not a scope
+        path raises :class:`InvalidInputError` (with the ``/`` form to use for ``a:b``); a project that
+        exists and is not theirs raises :class:`PermissionDeniedError`.
+        """
         return (yield from access.create_scope(self.config, check_identity(user_id), Scope.PROJECT, project_id))
 
     def create_team(self, team_id: str, *, user_id: str, write: str | None = None) -> Op[Membership]:
         """Create a team with ``user_id`` as its lead. ``write``: ``"members"`` (any member may
-        write the team's memory) or ``"leads"``; default ``config.team_write``."""
+        write the team's memory) or ``"leads"``; default ``config.team_write``.
+
+        Malformed ids or ``write`` raise :class:`InvalidInputError`; a team that exists and that
+        they do not lead raises :class:`PermissionDeniedError`.
+        """
         return (yield from access.create_scope(self.config, check_identity(user_id), Scope.TEAM, team_id, write))
 
     def create_org(self, org_id: str, *, user_id: str) -> Op[Membership]:
-        """Create an organization with ``user_id`` as its admin; only org admins write org memory."""
+        """Create an organization with ``user_id`` as its admin; only org admins write org memory.
+
+        Malformed ids raise :class:`InvalidInputError`; an org that exists and that they do not
+        administer raises :class:`PermissionDeniedError`.
+        """
         return (yield from access.create_scope(self.config, check_identity(user_id), Scope.ORG, org_id))
 
     def add_member(self, scope: str, scope_id: str, member: str, role: str, *, user_id: str) -> Op[Membership]:
         """Give ``member`` a ``role`` in a project (owner, admin, editor, viewer), team (lead,
         member) or org (admin, member), or change it. Project admins manage editors and viewers;
-        owners, team leads and org admins manage everyone. The last owner/lead/admin stays."""
+        owners, team leads and org admins manage everyone. The last owner/lead/admin stays.
+
+        Example: ``memory.add_member("project", "acme/web", "bob", "editor", user_id="alice")``.
+        A role that does not exist for the level raises :class:`InvalidInputError`; a caller who may
+        not manage that role, or a scope that does not exist (create it first), raises
+        :class:`PermissionDeniedError`.
+        """
         return (yield from access.add_member(check_identity(user_id), scope, scope_id, member, role))
 
     def remove_member(self, scope: str, scope_id: str, member: str, *, user_id: str) -> Op[bool]:
         """Take ``member`` out of a project, team or org (or leave it, ``member=user_id``); what
-        they wrote stays theirs. Returns whether they were a member."""
+        they wrote stays theirs. Returns whether they were a member.
+
+        :class:`PermissionDeniedError` for a caller who may not remove them, or for the last
+        owner, lead or admin.
+        """
         return (yield from access.remove_member(check_identity(user_id), scope, scope_id, member))
 
     def list_members(self, scope: str, scope_id: str, *, user_id: str) -> Op[builtins.list[Membership]]:
-        """The members of a project, team or org you belong to, with their roles."""
+        """The members of a project, team or org you belong to, with their roles.
+
+        :class:`PermissionDeniedError` for a caller who is not a member.
+        """
         return (yield from access.list_members(check_identity(user_id), scope, scope_id))
 
     def memberships(
         self, *, user_id: str, scope: str | None = None, prefix: str | None = None,
     ) -> Op[builtins.list[Membership]]:
         """Your projects, teams and orgs with your role in each; ``prefix`` (``"acme"``) keeps the
-        ids equal to it or below it by whole ``/`` segments (``acme/web``, never ``acme-corp``)."""
+        ids equal to it or below it by whole ``/`` segments (``acme/web``, never ``acme-corp``).
+
+        A malformed ``scope`` or ``prefix`` raises :class:`InvalidInputError`.
+        """
         return (yield from access.memberships(check_identity(user_id), scope, prefix))
 
     def set_team_write(self, team_id: str, write: str, *, user_id: str) -> Op[str]:
-        """Let every member (``"members"``) or only the leads (``"leads"``) write the team's memory."""
+        """Let every member (``"members"``) or only the leads (``"leads"``) write the team's memory.
+
+        :class:`PermissionDeniedError` unless the caller leads the team; a ``write`` other than
+        ``"members"`` or ``"leads"`` raises :class:`InvalidInputError`.
+        """
         return (yield from access.set_team_write(check_identity(user_id), team_id, write))
 
     def share_project(
         self, project_id: str, *, user_id: str, with_user: str | None = None, with_team: str | None = None,
         with_org: str | None = None,
     ) -> Op[None]:
-        """Let a user, or every member of a team or org, read the project's ``public`` memories."""
+        """Let a user, or every member of a team or org, read the project's ``public`` memories.
+
+        Exactly one of ``with_user``, ``with_team``, ``with_org`` (:class:`InvalidInputError`
+        otherwise); only the project's owner or admins may share it (:class:`PermissionDeniedError`).
+        """
         return (yield from access.share_project(
             check_identity(user_id), project_id, with_user=with_user, with_team=with_team, with_org=with_org))
 
@@ -411,7 +598,10 @@ class AdminOps:
         self, project_id: str, *, user_id: str, with_user: str | None = None, with_team: str | None = None,
         with_org: str | None = None,
     ) -> Op[bool]:
-        """Undo :meth:`share_project`; returns whether it was shared."""
+        """Undo :meth:`share_project`; returns whether it was shared.
+
+        Raises as :meth:`share_project` does.
+        """
         return (yield from access.unshare_project(
             check_identity(user_id), project_id, with_user=with_user, with_team=with_team, with_org=with_org))
 
@@ -422,7 +612,10 @@ class AdminOps:
         them or a move to another database (:meth:`import_data`). ``what="visible"``: everything
         they may read in all their sessions, projects, teams and orgs, with the memberships and
         shares that let them read it; ``"owned"``: everything they created. No vectors: the
-        importing side embeds again."""
+        importing side embeds again.
+
+        A ``what`` other than ``"visible"`` or ``"owned"`` raises :class:`InvalidInputError`.
+        """
         return (yield from rights.export_data(check_identity(user_id), what))
 
     def import_data(self, data: Mapping[str, Any]) -> Op[ImportReport]:
@@ -436,13 +629,19 @@ class AdminOps:
     def forget_user(self, *, user_id: str) -> Op[ForgetReport]:
         """Erase a user for good (a deletion request): everything they own, episodic memory
         included, in one transaction; others' memories stay. The report counts what went and
-        names the scopes left ``ownerless``, which an operator should give an owner. Idempotent."""
+        names the scopes left ``ownerless``, which an operator should give an owner. Idempotent.
+
+        Cannot be undone. Example: ``report = memory.forget_user(user_id="alice"); print(report.summary())``.
+        """
         return (yield from rights.forget_user(user_id))
 
     def purge_expired(self) -> Op[int]:
         """Delete every memory whose expiry has passed (from then on no read saw it already), with
         its history; answers how many. Safe to run at any time and from several processes (each
-        batch skips rows another is deleting): from cron, or a LangGraph store's TTL sweeper."""
+        batch skips rows another is deleting): from cron, or a LangGraph store's TTL sweeper.
+
+        Raises only for the database (:class:`DatabaseUnavailableError`).
+        """
         return (yield from ops.purge_expired())
 
     def maintain(self, *, at: datetime | str | None = None) -> Op[MaintenanceReport]:
@@ -458,5 +657,9 @@ class AdminOps:
     def delete_scope(self, scope: str, scope_id: str, *, user_id: str) -> Op[DeleteReport]:
         """Delete a project (by its owner), team (a lead) or org (an admin) with every memory,
         resource, profile, membership and share in it, when it is finished with. A scope that
-        does not exist answers zeros, so a retry is safe."""
+        does not exist answers zeros, so a retry is safe.
+
+        Cannot be undone. :class:`PermissionDeniedError` for a caller without that role;
+        a malformed ``scope`` or id raises :class:`InvalidInputError`.
+        """
         return (yield from rights.delete_scope(check_identity(user_id), scope, scope_id))

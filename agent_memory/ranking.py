@@ -6,9 +6,13 @@ spec's formula), where *relevance* fuses the two kinds of evidence:
     relevance = (1 - keyword_weight) * cosine + keyword_weight * keyword
 
 *keyword* is BM25 over PostgreSQL's own lexemes (english stemming, stop
-words removed) with IDF from the caller's visible rows, squashed to [0, 1) by
-``bm25 / (bm25 + BM25_HALF)`` so it is absolute (a weak match stays weak
-however few rows match). ``BM25_B = 0`` (no length normalisation): memories
+words removed) with IDF from the caller's visible rows, brought to [0, 1] by
+:func:`coverage` (the default ``keyword_norm``): ``min(bm25 / ceiling, 1)``, the
+share of the question's IDF mass the memory matches, so a memory holding the
+question's rare word beats one holding only its common words however long the
+question is. The former :func:`squash`, ``bm25 / (bm25 + BM25_HALF)``, stays
+selectable. Both are absolute (a weak match stays weak however few rows match)
+and depend only on the row and the caller's collection. ``BM25_B = 0`` (no length normalisation): memories
 are short, and without it a row's score depends only on the row and the
 caller's collection (IDF), never on which other rows were fetched as
 candidates, so it equals the score an exact scan of every row would give.
@@ -22,23 +26,44 @@ the Recall@10 gain is not). Max-normalised BM25 (best 0.707) and RRF
 ``keyword_weight`` 0.4-0.6 with ``BM25_HALF`` 3-12 scores 0.699-0.710 and k1
 0.6-2 changes nothing: a plateau, so the defaults sit in its middle rather
 than on this dev split's best cell.
+
+Issue 14 chose by leave-one-conversation-out instead (``benchmarks/locomo.py --cv``):
+coverage with ``keyword_weight`` 0.4 (every fold's choice) scores 0.719 held out
+against 0.707 for the squash above, whose own grid, re-tuned per fold, scores
+0.696 held out: its best cells were noise. Word feedback (:func:`feedback_lexemes`,
+a second search with the words the best memories share) takes it to 0.744, but only
+through the session dates LoCoMo's memories start with, so it is off by default.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BM25_B", "BM25_HALF", "BM25_K1", "Weights", "bm25_scores", "idf", "parse_tsvector", "rank", "squash"]
+__all__ = ["BM25_B", "BM25_HALF", "BM25_K1", "FEEDBACK_DOCS", "FEEDBACK_SHARED", "KEYWORD_NORMS", "SUBTREE_STEP",
+           "Weights", "bm25_ceiling", "bm25_scores", "coverage", "feedback_lexemes", "idf", "parse_tsvector", "rank",
+           "squash"]
 
 BM25_K1 = 1.2
 #: no document-length normalisation (see the module docstring); the SQL side assumes it
 BM25_B = 0.0
 #: the BM25 score that maps to keyword evidence 0.5
 BM25_HALF = 5.0
+#: in a subtree search, how much of a level's precedence a memory loses for each ``/`` segment its
+#: scope lies below the caller's (``co/eng`` searching: ``co/eng`` 0.8, ``co/eng/web`` 0.7, ...): with
+#: the default ``weight_scope`` 0.2 that is 0.02 of final score a level, enough to put the nearer of
+#: two equally good memories first, never enough to bury a clearly better one
+SUBTREE_STEP = 0.1
+#: word feedback (:func:`feedback_lexemes`, ``MemoryConfig.keyword_feedback``, off by default): the
+#: words shared by at least ``FEEDBACK_SHARED`` of the question's ``FEEDBACK_DOCS`` best memories
+FEEDBACK_DOCS = 3
+FEEDBACK_SHARED = 2
+#: how BM25 becomes keyword evidence in [0, 1]: ``"coverage"`` (:func:`coverage`, the default) or
+#: ``"squash"`` (:func:`squash`, the former default)
+KEYWORD_NORMS = ("coverage", "squash")
 
 _TSV_ENTRY = re.compile(r"'((?:[^']|'')*)'(?::([0-9A-D,]+))?")
 
@@ -90,6 +115,38 @@ def squash(bm25: float, half: float = BM25_HALF) -> float:
     return bm25 / (bm25 + half) if bm25 > 0 else 0.0
 
 
+def bm25_ceiling(query_terms: Sequence[str], df: Mapping[str, int], n_docs: int) -> float:
+    """The BM25 of a memory holding each query lexeme (that any visible row holds) once: the sum of
+    their IDFs, since ``tf * (k1 + 1) / (tf + k1)`` is 1 at ``tf = 1``."""
+    return sum(idf(df[t], n_docs) for t in set(query_terms) if df.get(t))
+
+
+def coverage(bm25: float, ceiling: float) -> float:
+    """Keyword evidence as the share of the query's IDF mass a memory matches, at most 1: a memory
+    with the query's one rare word scores high, one with only its common words low, whatever the
+    question's length (which the absolute :func:`squash` does not see)."""
+    return min(bm25 / ceiling, 1.0) if bm25 > 0 and ceiling > 0 else 0.0
+
+
+def feedback_lexemes(tsvs: Sequence[str | None], query_terms: Collection[str], limit: int) -> list[str]:
+    """Pseudo-relevance feedback on words: the lexemes, not of the question, that at least
+    :data:`FEEDBACK_SHARED` of ``tsvs`` (the best memories' ``content_tsv``, best first; only the
+    first :data:`FEEDBACK_DOCS` count) hold, most shared first, then alphabetical; at most ``limit``.
+
+    Words that the best answers have in common are likely the topic's own words the question did
+    not use ("kids", "camping" for "what did Melanie do with her family"); a second search for the
+    question's words and these finds the other memories on that topic."""
+    if limit <= 0:
+        return []
+    shared: dict[str, int] = {}
+    for tsv in tsvs[:FEEDBACK_DOCS]:
+        for lexeme in parse_tsvector(tsv or ""):
+            if lexeme not in query_terms:
+                shared[lexeme] = shared.get(lexeme, 0) + 1
+    ranked = sorted((t for t, n in shared.items() if n >= FEEDBACK_SHARED), key=lambda t: (-shared[t], t))
+    return ranked[:limit]
+
+
 def rank(
     rows: Sequence[Mapping[str, Any]],
     *,
@@ -99,19 +156,24 @@ def rank(
     n_docs: int = 0,
     k: int,
     min_relevance: float = 0.0,
+    keyword_norm: str = "coverage",
 ) -> list[tuple[Mapping[str, Any], float, float, float]]:
     """Score candidate rows (with ``similarity``, ``confidence``, ``scope_priority``, ``tsv`` and,
     when ``weights.salience`` is set, ``salience``)
     and return the best ``k`` as ``(row, final, similarity, keyword)``; ties go to the newer row.
-    With ``min_relevance > 0``, rows whose relevance is below it are left out before the cut."""
+    With ``min_relevance > 0``, rows whose relevance is below it are left out before the cut.
+    ``keyword_norm`` is one of :data:`KEYWORD_NORMS`."""
+    if keyword_norm not in KEYWORD_NORMS:
+        raise ValueError(f"keyword_norm must be one of {', '.join(KEYWORD_NORMS)}, got {keyword_norm!r}")
     if weights.keyword > 0 and query_terms:
         bm25 = bm25_scores([parse_tsvector(r.get("tsv") or "") for r in rows], query_terms, df or {}, n_docs)
     else:
         bm25 = [0.0] * len(rows)
+    ceiling = bm25_ceiling(query_terms, df or {}, n_docs)
     scored = []
     for row, raw in zip(rows, bm25):
         similarity = float(row["similarity"])
-        keyword = squash(raw)
+        keyword = coverage(raw, ceiling) if keyword_norm == "coverage" else squash(raw)
         relevance = (1.0 - weights.keyword) * similarity + weights.keyword * keyword
         if min_relevance > 0 and relevance < min_relevance:
             continue

@@ -45,7 +45,7 @@ Progress = Callable[[int, int], None]
 class ReembedReport:
     """What a re-embed run did. ``switched`` is False when the database already used the model
     (nothing to do, unless forced); ``embedded`` counts the vectors this run made (a resumed run
-    makes only the missing ones)."""
+    makes only the missing ones); ``passages``: documents' passages embedded again after the switch."""
 
     model: str
     dimensions: int
@@ -55,6 +55,7 @@ class ReembedReport:
     embedded: int
     resumed: int
     switched: bool
+    passages: int = 0
 
 
 # --- the statements (built in agent_memory.queries.reembed) ----------------------------------
@@ -103,6 +104,21 @@ def _embed_pending(rows: Sequence[dict[str, Any]], dimensions: int, model: str) 
     return (yield _stage(rows, _check_vectors(vectors, len(rows), dimensions, model)))
 
 
+def _embed_passages(batch_size: int, dimensions: int, model: str) -> Op[int]:
+    """Embed the documents' passages the switch emptied, batch by batch, each its own transaction
+    (no connection held while the model works); until then a passage is found by its words. A
+    run interrupted here is finished by the next ``reembed`` with the same model."""
+    done = 0
+    while True:
+        rows = yield Sql(*queries.pending_passages(batch_size))
+        yield Commit()
+        if not rows:
+            return done
+        vectors = _check_vectors((yield Embed(tuple(r["content"] for r in rows))), len(rows), dimensions, model)
+        done += (yield Sql(*queries.set_passage_vectors(rows, vectors), fetch="rowcount"))
+        yield Commit()
+
+
 def reembed_op(model: str, dimensions: int, *, batch_size: int = DEFAULT_BATCH_SIZE, force: bool = False,
                progress: Progress | None = None) -> Op[ReembedReport]:
     """Bring the schema up to date, stage the model's vectors batch by batch (resuming a run
@@ -122,7 +138,10 @@ def reembed_op(model: str, dimensions: int, *, batch_size: int = DEFAULT_BATCH_S
     total, resumed = int(counts["total"]), int(counts["done"])
     if not force and (previous_model, previous_dims) == (model, dimensions) and resumed == 0:
         yield Sql(*queries.delete_meta(_TARGET_KEY), fetch="none")
-        return ReembedReport(model, dimensions, previous_model, previous_dims, total, 0, 0, switched=False)
+        yield Commit()
+        passages = yield from _embed_passages(batch_size, dimensions, model)  # an interrupted run's, if any
+        return ReembedReport(model, dimensions, previous_model, previous_dims, total, 0, 0, switched=False,
+                             passages=passages)
     yield Commit()
 
     done, embedded = resumed, 0
@@ -154,9 +173,12 @@ def reembed_op(model: str, dimensions: int, *, batch_size: int = DEFAULT_BATCH_S
     yield _set_meta("embedding_model", model)
     yield Sql(*queries.delete_meta(_TARGET_KEY), fetch="none")
     yield Sql(*queries.clear_staged_vectors(), fetch="none")
+    yield Commit()
+    passages = yield from _embed_passages(batch_size, dimensions, model)
     if progress is not None:
         progress(total, total)
-    return ReembedReport(model, dimensions, previous_model, previous_dims, total, embedded, resumed, switched=True)
+    return ReembedReport(model, dimensions, previous_model, previous_dims, total, embedded, resumed, switched=True,
+                         passages=passages)
 
 
 # --- drivers -----------------------------------------------------------------------------------

@@ -85,7 +85,11 @@ class _Common:
     def format_memories_for_prompt(
         self, memories: Iterable[MemoryItem | SearchResult], *, budget_chars: int | None = None
     ) -> str:
-        """The prompt block for ``memories`` within ``budget_chars`` (default ``config.prompt_budget_chars``)."""
+        """The prompt block for ``memories`` within ``budget_chars`` (default ``config.prompt_budget_chars``).
+
+        Example: ``prompt += memory.format_memories_for_prompt(alice.search("editor"))``. Anything
+        but :class:`MemoryItem`/:class:`SearchResult` objects, or a bad budget, raises
+        :class:`InvalidInputError`."""
         items = check_list("memories", memories)
         for i, m in enumerate(items):
             if not isinstance(m, (MemoryItem, SearchResult)):
@@ -166,7 +170,8 @@ class MemoryService(ServiceMethods, _Common):
 
     def execute(self, op: Op[T]) -> T:
         """Run an operation (from :class:`~agent_memory.principal.AdminOps` or a handle's ``ops``)
-        to its result."""
+        to its result; raises what the operation raises, and :class:`ConfigurationError` once the
+        service is closed."""
         if self._closed:
             op.close()
             raise ConfigurationError("this MemoryService is closed; create a new one")

@@ -48,6 +48,7 @@ __all__ = [
     "check_text",
     "check_ttl",
     "check_uuid",
+    "check_valid_from",
     "is_blank",
     "segment_prefix_pattern",
     "shown",
@@ -207,6 +208,11 @@ def check_scope_name(field: str, value: Any) -> str:
     text = check_text(field, str(value), max_length=MAX_ID_LENGTH)
     _check_id_characters(field, text)
     name = unicodedata.normalize("NFKC", text)
+    if ":" in name and _SCOPE_NAME.fullmatch(name.replace(":", "/")):
+        raise InvalidInputError(
+            field, f"{name!r} uses ':' between levels; scope paths are separated by '/': use "
+                   f"{name.replace(':', '/')!r} (then subtree=True on a search covers everything below a path)",
+        )
     if not _SCOPE_NAME.fullmatch(name) or len(name) > MAX_ID_LENGTH:
         raise InvalidInputError(
             field, f"{name!r} is not a valid id: use letters, digits and _ . - @ + in segments joined by '/' "
@@ -426,3 +432,16 @@ def check_as_of(value: Any, field: str = "as_of") -> datetime | None:
     if not isinstance(value, datetime):
         raise InvalidInputError(field, f"must be a datetime or an ISO-8601 string, got {type(value).__name__}")
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def check_valid_from(value: Any, *, now: datetime | None = None) -> datetime | None:
+    """When a fact began to hold (event time): a time (as :func:`check_as_of` reads it) no later
+    than ``now`` (default: the current time); None stays None (it holds from when it is recorded)."""
+    at = check_as_of(value, "valid_from")
+    if at is None:
+        return None
+    now = datetime.now(UTC) if now is None else now
+    if at > now + timedelta(minutes=1):  # a little leeway for clocks that disagree
+        raise InvalidInputError("valid_from", f"is in the future ({at.isoformat()}); a memory records what "
+                                              "holds already: give the time it began, or leave valid_from out")
+    return at

@@ -8,13 +8,14 @@ relevant memories. Categories 1-4 make the "overall" figure, category 5
 ``../shared/data/locomo/`` and never copied into this repository.
 
     python benchmarks/locomo.py [--data PATH] [--keyword-weight W] [--candidate-pool N]
-                                [--limit-conversations N] [--dsn DSN] [--json OUT] [--sweep]
+                                [--limit-conversations N] [--dsn DSN] [--json OUT] [--sweep] [--cv]
 
 By default a throwaway embedded PostgreSQL is started in a temporary directory.
 ``--sweep`` loads the data once, records the candidate rows that
 ``search_memories`` hands to :func:`agent_memory.ranking.rank` for several
 candidate pool sizes, and replays many ranking methods on them in-process
-(see :data:`SWEEP_METHODS`); it is how the default ranking was chosen.
+(see :data:`SWEEP_METHODS`). ``--cv`` chooses among ranking settings by
+leave-one-conversation-out (:mod:`locomo_cv`); it is how the default ranking was chosen.
 """
 
 from __future__ import annotations
@@ -38,7 +39,14 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from agent_memory import AgentMemoryError, MemoryConfig, MemoryService, ranking
+from agent_memory import (
+    AgentMemoryError,
+    MemoryConfig,
+    MemoryService,
+    ops,
+    queries,
+    ranking,
+)
 from agent_memory.embeddings import LocalEmbeddings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -244,9 +252,18 @@ def record_candidates(service: MemoryService, convs: Sequence[Conversation], suf
         seen.append({"rows": list(rows), **kwargs})
         return original(rows, **kwargs)
 
+    def scan(identity: Any, *, scopes: Any, types: Any, k: int, min_relevance: float,
+             keyword_share: float | None = None, **terms: Any) -> Any:
+        # the statement with candidate lists of ``pool`` rows (the indexed search keeps only the band
+        # around its k-th best, which no other ranking could be replayed on)
+        return queries.search_candidates(queries.item_filter(identity, scopes=scopes, types=types), **terms)
+
+    import locomo_cv
+
     out = []
-    with mock.patch.object(ranking, "rank", spy):
+    with mock.patch.object(ranking, "rank", spy), mock.patch.object(ops.queries, "indexed_search", scan):
         for c in convs:
+            dia = locomo_cv._memory_dia_ids(service, c.user_id + suffix)
             for q in c.questions:
                 seen.clear()
                 service.for_user(c.user_id + suffix).search(q.text, k=SEARCH_K)
@@ -254,7 +271,7 @@ def record_candidates(service: MemoryService, convs: Sequence[Conversation], suf
                 rows = call["rows"]
                 out.append(Candidates(
                     (c.sample_id, q.index), [str(r["id"]) for r in rows],
-                    [r["metadata"]["dia_id"] for r in rows], [float(r["similarity"]) for r in rows],
+                    [dia[str(r["id"])] for r in rows], [float(r["similarity"]) for r in rows],
                     [ranking.parse_tsvector(r["tsv"] or "") for r in rows],
                     list(call.get("query_terms") or ()), dict(call.get("df") or {}), int(call.get("n_docs") or 0),
                 ))
@@ -372,7 +389,7 @@ def run_sweep(
     recorded: dict[int, list[Candidates]] = {}
     for pool in pools:
         t0 = time.perf_counter()
-        with MemoryService(config=config.replace(candidate_pool=pool, keyword_weight=0.5),
+        with MemoryService(config=config.replace(candidate_pool=pool, keyword_weight=0.5, keyword_feedback=0),
                            embeddings=embeddings) as service:
             recorded[pool] = record_candidates(service, convs, suffix)
         sizes = [len(c.ids) for c in recorded[pool]]
@@ -387,8 +404,10 @@ def run_sweep(
             avgdl[c.outcome_key[0]] = sum(lengths) / len(lengths)
     methods = sweep_methods(avgdl)
     # the replay must agree with the service: the library's own settings, replayed, give its answers
-    if config.candidate_pool in recorded:
-        own = fused(config.keyword_weight, half=ranking.BM25_HALF, k1=ranking.BM25_K1, b=ranking.BM25_B)
+    if config.candidate_pool in recorded and not config.keyword_feedback:  # recorded without feedback
+        import locomo_cv
+
+        own = locomo_cv.on_candidates(locomo_cv.relevance(config.keyword_weight, config.keyword_norm))
         same = sum(r.retrieved == outcomes[r.sample_id, r.question].retrieved
                    for r in replay(recorded[config.candidate_pool], own, outcomes))
         print(f"replay of the library's ranking matches search_memories on {same}/{len(outcomes)} questions")
@@ -410,6 +429,27 @@ def format_sweep(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_cv(config: MemoryConfig, embeddings: LocalEmbeddings, convs: Sequence[Conversation], suffix: str,
+           outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """Record every memory as a candidate of every question, check that replaying the configured
+    ranking gives the service's answers, and cross-validate :func:`locomo_cv.families`."""
+    import locomo_cv
+
+    t0 = time.perf_counter()
+    with MemoryService(config=config, embeddings=embeddings) as service:
+        recorded = locomo_cv.record_all(service, convs, suffix, SEARCH_K)
+    by_key = {(o.sample_id, o.question): o for o in outcomes}
+    own = (locomo_cv.with_shared_feedback(config.keyword_weight, config.keyword_feedback)
+           if config.keyword_feedback and config.keyword_norm == "coverage"
+           else locomo_cv.relevance(config.keyword_weight, config.keyword_norm))
+    same = sum(locomo_cv._retrieve(r, own(r), SEARCH_K) == by_key[r.key].retrieved for r in recorded)
+    print(f"cv: recorded {len(recorded)} questions in {time.perf_counter() - t0:.1f}s; replay of the library's "
+          f"ranking matches search_memories on {same}/{len(recorded)} questions", flush=True)
+    return locomo_cv.cross_validate(
+        recorded, by_key, score, lambda o, got: Outcome(o.sample_id, o.question, o.category, o.evidence, got),
+        SEARCH_K)
+
+
 # --- the command ---------------------------------------------------------------------------------
 
 
@@ -423,6 +463,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="embedding threads (MemoryConfig.embedding_threads)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the results as JSON")
     p.add_argument("--sweep", action="store_true", help="compare ranking methods on one loaded database")
+    p.add_argument("--cv", action="store_true",
+                   help="choose ranking settings leave-one-conversation-out (benchmarks/locomo_cv.py)")
     p.add_argument("--pools", default="20,50,100,1000",
                    help="candidate pools for --sweep; the largest should hold a whole conversation (default: %(default)s)")
     return p.parse_args(argv)
@@ -466,7 +508,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             t_search = time.perf_counter()
         table = score(outcomes)
         report.update(
-            config={"keyword_weight": config.keyword_weight, "candidate_pool": config.candidate_pool,
+            config={"keyword_weight": config.keyword_weight, "keyword_norm": config.keyword_norm,
+                    "keyword_feedback": config.keyword_feedback,
+                    "candidate_pool": config.candidate_pool,
                     "bm25_k1": ranking.BM25_K1, "bm25_b": ranking.BM25_B, "bm25_half": ranking.BM25_HALF},
             rejected_turns=sum(rejected.values()), results=table,
             seconds={"start": round(t_open - t0, 2), "load": round(t_load - t_open, 2),
@@ -478,6 +522,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.sweep:
             by_key = {(o.sample_id, o.question): o for o in outcomes}
             report["sweep"] = run_sweep(config, embeddings, convs, suffix, pools, by_key)
+        if args.cv:
+            report["cv"] = run_cv(config, embeddings, convs, suffix, outcomes)
 
     m = report["machine"]
     print(f"LoCoMo retrieval: {len(convs)} conversations, {report['turns']} turns "
@@ -493,6 +539,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.sweep:
         print()
         print(format_sweep(report["sweep"]))
+    if args.cv:
+        import locomo_cv
+
+        print()
+        print(locomo_cv.format_cv(report["cv"], format_table))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -31,7 +31,7 @@ from .tools import MemoryTypeArg, ScopeArg, Toolkit, toolset
 __all__ = ["FixedRun", "MemoryRetriever", "bound_memory_tools"]
 
 #: what ``MemoryRetriever.search_kwargs`` may set: the keywords of ``MemoryHandle.search``
-_SEARCH_KEYWORDS = ("k", "memory_type", "scope", "status", "min_relevance", "as_of")
+_SEARCH_KEYWORDS = ("k", "memory_type", "scope", "status", "min_relevance", "as_of", "known_at")
 
 
 @dataclass(frozen=True)
@@ -60,19 +60,24 @@ def bound_memory_tools(
     run = FixedRun(check_identity(user_id, project_id, session_id, team_id, org_id))
     kit = Toolkit(MemoryBackend.of(memory), max_k=max_k)
 
-    def memory_save(content: str, memory_type: MemoryTypeArg = "fact", scope: ScopeArg = "user") -> Any:
-        return kit.run("memory_save", kit.save(run, content, memory_type, scope), run)
+    def memory_save(content: str, memory_type: MemoryTypeArg = "fact", scope: ScopeArg = "user",
+                    tags: list[str] | str | None = None) -> Any:
+        return kit.run("memory_save", kit.save(run, content, memory_type, scope, tags), run)
 
-    async def amemory_save(content: str, memory_type: MemoryTypeArg = "fact", scope: ScopeArg = "user") -> Any:
-        return await kit.arun("memory_save", kit.save(run, content, memory_type, scope), run)
+    async def amemory_save(content: str, memory_type: MemoryTypeArg = "fact", scope: ScopeArg = "user",
+                           tags: list[str] | str | None = None) -> Any:
+        return await kit.arun("memory_save", kit.save(run, content, memory_type, scope, tags), run)
 
     def memory_search(query: str, k: int = 5, memory_type: MemoryTypeArg | None = None,
-                      scope: ScopeArg | None = None, include_history: bool = False) -> Any:
-        return kit.run("memory_search", kit.search(run, query, k, memory_type, scope, include_history), run)
+                      scope: ScopeArg | None = None, include_history: bool = False,
+                      tags: list[str] | str | None = None) -> Any:
+        return kit.run("memory_search", kit.search(run, query, k, memory_type, scope, include_history, tags), run)
 
     async def amemory_search(query: str, k: int = 5, memory_type: MemoryTypeArg | None = None,
-                             scope: ScopeArg | None = None, include_history: bool = False) -> Any:
-        return await kit.arun("memory_search", kit.search(run, query, k, memory_type, scope, include_history), run)
+                             scope: ScopeArg | None = None, include_history: bool = False,
+                             tags: list[str] | str | None = None) -> Any:
+        return await kit.arun("memory_search", kit.search(run, query, k, memory_type, scope, include_history, tags),
+                              run)
 
     def memory_delete(memory_id: str) -> Any:
         return kit.run("memory_delete", kit.delete(run, memory_id), run)

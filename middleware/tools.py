@@ -16,7 +16,7 @@ stored memory can no more forge a turn or a tag here than there.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, Literal, Protocol
 
 from langchain.tools import ToolRuntime
@@ -42,19 +42,24 @@ from agent_memory.models import (
     Status,
 )
 from agent_memory.principal import PrincipalOps
+from agent_memory.validation import shown
 
 from .backend import MemoryBackend
 from .identity import identity_from
 
 __all__ = [
-    "DELETE_DESCRIPTION", "SAVE_DESCRIPTION", "SEARCH_DESCRIPTION", "STATS_DESCRIPTION", "TOOL_NAMES", "RunInfo", "Toolkit",
-    "describe_delete", "describe_error", "describe_item", "describe_save", "describe_search", "describe_stats",
+    "DELETE_DESCRIPTION", "MAX_TAGS", "MAX_TAG_LENGTH", "SAVE_DESCRIPTION", "SEARCH_DESCRIPTION", "STATS_DESCRIPTION",
+    "TOOL_NAMES", "RunInfo", "Toolkit", "check_tags", "describe_delete", "describe_error", "describe_item", "describe_save", "describe_search", "describe_stats",
     "memory_tools", "one_line",
 ]
 
 logger = logging.getLogger(__name__)
 
 TOOL_NAMES = ("memory_save", "memory_search", "memory_delete", "memory_stats")
+
+#: how many tags a tool call may give, and how long each may be
+MAX_TAGS = 10
+MAX_TAG_LENGTH = 64
 
 class RunInfo(Protocol):
     """What a tool body reads from its run: LangGraph's ``ToolRuntime``, or a fixed identity's
@@ -85,12 +90,14 @@ Write `content` as one self-contained sentence in the third person ("Prefers con
 in the user's language. memory_type: preference, fact, skill, habit, event, context, constraint or decision. \
 scope: "user" (about the person, follows them everywhere; the default), "project" (shared with the project: its \
 stack, conventions, decisions), "session" (only this conversation), "team" or "org" (a rule for the whole team or \
-organization; only when the user asks for it, and only if their role allows). Saving something already known is \
+organization; only when the user asks for it, and only if their role allows). tags: optional short labels \
+(["billing", "infra"]) to find it by later with memory_search. Saving something already known is \
 harmless: the existing memory is kept and reported."""
 
 SEARCH_DESCRIPTION = """Search the long-term memories of this user and project. The most relevant memories are already \
 given to you in <long_term_memory> before each answer; use this tool when you need more, something specific \
-("what did I say about...?"), the id of a memory to delete, or memories of one type or scope. Set \
+("what did I say about...?"), the id of a memory to delete, or memories of one type, scope or tag (tags: \
+only memories carrying any of these labels). Set \
 include_history=true for what was true before ("what did I use before?"): memories that were replaced are then \
 included, marked with when and by what. Returns up to k memories, best first, each with its id, type, level \
 (session, user, project, team or org, with the team's or org's id) and relevance. When levels disagree, the most \
@@ -121,8 +128,32 @@ def _level(item: MemoryItem) -> str:
     return f"{item.scope.value}:{item.scope_id}" if item.scope in SHARED_SCOPES else item.scope.value
 
 
+def check_tags(tags: Any) -> list[str]:
+    """The tags a tool call gave (``memory_save``/``memory_search``): a list of at most
+    :data:`MAX_TAGS` short words, each kept as written; anything else is an error the model can fix."""
+    if isinstance(tags, str):
+        tags = [tags]
+    if not isinstance(tags, (list, tuple)) or len(tags) > MAX_TAGS:
+        raise InvalidInputError("tags", f"must be a list of at most {MAX_TAGS} short words, e.g. ['billing'], "
+                                        f"got {shown(tags)}")
+    cleaned = []
+    for tag in tags:
+        if not isinstance(tag, str) or not tag.strip() or len(tag.strip()) > MAX_TAG_LENGTH:
+            raise InvalidInputError("tags", f"each tag is a word or two of at most {MAX_TAG_LENGTH} characters, "
+                                            f"got {shown(tag)}")
+        cleaned.append(tag.strip())
+    return list(dict.fromkeys(cleaned))
+
+
+def _tags(item: MemoryItem) -> str:
+    tags = item.metadata.get("tags") if isinstance(item.metadata, dict) else None
+    if not isinstance(tags, list) or not tags:
+        return ""
+    return " [tags: " + ", ".join(one_line(str(t), 40) for t in tags[:MAX_TAGS]) + "]"
+
+
 def describe_item(item: MemoryItem) -> str:
-    text = f"{item.id} ({item.memory_type.value}, {_level(item)}): {one_line(item.content)}"
+    text = f"{item.id} ({item.memory_type.value}, {_level(item)}): {one_line(item.content)}{_tags(item)}"
     if item.status is Status.SUPERSEDED:
         until = f" on {item.valid_to:%Y-%m-%d}" if item.valid_to else ""
         text += f" [no longer true: replaced{until} by {item.superseded_by}]"
@@ -197,16 +228,22 @@ class Toolkit:
             raise MissingIdentityError("no user_id in the run")
         return self.backend.ops(identity)
 
-    def save(self, runtime: RunInfo, content: str, memory_type: str, scope: str) -> Body:
-        result = yield self._ops(runtime).add(content, memory_type=memory_type, scope=scope, source="ai")
+    def save(self, runtime: RunInfo, content: str, memory_type: str, scope: str,
+             tags: Sequence[str] | None = None) -> Body:
+        metadata = {"tags": check_tags(tags)} if tags else None
+        result = yield self._ops(runtime).add(content, memory_type=memory_type, scope=scope, source="ai",
+                                              metadata=metadata)
         return describe_save(result)
 
     def search(self, runtime: RunInfo, query: str, k: int, memory_type: str | None, scope: str | None,
-               include_history: bool = False) -> Body:
+               include_history: bool = False, tags: Sequence[str] | None = None) -> Body:
         if isinstance(k, int) and not isinstance(k, bool) and k > self.max_k:
             k = self.max_k  # the model asked for a lot; give the most we allow rather than an error
         status = ["active", "superseded"] if include_history is True else "active"
-        results = yield self._ops(runtime).search(query, k=k, memory_type=memory_type, scope=scope, status=status)
+        # memories carrying any of the tags: a metadata filter, so the top k is exact among them
+        narrow = {"$or": [{"tags": {"$contains": tag}} for tag in check_tags(tags)]} if tags else None
+        results = yield self._ops(runtime).search(query, k=k, memory_type=memory_type, scope=scope, status=status,
+                                                  filter=narrow)
         return describe_search(query, results), False
 
     def delete(self, runtime: RunInfo, memory_id: str) -> Body:
@@ -281,21 +318,24 @@ def memory_tools(
     kit = Toolkit(MemoryBackend.of(memory), max_k=max_k)
 
     def memory_save(content: str, runtime: ToolRuntime, memory_type: MemoryTypeArg = "fact",
-                    scope: ScopeArg = "user") -> ToolMessage | str:
-        return kit.run("memory_save", kit.save(runtime, content, memory_type, scope), runtime)
+                    scope: ScopeArg = "user", tags: list[str] | str | None = None) -> ToolMessage | str:
+        return kit.run("memory_save", kit.save(runtime, content, memory_type, scope, tags), runtime)
 
     async def amemory_save(content: str, runtime: ToolRuntime, memory_type: MemoryTypeArg = "fact",
-                           scope: ScopeArg = "user") -> ToolMessage | str:
-        return await kit.arun("memory_save", kit.save(runtime, content, memory_type, scope), runtime)
+                           scope: ScopeArg = "user", tags: list[str] | str | None = None) -> ToolMessage | str:
+        return await kit.arun("memory_save", kit.save(runtime, content, memory_type, scope, tags), runtime)
 
     def memory_search(query: str, runtime: ToolRuntime, k: int = 5, memory_type: MemoryTypeArg | None = None,
-                      scope: ScopeArg | None = None, include_history: bool = False) -> ToolMessage | str:
-        return kit.run("memory_search", kit.search(runtime, query, k, memory_type, scope, include_history), runtime)
+                      scope: ScopeArg | None = None, include_history: bool = False,
+                      tags: list[str] | str | None = None) -> ToolMessage | str:
+        return kit.run("memory_search", kit.search(runtime, query, k, memory_type, scope, include_history, tags),
+                       runtime)
 
     async def amemory_search(query: str, runtime: ToolRuntime, k: int = 5, memory_type: MemoryTypeArg | None = None,
-                             scope: ScopeArg | None = None, include_history: bool = False) -> ToolMessage | str:
-        return await kit.arun("memory_search", kit.search(runtime, query, k, memory_type, scope, include_history),
-                              runtime)
+                             scope: ScopeArg | None = None, include_history: bool = False,
+                             tags: list[str] | str | None = None) -> ToolMessage | str:
+        return await kit.arun("memory_search", kit.search(runtime, query, k, memory_type, scope, include_history,
+                                                          tags), runtime)
 
     def memory_delete(memory_id: str, runtime: ToolRuntime) -> ToolMessage | str:
         return kit.run("memory_delete", kit.delete(runtime, memory_id), runtime)

@@ -1,6 +1,6 @@
 """Access control against the real database: roles, visibility, sharing, levels, membership
 rules, scope ids, and the gates on profiles, resources, tools and extraction. The permission
-matrix itself, cell by cell as the README states it, is tests/test_permission_matrix.py."""
+matrix itself, cell by cell as docs/reference/permissions.md states it, is tests/test_permission_matrix.py."""
 
 from __future__ import annotations
 
@@ -457,9 +457,10 @@ def test_bad_scope_ids_are_refused_with_a_message(memory, bad) -> None:
         lambda: memory.add_member("team", bad, "x", "member", user_id=user),
         lambda: memory.share_project(fresh("proj"), with_org=bad, user_id=user),
     ]
+    says = ("uses ':' between levels; scope paths are separated by '/': use 'a/b'" if bad == "a:b" else
+            "is not a valid id: use letters, digits and _ . - @ \\+ in segments joined by '/'")
     for bad_call in calls:
-        with pytest.raises(InvalidInputError, match="is not a valid id: use letters, digits and _ . - @ \\+ in "
-                                                    "segments joined by '/'"):
+        with pytest.raises(InvalidInputError, match=says):
             bad_call()
     assert memory.memberships(user_id=user) == []
 

@@ -69,7 +69,8 @@ from agent_memory.errors import (
     MemoryNotFoundError,
     PermissionDeniedError,
 )
-from agent_memory.identity import identity_from
+from agent_memory.identity import Identity, identity_from
+from agent_memory.store import AgentMemoryStore
 from agent_memory.models import MemoryItem, Rejection
 
 pytestmark = pytest.mark.slow
@@ -197,7 +198,12 @@ class Model:
         return any(p == project and ((gk == "user" and gid == user) or (gk != "user" and self.role(user, gk, gid)))
                    for p, gk, gid in self.shares)
 
-    def visible(self, user: str, ident: Ident, item: Item) -> bool:
+    def visible(self, user: str, ident: Ident, item: Item, subtree: bool = False) -> bool:
+        """``subtree``: the shared levels reach every scope below the named one by whole ``/``
+        segments, each under its own rule."""
+        def named(wanted: str | None) -> bool:
+            return wanted is not None and (item.scope_id == wanted or subtree and item.scope_id.startswith(wanted + "/"))
+
         if item.scope == "user":
             return item.creator == user
         if item.scope == "session":
@@ -205,14 +211,14 @@ class Model:
         mine = item.visibility != "owner_only" or item.creator == user
         member = self.role(user, item.scope, item.scope_id) is not None
         if item.scope == "project":
-            if ident["project_id"] != item.scope_id:
+            if not named(ident["project_id"]):
                 return False
             return (member and mine) or (item.visibility == "public" and self.shared_with(user, item.scope_id))
-        named = ident["team_id" if item.scope == "team" else "org_id"]
-        return named in (None, item.scope_id) and member and mine
+        level = ident["team_id" if item.scope == "team" else "org_id"]
+        return (level is None or named(level)) and member and mine
 
-    def visible_ids(self, user: str, ident: Ident) -> set[uuid.UUID]:
-        return {i for i, item in self.items.items() if self.visible(user, ident, item)}
+    def visible_ids(self, user: str, ident: Ident, subtree: bool = False) -> set[uuid.UUID]:
+        return {i for i, item in self.items.items() if self.visible(user, ident, item, subtree)}
 
     # writing
     def may_create(self, user: str, kind: str, sid: str) -> bool:
@@ -394,6 +400,31 @@ class AccessMachine(RuleBasedStateMachine):
         assert hits <= expected, f"search as {user} {ident} leaked {[m.items.get(i) for i in hits - expected]}"
         if len(expected) <= k:
             assert hits == expected, f"search as {user} {ident} missed {[m.items[i] for i in expected - hits]}"
+        # subtree reads: every scope below the named ones, each under its own rule
+        below = m.visible_ids(user, ident, subtree=True)
+        STATS["calls"] += 2
+        listed = {i.id for i in self.service.for_user(user, **ident).list(status=None, limit=1000, subtree=True)}
+        assert listed == below, (f"subtree list as {user} {ident}: leaked {[m.items.get(i) for i in listed - below]}, "
+                                 f"missing {[m.items[i] for i in below - listed]}")
+        deep = {h.item.id for h in self.service.for_user(user, **ident).search(
+            "note written for the shared world", k=k, status=None, min_relevance=0.0, subtree=True)}
+        assert deep <= below, f"subtree search as {user} {ident} leaked {[m.items.get(i) for i in deep - below]}"
+        if len(below) <= k:
+            assert deep == below, f"subtree search as {user} {ident} missed {[m.items[i] for i in below - deep]}"
+        # LangGraph's store over the same memories: each level's namespace shows exactly that level's
+        store = AgentMemoryStore(self.service, caller=Identity(user_id=user, **ident))
+        levels = {"user": ("memories", user), "session": ("sessions", ident["session_id"]),
+                  "project": ("projects", ident["project_id"]), "team": ("teams", ident["team_id"]),
+                  "org": ("orgs", ident["org_id"])}
+        for level, namespace in levels.items():
+            if namespace[1] is None:
+                continue
+            STATS["calls"] += 1
+            shown = {uuid.UUID(item.key) for item in store.search(namespace, limit=1000)}
+            wanted = {i for i in expected if m.items[i].status == "active" and m.items[i].scope == level
+                      and m.items[i].scope_id == namespace[1]}
+            assert shown == wanted, (f"store.search({namespace}) as {user} {ident}: leaked "
+                                     f"{[m.items.get(i) for i in shown - wanted]}, missing {[m.items[i] for i in wanted - shown]}")
 
     # the world
 
@@ -410,7 +441,7 @@ class AccessMachine(RuleBasedStateMachine):
             self.users = [f"ana-{tag}", f"ben-{tag}", f"cy-{tag}", base[2]]
             self.sessions = [base[0], f"s{tag}"]
         else:
-            self.ids = {"project": [f"p{tag}", f"p{tag}/web"], "team": [f"t{tag}-a", f"t{tag}-b"], "org": [f"o{tag}"]}
+            self.ids = {"project": [f"p{tag}", f"p{tag}/web"], "team": [f"t{tag}-a", f"t{tag}-a/b"], "org": [f"o{tag}"]}
             self.users = [f"{n}-{tag}" for n in names]
             self.sessions = [f"s{tag}-1", f"s{tag}-2"]
         self.threads = [f"th{tag}-{i}" for i in range(3)]

@@ -1,5 +1,5 @@
 """The quickstart's main job (the demo), the chat, and the command line, on the test database:
-every command run for real against it, its help, its README section, and its errors."""
+every command run for real against it, its help, its docs page (docs/reference/cli.md), and its errors."""
 
 from __future__ import annotations
 
@@ -94,6 +94,28 @@ def test_command_line_round_trip(dsn, monkeypatch, capsys, tenant):
     assert json.loads(capsys.readouterr().out) == []
 
 
+def test_command_line_narrowing(dsn, monkeypatch, capsys, tenant, memory):
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    me = memory.for_user(tenant.user)
+    billing = me.add("The ACME invoice is due in December.", metadata={"tags": ["billing"]})
+    me.add("The office plants need water on Fridays.")
+    who = ["--user", tenant.user]
+    assert main(["search", "what is due?", "--json", "--filter", '{"tags": {"$contains": "billing"}}', *who]) == 0
+    assert [h["id"] for h in json.loads(capsys.readouterr().out)] == [str(billing.id)]
+    assert main(["list", "--json", "--filter", '{"tags": {"$exists": false}}', *who]) == 0
+    assert [m["content"] for m in json.loads(capsys.readouterr().out)] == ["The office plants need water on Fridays."]
+    assert main(["search", "invoice", "--json", "--known-at", "2020-01-01", *who]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # the memory knew nothing then
+    assert main(["list", "--filter", "{tags: billing}", *who]) == 2
+    assert "--filter: is not JSON" in capsys.readouterr().err
+    project = f"{tenant.project}-tree"
+    memory.create_project(project, user_id=tenant.user)
+    memory.create_project(f"{project}/web", user_id=tenant.user)
+    memory.for_user(tenant.user, project_id=f"{project}/web").add("The web app deploys on Tuesdays.", scope="project")
+    assert main(["list", "--json", "--project", project, "--subtree", *who]) == 0
+    assert [m["scope_id"] for m in json.loads(capsys.readouterr().out) if m["scope"] == "project"] == [f"{project}/web"]
+
+
 def test_command_line_errors_are_one_clear_line(dsn, monkeypatch, capsys, tenant):
     monkeypatch.setenv("DATABASE_URL", dsn)
     assert main(["delete", "not-an-id", "--user", tenant.user]) == 2
@@ -108,7 +130,7 @@ def test_command_line_errors_are_one_clear_line(dsn, monkeypatch, capsys, tenant
 
 # --- the command line as a whole: help, docs, output, ids --------------------------------------
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+CLI_PAGE = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -140,8 +162,8 @@ def test_every_option_has_help_and_the_choices_match_the_models():
     assert set(VISIBILITIES) == set(Visibility.values()) and set(STATUSES) == {s.value for s in Status}
 
 
-def test_every_command_and_option_is_documented_in_the_readme():
-    section = README.split("## Command line", 1)[1].split("\n## ", 1)[0]
+def test_every_command_and_option_is_documented_in_the_docs():
+    section = CLI_PAGE
     for name, sub in _subparsers().items():
         assert f"agent-memory {name}" in section and f"| `{name}` |" in section, name
         for action in sub._actions:

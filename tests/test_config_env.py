@@ -82,6 +82,8 @@ BAD_VALUES = {
     "weight_scope": 2,
     "scope_priority": {"planet": 1.0},
     "keyword_weight": True,
+    "keyword_norm": "bm25",
+    "keyword_feedback": -1,
     "min_relevance": -1,
     "candidate_pool": 0,
     "max_k": 2.5,

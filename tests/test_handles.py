@@ -3,10 +3,7 @@ that type-check under ``mypy --strict`` and run against the embedded database.""
 
 from __future__ import annotations
 
-import ast
-import asyncio
 import inspect
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import codegen_handles  # noqa: E402
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+from doc_examples import GIVEN, as_module, blocks, python_blocks, run_page, typed_tree  # noqa: E402 - shared with tests/test_site.py
+
+BLOCKS = [block.code for block in python_blocks(ROOT / "README.md")]
 
 #: the modules whose types are the public API: mypy --strict must pass on them
 PUBLIC_MODULES = [
@@ -35,49 +33,10 @@ PUBLIC_MODULES = [
     "agent_memory/middleware/episodic.py",
     "agent_memory/store/__init__.py", "agent_memory/store/store.py", "agent_memory/store/namespaces.py",
     "agent_memory/store/values.py", "agent_memory/store/ops.py",
+    "agent_memory/filters.py", "agent_memory/queries/filters.py", "agent_memory/queries/narrowed.py",
+    "agent_memory/documents/__init__.py", "agent_memory/documents/chunks.py", "agent_memory/documents/search.py",
+    "agent_memory/documents/learn.py", "agent_memory/extraction/when.py",
 ]
-
-#: what a README fragment takes as given (a model and tools of the reader's, the service opened above)
-GIVEN = {
-    "json": "import json",
-    "create_agent": "from langchain.agents import create_agent",
-    "MemoryService": "from agent_memory import MemoryService",
-    "MemoryMiddleware": "from agent_memory.middleware import MemoryMiddleware",
-    "model": "from langchain_core.language_models import BaseChatModel\nmodel: BaseChatModel",
-    "tools": "from langchain_core.tools import BaseTool\ntools: list[BaseTool]",
-    "memory": "memory: MemoryService",
-}
-
-
-def _bound(tree: ast.Module) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-    return names
-
-
-def _awaits(block: str) -> bool:
-    return re.search(r"^\s*(await |async with |async for )", block, re.M) is not None
-
-
-def as_module(block: str, given: dict[str, str]) -> str:
-    """A README block as a module: top-level ``await`` inside ``async def``, what it takes as given
-    declared first (only the names it does not bind itself)."""
-    body = block
-    if _awaits(block):
-        body = "async def _example() -> None:\n" + "".join(
-            f"    {line}" if line.strip() else line for line in block.splitlines(keepends=True))
-    tree = ast.parse(body)
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    head = [given[name] for name in given if name in used and name not in _bound(tree)]
-    if "memory: MemoryService" in head and "MemoryService" not in _bound(tree):
-        head.insert(0, given["MemoryService"])
-    return "\n".join(dict.fromkeys(head)) + "\n\n" + body
 
 
 def test_the_generated_handles_are_fresh():
@@ -147,21 +106,9 @@ async def test_the_async_handle_awaits_what_the_sync_one_returns(memory, amemory
     assert (await me.get(item.id)).content == item.content
 
 
-def _typed_tree(tmp: Path) -> Path:
-    """The package as mypy must see it: ``agent_memory.middleware`` and ``.prompts`` are the
-    top-level folders, mapped at install time; an editable install's import hook is invisible to mypy."""
-    package = tmp / "typed" / "agent_memory"
-    package.mkdir(parents=True)
-    for entry in (ROOT / "agent_memory").iterdir():
-        (package / entry.name).symlink_to(entry)
-    (package / "middleware").symlink_to(ROOT / "middleware")
-    (package / "prompts").symlink_to(ROOT / "prompts")
-    return package.parent
-
-
 def test_mypy_strict_passes_on_the_public_api_and_the_readme_examples(tmp_path):
     pytest.importorskip("mypy")
-    tree = _typed_tree(tmp_path)
+    tree = typed_tree(tmp_path)
     examples = []
     for i, block in enumerate(BLOCKS):
         path = tmp_path / f"readme_example_{i:02d}.py"
@@ -177,11 +124,11 @@ def test_mypy_strict_passes_on_the_public_api_and_the_readme_examples(tmp_path):
 
 def test_every_readme_example_runs(fresh_dsn, monkeypatch, tmp_path):
     """Every README block runs as written against the embedded database (``DATABASE_URL`` names a
-    fresh one; the export example's placeholder DSN becomes another), each after the ones before
-    it, as a reader would run them; what a fragment takes as given (:data:`GIVEN`) is a scripted
-    chat model, no tools of the reader's, and the service."""
+    fresh one), each after the ones before it, as a reader would run them; what a fragment takes
+    as given (``doc_examples.GIVEN``) is a scripted chat model, no tools of the reader's, and the
+    service. The docs pages' blocks run the same way in tests/test_site.py."""
     monkeypatch.setenv("DATABASE_URL", fresh_dsn())
-    monkeypatch.chdir(tmp_path)  # the export example writes alice.json
+    monkeypatch.chdir(tmp_path)  # an example may write a file
     from langchain.agents import create_agent
 
     from agent_memory.middleware import MemoryMiddleware
@@ -189,16 +136,7 @@ def test_every_readme_example_runs(fresh_dsn, monkeypatch, tmp_path):
 
     namespace: dict[str, Any] = {"memory": MemoryService(), "model": ScriptedChatModel(script=["Noted."]),
                                  "tools": [], "create_agent": create_agent, "MemoryMiddleware": MemoryMiddleware}
-    ran = 0
-    for block in BLOCKS:
-        code = block.replace("postgresql://.../empty", fresh_dsn())
-        if _awaits(code):
-            wrapped = "async def _example():\n" + "".join(f"    {line}" for line in code.splitlines(keepends=True))
-            exec(compile(wrapped, "README.md", "exec"), namespace)  # noqa: S102 - our own README
-            asyncio.run(namespace.pop("_example")())
-        else:
-            exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
-        ran += 1
+    ran = run_page(blocks(ROOT / "README.md"), namespace, fresh_dsn)
     assert ran == len(BLOCKS)
     memory = namespace["memory"]
     assert isinstance(memory, MemoryService)

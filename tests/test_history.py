@@ -168,9 +168,6 @@ def test_an_item_archived_while_its_edit_is_embedded_is_not_revised(dsn, config,
     assert now.content == "Cycles to work in summer." and now.version == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an as_of search ranks (and applies min_relevance to) each item by its current embedding and text, "
-    "not by the wording it had at as_of: a memory edited since is not found by what it said then"))
 def test_as_of_search_matches_the_wording_of_that_time(memory: MemoryService, tenant) -> None:
     item = memory.for_user(tenant.user).add("Drinks espresso every morning.")
     for other in ("Owns a cat named Miso.", "Goes to the gym on Mondays.", "Plays the cello in an orchestra."):

@@ -151,10 +151,10 @@ def test_descriptions_tell_the_model_when_to_use_them(memory) -> None:
     assert "remember" in tools["memory_save"].description and "I prefer" in tools["memory_save"].description
     assert "secrets" in tools["memory_save"].description
     schema = tools["memory_save"].tool_call_schema.model_json_schema()
-    assert set(schema["properties"]) == {"content", "memory_type", "scope"}  # no identity, no runtime
+    assert set(schema["properties"]) == {"content", "memory_type", "scope", "tags"}  # no identity, no runtime
     assert "decision" in str(schema["properties"]["memory_type"])
     assert set(tools["memory_search"].tool_call_schema.model_json_schema()["properties"]) == {
-        "query", "k", "memory_type", "scope", "include_history"}
+        "query", "k", "memory_type", "scope", "include_history", "tags"}
     assert set(tools["memory_delete"].tool_call_schema.model_json_schema()["properties"]) == {"memory_id"}
     assert tools["memory_stats"].tool_call_schema.model_json_schema().get("properties", {}) == {}
 

@@ -1,6 +1,6 @@
-"""The README's permission tables are the truth: every cell is played out in the database.
+"""The docs' permission tables are the truth: every cell is played out in the database.
 
-The tables of the README's "Access control" section are parsed; for each cell a fresh
+The tables of docs/reference/permissions.md are parsed; for each cell a fresh
 project, team or org is set up with a user in that column's position, who then tries that
 row's action. A ✓ must succeed and a ✗ must be refused (``PermissionDeniedError``) or, for
 reading, leave the memory invisible (``MemoryNotFoundError``, absent from lists and search).
@@ -10,7 +10,6 @@ role columns must also agree with :data:`agent_memory.access.MATRIX`.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from agent_memory import (
 from agent_memory.access import Action, allowed_roles
 from agent_memory.models import Role
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+PERMISSIONS = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "permissions.md").read_text(encoding="utf-8")
 _FOOTNOTES = str.maketrans("", "", "¹²³⁴⁵⁶⁷⁸⁹⁰*`")
 _MARKS = {"✓": True, "✗": False}
 
@@ -43,12 +42,10 @@ def _clean(text: str) -> str:
     return " ".join(text.translate(_FOOTNOTES).split())
 
 
-def parse_tables(readme: str) -> dict[str, Table]:
-    """The project, team and org tables of the "Access control" section, by their first header cell."""
-    match = re.search(r"^## Access control\n(.*?)(?=^## )", readme, re.DOTALL | re.MULTILINE)
-    assert match, "README.md has no '## Access control' section"
+def parse_tables(page: str) -> dict[str, Table]:
+    """The project, team and org tables of the permission matrix page, by their first header cell."""
     tables: dict[str, Table] = {}
-    lines = match.group(1).splitlines()
+    lines = page.splitlines()
     i = 0
     while i < len(lines):
         if not lines[i].startswith("|"):
@@ -70,7 +67,7 @@ def parse_tables(readme: str) -> dict[str, Table]:
     return tables
 
 
-TABLES = parse_tables(README)
+TABLES = parse_tables(PERMISSIONS)
 
 
 def fresh(prefix: str) -> str:
@@ -318,4 +315,4 @@ def test_every_cell_of_the_readme_tables_holds(memory: MemoryService, kind: str,
     if row not in ROWS.get(kind, {}):
         pytest.fail(f"no check for the {kind} row {row!r}")  # also caught by the test above
     world = World(memory, kind, column)
-    assert ROWS[kind][row](world) is expected, f"the README says {'✓' if expected else '✗'}"
+    assert ROWS[kind][row](world) is expected, f"docs/reference/permissions.md says {'✓' if expected else '✗'}"

@@ -186,3 +186,30 @@ def test_the_async_driver_switches_too(fresh_dsn):
     assert report.switched and report.embedded == 5
     with MemoryService(dsn, embeddings=HashEmbeddings(16)) as memory:
         assert memory.for_user("u1").stats().by_status == {"active": 4, "archived": 1}  # statuses stay
+
+
+def test_documents_passages_are_embedded_again_with_the_new_model(fresh_dsn):
+    """The switch empties the passages' vectors (another size, or another model's) and embeds them
+    again right after; an interrupted pass is finished by the next run; new documents work."""
+    dsn = fresh_dsn()
+    handbook = "# Handbook\n\nWe use PostgreSQL 16 for orders.\n\n## Deploys\n\nWe deploy on Tuesdays after review."
+    with MemoryService(dsn, embeddings=HashEmbeddings(8)) as memory:
+        memory.for_user("u1").add_document(handbook, title="Handbook", llm=None)
+    new = HashEmbeddings(16)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        passages = conn.execute("SELECT count(*) FROM memory_passages").fetchone()[0]
+        assert passages >= 2
+        report = reembed(conn, new, batch_size=1)
+        assert report.switched and report.passages == passages
+        rows = conn.execute("SELECT content, embedding::text FROM memory_passages").fetchall()
+        assert all(_close([float(x) for x in e.strip("[]").split(",")], new._vector(c)) for c, e in rows)
+        # a pass interrupted after the switch: the next run with the same model finishes it
+        conn.execute("UPDATE memory_passages SET embedding = NULL")
+        again = reembed(conn, new)
+        assert not again.switched and again.passages == passages
+        assert conn.execute("SELECT count(*) FROM memory_passages WHERE embedding IS NULL").fetchone()[0] == 0
+    with MemoryService(dsn, embeddings=HashEmbeddings(16)) as memory:
+        [hit] = memory.for_user("u1").search_documents("when do we deploy", k=1)
+        assert "Tuesdays" in hit.content and hit.similarity > 0
+        added = memory.for_user("u1").add_document("We use ruff for linting.", title="Style", llm=None)
+        assert added.passages_added == 1

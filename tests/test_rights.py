@@ -149,7 +149,7 @@ def build_world(memory: MemoryService) -> World:
     bob_run = memory.for_user(b, session_id=w.bob_session).extract(["I use Emacs for everything."], llm=None)
     assert bob_run.run_id is not None
     w.hidden.update(o.memory.id for o in bob_run.outcomes if o.memory is not None)
-    memory.for_user(b).add_resource("Bob's notes on tea.")
+    memory.for_user(b).add_document("Bob's notes on tea.")  # a resource and its passage
     memory.for_user(b).update_profile({"username": "Bobby"})
     memory.for_user(b, project_id=w.web).update_profile({"current_phase": "Beta."}, kind="project")
 
@@ -401,6 +401,7 @@ def bobs_rows(dsn: str, w: World) -> dict[str, int]:
         "decisions": count(dsn, "SELECT count(*) FROM memory_decisions WHERE user_id = %s", b),
         "extraction_runs": count(dsn, "SELECT count(*) FROM memory_extraction_runs WHERE user_id = %s", b),
         "resources": count(dsn, "SELECT count(*) FROM memory_resources WHERE user_id = %s", b),
+        "passages": count(dsn, "SELECT count(*) FROM memory_passages WHERE user_id = %s", b),
         "profiles": count(dsn, "SELECT count(*) FROM memory_profiles WHERE (kind = 'user' AND subject_id = %s)"
                                " OR (kind = 'project' AND subject_id = %s)", b, w.solo),
         "shares": count(dsn, "SELECT count(*) FROM memory_project_shares WHERE grantee_kind = 'user'"
@@ -501,6 +502,8 @@ def scope_rows(dsn: str, kind: str, scope_id: str) -> dict[str, int]:
         "memories": count(dsn, "SELECT count(*) FROM memory_items WHERE scope = %s AND scope_id = %s", kind, scope_id),
         "resources": count(dsn, "SELECT count(*) FROM memory_resources WHERE scope = %s AND scope_id = %s",
                            kind, scope_id),
+        "passages": count(dsn, "SELECT count(*) FROM memory_passages WHERE scope = %s AND scope_id = %s",
+                          kind, scope_id),
         "profiles": count(dsn, "SELECT count(*) FROM memory_profiles WHERE kind = %s AND subject_id = %s",
                           kind, scope_id),
         "decisions": count(dsn, "SELECT count(*) FROM memory_decisions WHERE scope = %s AND scope_id = %s",
@@ -529,7 +532,8 @@ def test_only_the_owner_deletes_a_project_and_only_that_project_goes(memory, dsn
     with pytest.raises(PermissionDeniedError, match=r"needs the role owner; you are not a member"):
         memory.delete_scope("project", w.acme, user_id=w.carol)
     before = scope_rows(dsn, "project", w.acme)
-    assert before == {"history": 1, "memories": 6, "resources": 1, "profiles": 1, "decisions": 1, "shares": 1,
+    assert before == {"history": 1, "memories": 6, "resources": 1, "passages": 0, "profiles": 1, "decisions": 1,
+                      "shares": 1,
                       "members": 2, "scopes": 1}
     near = neighbours(dsn, w)
     assert len(near) == 10  # 5 memories, 1 resource, 3 members, 1 profile
@@ -555,7 +559,8 @@ def test_a_team_lead_deletes_the_team_and_the_shares_naming_it(memory, dsn):
     with pytest.raises(PermissionDeniedError, match=r"needs the role lead; you are a member"):
         memory.delete_scope("team", w.team, user_id=w.bob)
     before = scope_rows(dsn, "team", w.team)
-    assert before == {"history": 0, "memories": 3, "resources": 0, "profiles": 0, "decisions": 0, "shares": 1,
+    assert before == {"history": 0, "memories": 3, "resources": 0, "passages": 0, "profiles": 0, "decisions": 0,
+                      "shares": 1,
                       "members": 2, "scopes": 1}
     report = memory.delete_scope("team", w.team, user_id=w.alice)
     assert report.removed == before

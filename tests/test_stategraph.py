@@ -21,7 +21,7 @@ from agent_memory.testing import ScriptedChatModel, tool_call
 
 
 def build_graph(memory: Any, model: ScriptedChatModel, **node_options: Any):
-    """The README's example graph."""
+    """The example graph of docs/how-to/stategraph.md."""
     tools = memory_tools(memory)
 
     def llm(state: MemoryContextState) -> dict[str, Any]:

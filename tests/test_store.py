@@ -36,6 +36,7 @@ from agent_memory.errors import (
 )
 from agent_memory.store import AgentMemoryStore
 from agent_memory.store.namespaces import encode_key, key_prefix, resolve
+from agent_memory.filters import AllOf, Condition
 from agent_memory.store.values import check_filter, indexed_text
 
 MODES = ["sync", "async"]
@@ -598,9 +599,9 @@ def test_what_callers_type_travels_as_parameters() -> None:
     typed = ["x'; DROP TABLE memory_items; --", "50%_off\\"]
     where = queries.item_filter(Identity(user_id="alice"), scopes=(Scope.USER,))
     for query, params in [
-        queries.store_filter([(typed[0], "$gt", typed[1]), (typed[1], "$in", [typed[0]])]),
+        queries.store_filter(check_filter({typed[0]: {"$gt": typed[1]}, typed[1]: {"$in": [typed[0]]}})),
         queries.search_store(where, roots=NAMESPACE_ROOTS, key_prefix=key_prefix(("memories", "alice", *typed)),
-                             plain_rows=False, filters=queries.store_filter([(typed[0], "$eq", 1)]), vector=[0.1],
+                             plain_rows=False, filters=queries.store_filter(check_filter({typed[0]: 1})), vector=[0.1],
                              limit=5, offset=0),
         queries.list_store_namespaces(where, roots=NAMESPACE_ROOTS, prefix=("memories", *typed), suffix=typed,
                                       max_depth=3, limit=5, offset=0),
@@ -619,8 +620,8 @@ def test_pure_parts() -> None:
     assert indexed_text({"a": [{"t": "x"}, {"t": "y"}], "n": 2}, ["a[*].t", "n", "missing"]) == "x\ny\n2"
     assert indexed_text({"a": [1, 2, 3]}, ["a[-1]"]) == "3"
     assert json.loads(indexed_text({"b": 1, "a": 2}, ["$"])) == {"a": 2, "b": 1}
-    assert check_filter({"s": {"$gte": 3, "$lt": 9}, "c": "red"}) == [("s", "$gte", 3), ("s", "$lt", 9),
-                                                                        ("c", "$eq", "red")]
+    assert check_filter({"s": {"$gte": 3, "$lt": 9}, "c": "red"}) == AllOf((
+        Condition("s", "$gte", 3), Condition("s", "$lt", 9), Condition("c", "$eq", "red")))
     alice = Identity(user_id="alice", project_id="web")
     assert resolve(("projects", "acme", "x"), alice, trusted=False, exact=True).identity.project_id == "acme"
     assert resolve(("memories", "bob"), None, trusted=True, exact=True).identity == Identity(user_id="bob")

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import psycopg
 import pytest
 
-from agent_memory import MemoryConfig, MemoryService, access, ops, queries, resources
+from agent_memory import MemoryConfig, MemoryService, access, documents, ops, queries, resources
 from agent_memory.db.requests import run
 from agent_memory.episodic import forget as episodic_forget
 from agent_memory.episodic.owners import claim_thread
@@ -170,6 +170,7 @@ def test_a_forgotten_user_is_named_by_no_row_of_any_listed_table(memory: MemoryS
     do(ops.edit_memory(config, in_project, other_note.id, content="Deploys go out on Tuesdays and Thursdays."))
     # a resource, profiles (their own, and an edit of the project's), an extraction run and its decisions
     do(resources.add_resource(config, me, "Reading list: Designing Data-Intensive Applications."))
+    do(documents.add_document(config, me, "# Notes\n\nWe use PostgreSQL for the ledger."))  # passages
     do(update_profile(me, "user", {"username": "U"}))
     do(update_profile(in_project, "project", {"project_goal": "Ship the API."}))
     report = do(extract_memories(config, check_identity(user, session_id=session),

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
+from ..errors import InvalidInputError
 from .context import identity, open_service, resolve_id
 from .output import Output, jsonable, short_id
 
@@ -52,8 +54,9 @@ def add(args: argparse.Namespace, out: Output) -> int:
 
 def search(args: argparse.Namespace, out: Output) -> int:
     with open_service(args) as memory:
-        hits = memory.for_user(**identity(args)).search(args.query, k=args.k, memory_type=args.type,
-                                                        as_of=args.as_of)
+        hits = memory.for_user(**identity(args)).search(
+            args.query, k=args.k, memory_type=args.type, as_of=args.as_of, known_at=args.known_at,
+            filter=_metadata_filter(args), subtree=args.subtree)
     if out.json:
         out.data([{**jsonable(h.item), "score": h.score, "similarity": h.similarity, "keyword": h.keyword}
                   for h in hits])
@@ -64,10 +67,22 @@ def search(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+def _metadata_filter(args: argparse.Namespace) -> Any:
+    """``--filter``'s JSON, parsed; malformed JSON is an input error saying so."""
+    if args.metadata_filter is None:
+        return None
+    try:
+        return json.loads(args.metadata_filter)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError("--filter", f"is not JSON ({exc.msg}); quote it, e.g. "
+                                            "--filter '{\"tags\": {\"$contains\": \"billing\"}}'") from None
+
+
 def list_(args: argparse.Namespace, out: Output) -> int:
     with open_service(args) as memory:
         statuses = {"status": args.status} if args.status else {}
-        items = memory.for_user(**identity(args)).list(limit=args.limit, memory_type=args.type, **statuses)
+        items = memory.for_user(**identity(args)).list(limit=args.limit, memory_type=args.type,
+                                                       filter=_metadata_filter(args), subtree=args.subtree, **statuses)
     if out.json:
         out.data(items)
     else:

@@ -28,7 +28,7 @@ Run the demo, chat with the memory agent, or read and change one user's memories
 Every command works on DATABASE_URL (or --database-url), else on the embedded PostgreSQL.
 Memory ids may be shortened to any unambiguous prefix (the 8 characters tables show)."""
 
-#: (variable, what it does), shown under every --help and in the README
+#: (variable, what it does), shown under every --help and in docs/reference/cli.md
 ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("DATABASE_URL", "PostgreSQL to use (postgresql://user:pass@host/db); unset: the embedded server"),
     ("MEMORY_DATA_DIR", "the embedded server's data directory (default: per user)"),
@@ -45,7 +45,7 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
 def _epilog(examples: Sequence[str], environment: bool = False) -> str:
     text = "examples:\n" + "\n".join(f"  {e}" for e in examples) if examples else ""
     if environment:
-        text += "\n\nenvironment variables (MEMORY_* settings: see the README's configuration table):\n"
+        text += "\n\nenvironment variables (MEMORY_* settings: see docs/reference/configuration.md):\n"
         text += "\n".join(f"  {name:<24} {what}" for name, what in ENVIRONMENT)
     return text
 
@@ -106,13 +106,21 @@ COMMANDS: tuple[Command, ...] = (
             args=(_a("query", help="what to look for, in words"),
                   _a("-k", "--limit", dest="k", type=int, default=5, help="how many results at most (default: 5)"),
                   _a("--type", action="append", choices=MEMORY_TYPES, help="only this type (repeat for several)"),
-                  _a("--as-of", help="search what held at this time (ISO 8601, e.g. 2026-01-31T12:00)"))),
+                  _a("--as-of", help="what held in the world at this time (ISO 8601, e.g. 2026-01-31T12:00)"),
+                  _a("--known-at", help="what the memory held at this time (ISO 8601)"),
+                  _a("--filter", dest="metadata_filter", metavar="JSON",
+                     help='only memories whose metadata passes, e.g. \'{"tags": {"$contains": "billing"}}\''),
+                  _a("--subtree", action="store_true",
+                     help="also read the projects, teams and orgs below the given ones (whole / segments)"))),
     Command("list", "list memories, most recently changed first", "memories:list_",
             ("agent-memory list --user alice", "agent-memory list --user alice --status archived --limit 20"),
             args=(_a("--limit", type=int, default=50, help="how many at most (default: 50)"),
                   _a("--type", action="append", choices=MEMORY_TYPES, help="only this type (repeat for several)"),
                   _a("--status", action="append", choices=STATUSES,
-                     help="only this status (repeat for several; default: active)"))),
+                     help="only this status (repeat for several; default: active)"),
+                  _a("--filter", dest="metadata_filter", metavar="JSON",
+                     help="only memories whose metadata passes (JSON, as for search)"),
+                  _a("--subtree", action="store_true", help="also list the scopes below the given ones"))),
     Command("show", "one memory with all its fields", "memories:show",
             ("agent-memory show 3f2a9c1e --user alice",), args=(_ID,)),
     Command("delete", "archive a memory (restore brings it back), or delete it for good", "memories:delete",

@@ -595,6 +595,86 @@ MIGRATIONS: tuple[Migration, ...] = (
             ADD COLUMN stability real NOT NULL DEFAULT 7 CHECK (stability > 0);
         """,
     ),
+    Migration(
+        "0013_document_passages",
+        # A document cut into passages (agent_memory.documents): each embedded (sized like
+        # memory_items' vectors) and indexed for keywords, so documents are searched by passage.
+        # Owner and scope are copied from the resource (forgetting a user and deleting a scope
+        # find them without a join); reads go through the resource's own visibility. A passage
+        # goes with its resource. ``content_hash`` identifies a passage across versions of its
+        # document, ``extracted_at`` says extraction has read it. No ANN index: a caller's
+        # passages are scanned exactly, as memories are. ``embedding`` is NULL only between a
+        # re-embedding's switch of models and its passes over the passages (found by words meanwhile).
+        """
+        CREATE TABLE memory_passages (
+            id            uuid PRIMARY KEY,
+            resource_id   uuid NOT NULL REFERENCES memory_resources (id) ON DELETE CASCADE,
+            user_id       text NOT NULL,
+            scope         text NOT NULL CHECK (scope IN ('user', 'project', 'session')),
+            scope_id      text NOT NULL,
+            position      integer NOT NULL CHECK (position >= 0),
+            char_start    integer NOT NULL CHECK (char_start >= 0),
+            char_end      integer NOT NULL CHECK (char_end >= char_start),
+            headings      text[] NOT NULL DEFAULT '{}',
+            content       text NOT NULL,
+            content_hash  text NOT NULL,
+            embedding     vector({dimensions}),
+            content_tsv   tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED,
+            extracted_at  timestamptz,
+            created_at    timestamptz NOT NULL DEFAULT now(),
+            updated_at    timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX memory_passages_resource_idx ON memory_passages (resource_id, position);
+        CREATE INDEX memory_passages_scope_idx ON memory_passages (scope, scope_id);
+        CREATE INDEX memory_passages_owner_idx ON memory_passages (user_id);
+        CREATE INDEX memory_passages_tsv_idx ON memory_passages USING gin (content_tsv);
+        """,
+    ),
+    Migration(
+        "0014_bitemporal",
+        # Two timelines. ``valid_from``/``valid_to`` become event time: when the fact held in the
+        # world ("moved to Lisbon last month" holds from a month ago). ``recorded_at``/``known_to``
+        # are record time: when the memory learned the fact and when it stopped holding it (a
+        # supersession). Existing rows keep today's answers: they were recorded when they were
+        # created, and a superseded one stopped being held when its successor took over.
+        # ``memory_item_history.embedding`` keeps the vector of each earlier wording, so a search
+        # of the past ranks an item by what it said then (NULL for wordings kept before this:
+        # such a search falls back to the current vector). Nothing new is indexed: past reads
+        # scan the caller's rows, as they did. ``recorded_at`` stays nullable so that an export
+        # made before it imports; reads take a NULL as ``created_at``.
+        """
+        ALTER TABLE memory_items
+            ADD COLUMN recorded_at timestamptz,
+            ADD COLUMN known_to    timestamptz;
+        UPDATE memory_items SET recorded_at = created_at,
+                                known_to = CASE WHEN status = 'superseded' THEN coalesce(valid_to, updated_at) END;
+        ALTER TABLE memory_items ALTER COLUMN recorded_at SET DEFAULT now();
+        ALTER TABLE memory_item_history ADD COLUMN embedding vector;
+        """,
+    ),
+    Migration(
+        "0015_metadata_filters",
+        # Filters compare ISO dates held in metadata as times (``{"due": {"$lt": "2026-12-01"}}``):
+        # this reads a string as a time, or NULL when it is not one, so a malformed value never
+        # makes a whole search fail. No zone means UTC, whatever the session's TimeZone. (About
+        # 2.5 us a value on the benchmark machine; a plain-SQL version with ``pg_input_is_valid``,
+        # PostgreSQL 16+ only, measured the same.)
+        r"""
+        CREATE OR REPLACE FUNCTION agent_memory_timestamp(value text) RETURNS timestamptz
+        LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+        BEGIN
+            IF value IS NULL OR value !~ '^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|z|[+-]\d{2}(:?\d{2})?)?$' THEN
+                RETURN NULL;
+            END IF;
+            IF length(value) > 10 AND value ~ '(Z|z|[+-]\d{2}(:?\d{2})?)$' THEN
+                RETURN value::timestamptz;
+            END IF;
+            RETURN value::timestamp AT TIME ZONE 'UTC';
+        EXCEPTION WHEN others THEN
+            RETURN NULL;
+        END $$;
+        """,
+    ),
 )
 
 

@@ -15,6 +15,7 @@ awaitable form built from one operation: session snapshots
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import (
     AsyncIterator,
     Collection,
@@ -442,13 +443,13 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
 
     def list_sessions(
         self, *, user_id: str, project_id: str | None = None, limit: int = 20, offset: int = 0,
-    ) -> list[SessionSnapshot]:
+    ) -> builtins.list[SessionSnapshot]:
         """``user_id``'s sessions (in ``project_id`` if given), most recently active first."""
         return self._run(snapshot_ops.list_sessions(user_id=user_id, project_id=project_id, limit=limit, offset=offset))
 
     async def alist_sessions(
         self, *, user_id: str, project_id: str | None = None, limit: int = 20, offset: int = 0,
-    ) -> list[SessionSnapshot]:
+    ) -> builtins.list[SessionSnapshot]:
         return await self._arun(
             snapshot_ops.list_sessions(user_id=user_id, project_id=project_id, limit=limit, offset=offset))
 

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
 
@@ -66,7 +67,9 @@ from . import rules, schemas
 from .consolidate import Verdict, decide_by_similarity
 from .transcript import Turn, new_turns, transcript, turns_from_messages
 
-__all__ = ["ExtractionReport", "Outcome", "extract_memories", "model_name"]
+__all__ = [
+    "ExtractionReport", "Outcome", "Outcomes", "close_failed_run", "consolidate_proposals", "extract_memories", "model_name",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +102,43 @@ class Outcome:
     similarity: float | None = None
 
 
+class Outcomes:
+    """A report's ``outcomes`` by what was decided (extraction from a conversation or a document)."""
+
+    __slots__ = ()
+    outcomes: tuple[Outcome, ...]
+
+    def _with(self, decision: Decision) -> list[Outcome]:
+        return [o for o in self.outcomes if o.decision is decision]
+
+    @property
+    def added(self) -> list[Outcome]:
+        """New memories."""
+        return self._with(Decision.ADD)
+
+    @property
+    def updated(self) -> list[Outcome]:
+        """Stored memories revised with what was said."""
+        return self._with(Decision.UPDATE)
+
+    @property
+    def superseded(self) -> list[Outcome]:
+        """New memories that replaced a stored one they contradict (``replaced``)."""
+        return self._with(Decision.SUPERSEDE)
+
+    @property
+    def unchanged(self) -> list[Outcome]:
+        """Proposals a stored memory says already."""
+        return self._with(Decision.NONE)
+
+    @property
+    def rejected(self) -> list[Outcome]:
+        """Proposals the gate refused (a secret, too short, low confidence, no right to write)."""
+        return [o for o in self.outcomes if o.rejection is not None]
+
+
 @dataclass(frozen=True, slots=True)
-class ExtractionReport(Report):
+class ExtractionReport(Report, Outcomes):
     """What one extraction run did.
 
     status: ``done``; ``nothing_new`` (no new user turn since the last run: no budget used);
@@ -117,29 +155,6 @@ class ExtractionReport(Report):
     runs_left: int | None = None
     error: str | None = None
     profiles_rebuilt: tuple[str, ...] = ()
-
-    def _with(self, decision: Decision) -> list[Outcome]:
-        return [o for o in self.outcomes if o.decision is decision]
-
-    @property
-    def added(self) -> list[Outcome]:
-        return self._with(Decision.ADD)
-
-    @property
-    def updated(self) -> list[Outcome]:
-        return self._with(Decision.UPDATE)
-
-    @property
-    def superseded(self) -> list[Outcome]:
-        return self._with(Decision.SUPERSEDE)
-
-    @property
-    def unchanged(self) -> list[Outcome]:
-        return self._with(Decision.NONE)
-
-    @property
-    def rejected(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.rejection is not None]
 
     @property
     def changed(self) -> bool:
@@ -162,11 +177,16 @@ class ExtractionReport(Report):
 
 
 def _propose(model: Any, fresh: Sequence[Turn]) -> Op[list[Proposal]]:
+    """Proposals from the new turns; when a fact began ("last month") is resolved against the
+    time its turn was said (the conversation's time: the newest turn's for a model), else now."""
+    now = datetime.now(UTC)
     if model is None:
-        return [p for t in fresh if t.role == "user" for p in rules.extract_proposals(t.text)][:MAX_PROPOSALS]
-    output = yield Llm(model, schemas.ExtractedMemories,
-                       tuple(schemas.extraction_messages(transcript(fresh, max_chars=MAX_TRANSCRIPT_CHARS))))
-    return schemas.proposals_from_output(output)[:MAX_PROPOSALS]
+        return [p for t in fresh if t.role == "user"
+                for p in rules.extract_proposals(t.text, said_at=min(t.at or now, now))][:MAX_PROPOSALS]
+    said = min(next((t.at for t in reversed(fresh) if t.at is not None), now), now)
+    output = yield Llm(model, schemas.ExtractedMemories, tuple(schemas.extraction_messages(
+        transcript(fresh, max_chars=MAX_TRANSCRIPT_CHARS), now=said)))
+    return schemas.proposals_from_output(output, now=said)[:MAX_PROPOSALS]
 
 
 def _evidence(proposal: Proposal) -> str | None:
@@ -227,13 +247,15 @@ def _decide(
 
 
 def _new_row(config: MemoryConfig, identity: Identity, proposal: Proposal, vector: Sequence[float], *,
-             source_id: str, consolidation: dict[str, Any]) -> Op[dict[str, Any]]:
-    metadata: dict[str, Any] = {"consolidation": consolidation}
+             source_id: str, consolidation: dict[str, Any], source: Source = Source.CONVERSATION,
+             extra: Mapping[str, Any] | None = None) -> Op[dict[str, Any]]:
+    metadata: dict[str, Any] = {**(extra or {}), "consolidation": consolidation}
     if (evidence := _evidence(proposal)) is not None:
         metadata["evidence"] = evidence
     new = ops.with_default_expiry(config, NewMemory(
         content=proposal.content, memory_type=proposal.memory_type, scope=proposal.scope,
-        confidence=proposal.confidence, source=Source.CONVERSATION, source_id=source_id, metadata=metadata))
+        confidence=proposal.confidence, source=source, source_id=source_id, metadata=metadata,
+        valid_from=proposal.valid_from))
     return (yield Sql(queries.insert_item(), new_item_row(identity, new, proposal.content, vector), fetch="one"))
 
 
@@ -247,7 +269,8 @@ def _current(identity: Identity, item: MemoryItem) -> Op[MemoryItem | None]:
 def _apply(
     config: MemoryConfig, identity: Identity, proposal: Proposal, vector: Sequence[float], verdict: Verdict,
     method: DecisionMethod, target: MemoryItem | None, *, run_id: int, source_id: str,
-    update_vector: Sequence[float] | None, note: str,
+    update_vector: Sequence[float] | None, note: str, source: Source = Source.CONVERSATION,
+    extra: Mapping[str, Any] | None = None,
 ) -> Op[Outcome]:
     """Apply one decision under the scope's lock, re-checking it against the rows as they are now."""
     yield Sql(*queries.lock_scope(proposal.scope, identity.scope_id(proposal.scope), identity.user_id),
@@ -274,7 +297,7 @@ def _apply(
     replaced: MemoryItem | None = None
     if decision is Decision.ADD:
         memory = row_to_item((yield from _new_row(config, identity, proposal, vector, source_id=source_id,
-                                                  consolidation=record)))
+                                                  consolidation=record, source=source, extra=extra)))
     elif decision is Decision.UPDATE and target is not None:
         content = verdict.content or proposal.content
         replaced = target
@@ -282,12 +305,13 @@ def _apply(
             target, content=content, vector=update_vector if update_vector is not None else vector,
             confidence=max(target.confidence, proposal.confidence),
             metadata={**target.metadata, "consolidation": record}, change="update", decided_by=method,
-            reason=reason, changed_by=identity.user_id,
+            reason=reason, changed_by=identity.user_id, valid_from=proposal.valid_from,
         )
         memory = row_to_item(row)
     elif decision is Decision.SUPERSEDE and target is not None:
         new_row = yield from _new_row(config, identity, proposal, vector, source_id=source_id,
-                                      consolidation={**record, "supersedes": str(target.id)})
+                                      consolidation={**record, "supersedes": str(target.id)}, source=source,
+                                      extra=extra)
         replaced = row_to_item((yield from history.supersede(target, new_row)))
         memory = row_to_item(new_row)
     elif target is not None:  # NONE: known already; it was just confirmed
@@ -312,8 +336,10 @@ def _record_rejection(identity: Identity, run_id: int, proposal: Proposal, rejec
 
 def _consolidate(
     config: MemoryConfig, identity: Identity, proposals: Sequence[Proposal], model: Any, *, run_id: int,
-    source_id: str,
+    source_id: str, source: Source = Source.CONVERSATION, extras: Sequence[Mapping[str, Any]] | None = None,
 ) -> Op[list[Outcome]]:
+    """Gate, decide and apply ``proposals`` (one outcome each, in order). New memories get
+    ``source``/``source_id`` and, from ``extras`` (one per proposal), more metadata."""
     outcomes: list[Outcome | None] = [None] * len(proposals)
     gated: list[tuple[int, Proposal, str]] = []
     refused: dict[Scope, Rejection | None] = {}
@@ -359,11 +385,17 @@ def _consolidate(
             target = candidates[j][verdict.target][0] if verdict.target is not None else None
             outcome = yield from _apply(
                 config, identity, proposal, vector, verdict, method, target, run_id=run_id, source_id=source_id,
-                update_vector=merged_vectors.get(j), note=note,
+                update_vector=merged_vectors.get(j), note=note, source=source,
+                extra=None if extras is None else extras[i],
             )
             outcomes[i] = outcome
             seen.append((v, outcome))
     return [o for o in outcomes if o is not None]
+
+
+#: the gate, consolidation and writes of a run, for proposals from another source than a
+#: conversation (documents: :mod:`agent_memory.documents.learn`); the caller records the run
+consolidate_proposals = _consolidate
 
 
 def _counts(outcomes: Sequence[Outcome]) -> dict[str, int]:
@@ -382,7 +414,7 @@ def _mark_read(conversation_id: UUID, fresh: Sequence[Turn]) -> Op[None]:
         conversation_id, transcript(fresh, max_chars=resources.MAX_RESOURCE_CHARS, redact=True), fresh[-1].id)
 
 
-def _close_failed_run(run_id: int, exc: Exception) -> Op[None]:
+def close_failed_run(run_id: int, exc: Exception) -> Op[None]:
     """After an error in mid-run (a database error, a bug): undo the run's unfinished writes
     and mark it ``failed`` with the error, so it never stays ``running``. The caller re-raises;
     if the database cannot even take this, the original error is what matters."""
@@ -452,7 +484,7 @@ def extract_memories(
         yield Sql(*queries.close_extraction_run(run_id, _counts(outcomes)), fetch="none")
         yield Commit()
     except Exception as exc:
-        yield from _close_failed_run(run_id, exc)
+        yield from close_failed_run(run_id, exc)
         raise
     rebuilt = yield from refresh_profiles(identity, model=profile_model)
     return ExtractionReport("done", extractor, tuple(outcomes), run_id, conversation.id, left,

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from agent_memory.models import MemoryType, Proposal, Scope
 from agent_memory.validation import check_confidence
+
+from .when import anchor_when, resolve_when
 
 __all__ = ["Statement", "extract_proposals", "statements_in"]
 
@@ -288,11 +291,17 @@ def statements_in(text: str) -> list[Statement]:
     return [statement for _, statement in _sentences_with_statements(text)]
 
 
-def extract_proposals(text: str, *, confidence: float = 0.9) -> list[Proposal]:
+def extract_proposals(text: str, *, confidence: float = 0.9, said_at: datetime | None = None) -> list[Proposal]:
     """Every explicit, lasting statement in one user turn, as memory proposals, in order.
 
-    Each proposal's ``evidence`` is the sentence it came from; every one gets ``confidence``."""
+    Each proposal's ``evidence`` is the sentence it came from; every one gets ``confidence``,
+    and ``valid_from`` when its sentence says when the fact began ("last month"), resolved
+    against ``said_at`` (when the turn was said; default now, see :mod:`.when`); a relative
+    expression in the memory's wording is written as the date it names ("Moved to Lisbon in
+    October 2026.": the memory must stay true after the day it was said)."""
     confidence = check_confidence(confidence)
-    return [Proposal(content=s.content, memory_type=MemoryType(s.memory_type), scope=Scope(s.scope),
-                     confidence=confidence, evidence=evidence)
+    said_at = datetime.now(UTC) if said_at is None else said_at
+    return [Proposal(content=anchor_when(s.content, said_at), memory_type=MemoryType(s.memory_type),
+                     scope=Scope(s.scope), confidence=confidence, evidence=evidence,
+                     valid_from=resolve_when(evidence, said_at))
             for evidence, s in _sentences_with_statements(text)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -20,6 +21,7 @@ from agent_memory.prompts import render
 
 from ..formatting import escape
 from ..models import Decision, MemoryItem, MemoryType, Proposal, Scope
+from .when import anchor_when, resolve_when
 
 __all__ = [
     "ConsolidationDecision",
@@ -44,6 +46,9 @@ class ExtractedMemory(BaseModel):
     scope: Literal["user", "project"] = Field(
         description="'user' for the person, 'project' for their shared project or team.")
     confidence: float = Field(description="0.9-1.0 stated explicitly, 0.7-0.8 clearly implied.")
+    valid_from: str | None = Field(default=None, description=(
+        "When the fact began to hold, only if the user said so: a date (YYYY-MM-DD) resolved against "
+        "the conversation's time, or their own words ('last month', 'in March 2023'). Omit otherwise."))
 
 
 class ExtractedMemories(BaseModel):
@@ -69,9 +74,28 @@ class ConsolidationDecisions(BaseModel):
     decisions: list[ConsolidationDecision] = Field(default_factory=list)
 
 
-def extraction_messages(transcript: str) -> list[BaseMessage]:
+def extraction_messages(transcript: str, *, now: datetime | None = None) -> list[BaseMessage]:
+    """The extraction prompt for ``transcript``, said at ``now`` (default: the current time)."""
+    now = datetime.now(UTC) if now is None else now
     return [SystemMessage(render("extraction")),
-            HumanMessage(render("extraction_input", transcript=escape(transcript)))]
+            HumanMessage(render("extraction_input", transcript=escape(transcript),
+                                now=f"{now:%A %Y-%m-%d %H:%M %Z}".strip()))]
+
+
+def _valid_from(said: object, content: str, now: datetime) -> datetime | None:
+    """When the model says the fact began: an ISO date or time, or words resolved against ``now``
+    (falling back to the memory's own words); never after ``now``, None when it cannot tell."""
+    at: datetime | None = None
+    if isinstance(said, str) and said.strip():
+        try:
+            at = datetime.fromisoformat(said.strip())
+        except ValueError:
+            at = resolve_when(said, now)
+        else:
+            at = at if at.tzinfo is not None else at.replace(tzinfo=now.tzinfo or UTC)
+    if at is None:
+        at = resolve_when(content, now)
+    return None if at is None or at > now else at
 
 
 def _number(value: object, default: float) -> float:
@@ -82,8 +106,11 @@ def _number(value: object, default: float) -> float:
     return default if math.isnan(x) else min(1.0, max(0.0, x))
 
 
-def proposals_from_output(output: ExtractedMemories, *, evidence: str | None = None) -> list[Proposal]:
-    """The model's proposals as :class:`Proposal` objects; malformed entries are dropped."""
+def proposals_from_output(output: ExtractedMemories, *, evidence: str | None = None,
+                          now: datetime | None = None) -> list[Proposal]:
+    """The model's proposals as :class:`Proposal` objects; malformed entries are dropped. With
+    ``now`` (when the conversation was said) each gets ``valid_from`` when the model, or the
+    memory's own words, say when the fact began (never later than ``now``)."""
     out: list[Proposal] = []
     for m in output.memories:
         content = (m.content or "").strip()
@@ -93,7 +120,9 @@ def proposals_from_output(output: ExtractedMemories, *, evidence: str | None = N
             memory_type, scope = MemoryType(m.memory_type), Scope(m.scope)
         except ValueError:
             continue
-        out.append(Proposal(content, memory_type, scope, _number(m.confidence, 0.0), evidence))
+        valid_from = None if now is None else _valid_from(getattr(m, "valid_from", None), content, now)
+        content = content if now is None else anchor_when(content, now)  # "last month" stays true next year
+        out.append(Proposal(content, memory_type, scope, _number(m.confidence, 0.0), evidence, valid_from))
     return out
 
 

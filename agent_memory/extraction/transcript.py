@@ -8,9 +8,11 @@ the user's words and are left out.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -19,6 +21,7 @@ from ..errors import InvalidInputError
 from ..validation import check_storable, shown
 from ..withheld import find_secret
 from ..withheld import redact as redact_secrets
+from .when import said_on
 
 __all__ = ["Turn", "new_turns", "transcript", "turns_from_messages"]
 
@@ -32,6 +35,7 @@ class Turn:
     id: str | None
     role: Role
     text: str
+    at: datetime | None = None  # when it was said, if the message carries the time
 
 
 def _turn(message: Any, index: int) -> Turn | None:
@@ -41,9 +45,9 @@ def _turn(message: Any, index: int) -> Turn | None:
         if isinstance(message, HumanMessage):
             if message.additional_kwargs.get("lc_source") == "summarization":
                 return None
-            return Turn(message.id, "user", message.text)
+            return Turn(message.id, "user", message.text, said_on(message))
         if isinstance(message, AIMessage):
-            return Turn(message.id, "assistant", message.text) if message.text.strip() else None
+            return Turn(message.id, "assistant", message.text, said_on(message)) if message.text.strip() else None
         return None  # system prompts and tool results are not what the user said
     if isinstance(message, dict):
         role = _ROLES.get(str(message.get("role", "")).lower())
@@ -54,7 +58,7 @@ def _turn(message: Any, index: int) -> Turn | None:
             raise InvalidInputError(
                 "messages", f"message {index} must have role user/assistant and string content, got {shown(message)}"
             )
-        return Turn(message.get("id"), role, content)  # type: ignore[arg-type]
+        return Turn(message.get("id"), role, content, said_on(message))  # type: ignore[arg-type]
     raise InvalidInputError(
         "messages", f"message {index} must be a LangChain message, a {{'role', 'content'}} dict or a string, "
                     f"got {type(message).__name__}"
@@ -68,11 +72,11 @@ def _with_id(turn: Turn, index: int) -> Turn:
     if isinstance(turn.id, str):
         check_storable("messages", f"the id of message {index}", turn.id)
         if find_secret(turn.id):  # the last id read is stored as the cursor: keep a digest instead
-            return Turn("#" + hashlib.sha256(turn.id.encode()).hexdigest()[:24], turn.role, turn.text)
+            return dataclasses.replace(turn, id="#" + hashlib.sha256(turn.id.encode()).hexdigest()[:24])
     if turn.id is not None:
         return turn
     digest = hashlib.sha1(f"{turn.role}\x1f{turn.text}".encode()).hexdigest()[:12]
-    return Turn(f"#{index}:{digest}", turn.role, turn.text)
+    return dataclasses.replace(turn, id=f"#{index}:{digest}")
 
 
 def turns_from_messages(messages: Any) -> list[Turn]:

@@ -6,7 +6,8 @@ One module per area; everything public is re-exported here, so ``queries.X`` wor
 - :mod:`.items` and :mod:`.search`: memory items, and the searches over them;
 - :mod:`.history`: earlier wordings and supersession chains;
 - :mod:`.access`: projects, teams and orgs, members and shares;
-- :mod:`.resources`, :mod:`.profiles`, :mod:`.extraction`: the other layers of memory;
+- :mod:`.resources`, :mod:`.passages`, :mod:`.profiles`, :mod:`.extraction`: the other layers of memory
+  (documents are searched by passage);
 - :mod:`.erase` and :mod:`.transfer`: data rights (forget, delete a scope, export, import),
   over the tables of :mod:`.tables` (:data:`USER_DATA_TABLES`);
 - :mod:`.reembed`, :mod:`.episodic`, :mod:`.server`: re-embedding, episodic memory beyond the
@@ -51,10 +52,18 @@ from .items import (
     select_items_by_ids,
     select_owned,
     set_keyed_fields,
+    set_valid_from,
     stats,
     touch_items,
     update_status,
     vector_literal,
+)
+from .filters import (
+    filter_sql,
+    narrowing,
+)
+from .narrowed import (
+    narrowed_search,
 )
 from .search import (
     GENERIC_PLANS,
@@ -65,9 +74,11 @@ from .search import (
     indexed_search,
     search_candidates,
     similar_items,
+    subtree_params,
 )
 from .history import (
     earlier_wordings,
+    past_candidates,
     revise_item,
     supersede_item,
     supersession_chain,
@@ -94,6 +105,17 @@ from .resources import (
     select_resource_by_id,
     select_resources,
     upsert_resource,
+)
+from .passages import (
+    delete_passages,
+    insert_passages,
+    mark_passages_extracted,
+    move_passages,
+    place_document_memories,
+    repoint_document_memories,
+    retire_document_memories,
+    search_passages,
+    select_passages,
 )
 from .profiles import (
     claim_profile,
@@ -138,9 +160,11 @@ from .reembed import (
     count_staged,
     delete_meta,
     hold_off_writers,
+    pending_passages,
     pending_reembed,
     select_meta,
     set_meta,
+    set_passage_vectors,
     stage_vectors,
     swap_statements,
     vector_indexes,
@@ -194,6 +218,16 @@ from .store import (
 )
 
 __all__ = [
+    "delete_passages",
+    "insert_passages",
+    "mark_passages_extracted",
+    "move_passages",
+    "place_document_memories",
+    "past_candidates",
+    "repoint_document_memories",
+    "retire_document_memories",
+    "search_passages",
+    "select_passages",
     "COPY_COLUMNS",
     "COPY_TYPES",
     "DETACH_FROM_SCOPE_KEYS",
@@ -227,6 +261,9 @@ __all__ = [
     "create_scope",
     "cross_level_neighbours",
     "database_exists",
+    "filter_sql",
+    "narrowed_search",
+    "narrowing",
     "delete_checkpoints_of_runs",
     "archive_unused",
     "delete_expired",
@@ -270,6 +307,7 @@ __all__ = [
     "mark_profile_dirty",
     "member_of",
     "new_item_row",
+    "pending_passages",
     "pending_reembed",
     "ping",
     "profile_inputs",
@@ -304,11 +342,14 @@ __all__ = [
     "select_resources",
     "select_scope_access",
     "set_keyed_fields",
+    "set_valid_from",
     "set_manual_fields",
     "set_meta",
+    "set_passage_vectors",
     "set_team_write",
     "shared_with",
     "similar_items",
+    "subtree_params",
     "stage_vectors",
     "start_extraction_run",
     "stats",

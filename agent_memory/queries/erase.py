@@ -46,6 +46,7 @@ _FORGET_DELETES = {
     "memory_items": "DELETE FROM memory_items WHERE user_id = %(u)s",
     "memory_decisions": "DELETE FROM memory_decisions WHERE user_id = %(u)s",
     "memory_extraction_runs": "DELETE FROM memory_extraction_runs WHERE user_id = %(u)s",
+    "memory_passages": "DELETE FROM memory_passages WHERE user_id = %(u)s",
     "memory_resources": "DELETE FROM memory_resources WHERE user_id = %(u)s",
     "memory_profiles": "DELETE FROM memory_profiles WHERE kind = 'user' AND subject_id = %(u)s",
     "memory_project_shares": "DELETE FROM memory_project_shares WHERE grantee_kind = 'user' AND grantee_id = %(u)s",
@@ -129,6 +130,7 @@ _SCOPE_DELETES = {
                             " (SELECT id FROM memory_items WHERE scope = %(k)s AND scope_id = %(s)s)"),
     "memory_items": "DELETE FROM memory_items WHERE scope = %(k)s AND scope_id = %(s)s",
     "memory_decisions": "DELETE FROM memory_decisions WHERE scope = %(k)s AND scope_id = %(s)s",
+    "memory_passages": "DELETE FROM memory_passages WHERE scope = %(k)s AND scope_id = %(s)s",
     "memory_resources": "DELETE FROM memory_resources WHERE scope = %(k)s AND scope_id = %(s)s",
     "memory_profiles": "DELETE FROM memory_profiles WHERE kind = %(k)s AND subject_id = %(s)s",
     "memory_project_shares": ("DELETE FROM memory_project_shares WHERE (%(k)s = 'project' AND project_id = %(s)s)"

@@ -37,6 +37,7 @@ __all__ = [
     "select_items_by_ids",
     "select_owned",
     "set_keyed_fields",
+    "set_valid_from",
     "stats",
     "touch_items",
     "update_status",
@@ -48,7 +49,7 @@ ITEM_COLUMNS = (
     "id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
     "source", "source_id", "confidence", "visibility", "status", "created_at", "updated_at",
     "last_used_at", "access_count", "metadata", "valid_from", "valid_to", "superseded_by", "version", "key",
-    "expires_at", "retention",
+    "expires_at", "retention", "recorded_at", "known_to",
 )
 
 
@@ -80,11 +81,12 @@ def vector_literal(vector: Sequence[float]) -> str:
 
 
 def insert_item() -> sql.Composable:
-    """One row from a dict keyed by :data:`COPY_COLUMNS`, returned as stored."""
+    """One row from a dict keyed by :data:`COPY_COLUMNS` and ``valid_from`` (None: now), returned as stored."""
     values: list[sql.Composable] = [sql.Placeholder(c) for c in COPY_COLUMNS]
     values[-1] = sql.SQL("{}::vector").format(values[-1])
+    values.append(sql.SQL("coalesce(%(valid_from)s::timestamptz, now())"))  # event time; none said: now
     return sql.SQL("INSERT INTO memory_items ({cols}) VALUES ({vals}) RETURNING {ret}").format(
-        cols=sql.SQL(", ").join(sql.Identifier(c) for c in COPY_COLUMNS),
+        cols=sql.SQL(", ").join(sql.Identifier(c) for c in (*COPY_COLUMNS, "valid_from")),
         vals=sql.SQL(", ").join(values), ret=_RETURNING,
     )
 
@@ -258,15 +260,26 @@ def select_by_key(scope: Scope, scope_id: str, user_id: str, key: str, where: Qu
     )
 
 
-def set_keyed_fields(memory_id: Any, *, visibility: str, metadata: Any, expires_at: Any, retention: str) -> Query:
+def set_keyed_fields(memory_id: Any, *, visibility: str, metadata: Any, expires_at: Any, retention: str,
+                     valid_from: Any = None) -> Query:
     """What a put by key sets besides the wording: active again, its visibility, metadata, expiry
-    and retention."""
+    and retention, and ``valid_from`` when one is given."""
     return (
         sql.SQL("UPDATE memory_items SET status = 'active', visibility = %(visibility)s, metadata = %(metadata)s,"
-                " expires_at = %(expires_at)s, retention = %(retention)s, updated_at = now()"
+                " expires_at = %(expires_at)s, retention = %(retention)s, updated_at = now(),"
+                " valid_from = coalesce(%(valid_from)s::timestamptz, valid_from)"
                 " WHERE id = %(id)s RETURNING {ret}").format(ret=_RETURNING),
         {"id": memory_id, "visibility": visibility, "metadata": Jsonb(dict(metadata)), "expires_at": expires_at,
-         "retention": retention},
+         "retention": retention, "valid_from": valid_from},
+    )
+
+
+def set_valid_from(dated: Sequence[tuple[Any, Any]]) -> Query:
+    """Set when each fact began to hold: ``dated`` pairs a row id with its ``valid_from``."""
+    return (
+        sql.SQL("UPDATE memory_items m SET valid_from = v.valid_from"
+                " FROM unnest(%(ids)s::uuid[], %(times)s::timestamptz[]) AS v(id, valid_from) WHERE m.id = v.id"),
+        {"ids": [i for i, _ in dated], "times": [t for _, t in dated]},
     )
 
 

@@ -20,9 +20,11 @@ __all__ = [
     "count_staged",
     "delete_meta",
     "hold_off_writers",
+    "pending_passages",
     "pending_reembed",
     "select_meta",
     "set_meta",
+    "set_passage_vectors",
     "stage_vectors",
     "swap_statements",
     "vector_indexes",
@@ -113,6 +115,11 @@ def swap_statements(dimensions: int, indexes: Sequence[Mapping[str, str]], *, se
         ("ALTER TABLE memory_items DROP COLUMN embedding_half", None),
         ("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector USING embedding::vector", None),
         ("UPDATE memory_items m SET embedding = r.embedding FROM memory_reembed r WHERE r.id = m.id", None),
+        # earlier wordings' vectors are the old model's: a search of the past falls back to the new one
+        ("UPDATE memory_item_history SET embedding = NULL WHERE embedding IS NOT NULL", None),
+        # documents' passages: emptied here, embedded again right after the switch (pending_passages)
+        (sql.SQL("ALTER TABLE memory_passages ALTER COLUMN embedding TYPE vector({d}) USING NULL").format(d=dims),
+         None),
         (sql.SQL("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector({d}) USING embedding::vector({d})")
          .format(d=dims), None),
         ("ALTER TABLE memory_items ADD COLUMN embedding_half halfvec GENERATED ALWAYS AS (embedding::halfvec) STORED",
@@ -121,3 +128,15 @@ def swap_statements(dimensions: int, indexes: Sequence[Mapping[str, str]], *, se
     statements += [(ix["definition"], None) for ix in indexes]
     statements.append((search_index, None))
     return statements
+
+
+def pending_passages(limit: int) -> Statement:
+    """Passages of documents with no vector (a re-embedding's switch emptied them), in id order."""
+    return ("SELECT id, content FROM memory_passages WHERE embedding IS NULL ORDER BY id LIMIT %s", (limit,))
+
+
+def set_passage_vectors(rows: Sequence[Mapping[str, Any]], vectors: Sequence[Sequence[float]]) -> Statement:
+    """Give each passage of ``rows`` its vector (one statement; a passage deleted meanwhile is skipped)."""
+    return ("UPDATE memory_passages p SET embedding = v.e::vector FROM unnest(%s::uuid[], %s::text[]) AS v(id, e)"
+            " WHERE p.id = v.id AND p.embedding IS NULL",
+            ([r["id"] for r in rows], [vector_literal(v) for v in vectors]))

@@ -59,6 +59,8 @@ def row_to_item(row: Mapping[str, Any], *, deduplicated: bool = False) -> Memory
         key=row.get("key"),
         expires_at=row.get("expires_at"),
         retention=Retention(row.get("retention") or "decay"),
+        recorded_at=row.get("recorded_at") or row["created_at"],
+        known_to=row.get("known_to"),
     )
 
 
@@ -83,6 +85,7 @@ def new_item_row(identity: Identity, new: NewMemory, content: str, vector: Seque
         "key": new.key,
         "expires_at": new.expires_at,
         "retention": new.retention.value,
+        "valid_from": new.valid_from,
         "embedding": np.asarray(vector, dtype=np.float32) if binary else vector_literal(vector),
     }
 

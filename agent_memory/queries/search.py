@@ -12,6 +12,7 @@ from typing import Any
 from psycopg import sql
 
 from ..models import Identity, MemoryType, Scope
+from ..ranking import KEYWORD_NORMS
 from .items import item_columns, salience_at, vector_literal
 from .types import Query
 from .visibility import item_filter, live, visible_parts
@@ -25,6 +26,7 @@ __all__ = [
     "indexed_search",
     "search_candidates",
     "similar_items",
+    "subtree_params",
 ]
 
 #: an index range of live rows: active and not expired (``expires_at`` is in the search and count
@@ -47,11 +49,48 @@ HALF_ERROR = 0.01
 GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
-def _scope_priority_expr() -> sql.Composable:
+def _scope_priority_expr(subtree: bool = False) -> sql.Composable:
+    """SQL: the precedence of row ``m``'s level; in a subtree read a shared level's precedence drops
+    by ``%(p_step)s`` for each ``/`` segment the row's scope lies below the identity's id
+    (``%(st_project)s`` etc.: that id's depth), never below 0, so nearer scopes come first."""
+    if not subtree:
+        return sql.SQL(
+            "(CASE m.scope WHEN 'session' THEN %(p_session)s::float8 WHEN 'project' THEN %(p_project)s::float8"
+            " WHEN 'team' THEN %(p_team)s::float8 WHEN 'org' THEN %(p_org)s::float8 ELSE %(p_user)s::float8 END)"
+        )
+    depth = "(length(m.scope_id) - length(replace(m.scope_id, '/', '')))"
+
+    def nearer(level: str) -> str:
+        return (f"greatest(0, %(p_{level})s::float8 - %(p_step)s::float8"
+                f" * ({depth} - coalesce(%(st_{level})s::int, {depth})))")
     return sql.SQL(
-        "(CASE m.scope WHEN 'session' THEN %(p_session)s::float8 WHEN 'project' THEN %(p_project)s::float8"
-        " WHEN 'team' THEN %(p_team)s::float8 WHEN 'org' THEN %(p_org)s::float8 ELSE %(p_user)s::float8 END)"
+        f"(CASE m.scope WHEN 'session' THEN %(p_session)s::float8 WHEN 'project' THEN {nearer('project')}"
+        f" WHEN 'team' THEN {nearer('team')} WHEN 'org' THEN {nearer('org')} ELSE %(p_user)s::float8 END)"
     )
+
+
+def subtree_params(identity: Identity, step: float) -> dict[str, Any]:
+    """The parameters of :func:`_scope_priority_expr` in a subtree read: the depth of each of the
+    identity's shared ids (``None``: the level is not narrowed, so not ranked by depth)."""
+    ids = {"project": identity.project_id, "team": identity.team_id, "org": identity.org_id}
+    return {"p_step": float(step),
+            **{f"st_{level}": None if value is None else value.count("/") for level, value in ids.items()}}
+
+
+def _coverage(keyword_norm: str) -> bool:
+    """``%(kw_cov)s``: whether ``keyword_norm`` (one of :data:`agent_memory.ranking.KEYWORD_NORMS`) is coverage."""
+    if keyword_norm not in KEYWORD_NORMS:
+        raise ValueError(f"keyword_norm must be one of {', '.join(KEYWORD_NORMS)}, got {keyword_norm!r}")
+    return keyword_norm == "coverage"
+
+
+def _keyword_key(bm25: str, ceiling: str) -> str:
+    """SQL: the keyword evidence of BM25 ``bm25`` as :func:`agent_memory.ranking.rank` computes it,
+    ``least(bm25 / ceiling, 1)`` under ``%(kw_cov)s`` (:func:`agent_memory.ranking.coverage`),
+    else ``bm25 / (bm25 + %(kw_half)s)`` (:func:`agent_memory.ranking.squash`); 0 without a match."""
+    # (``least`` ignores a NULL, so a row without a match is made 0 before it)
+    return (f"coalesce(CASE WHEN %(kw_cov)s::boolean THEN least(coalesce({bm25} / nullif({ceiling}, 0), 0), 1)"
+            f" ELSE {bm25} / ({bm25} + %(kw_half)s::float8) END, 0)")
 
 
 def search_candidates(
@@ -68,11 +107,17 @@ def search_candidates(
     salience_weight: float = 0.0,
     k1: float = 1.2,
     half: float = 5.0,
+    keyword_norm: str = "squash",
+    extra_lexemes: Sequence[str] = (),
+    subtree: dict[str, Any] | None = None,
 ) -> Query:
     """Everything a search reads, in one statement: candidates and BM25 statistics.
 
     Write ``final = A + B`` with ``A`` the score without keyword evidence and
-    ``B = keyword_weight * bm25 / (bm25 + half)``. The vector list holds the
+    ``B = keyword_weight * key(bm25)``, ``key`` being ``bm25 / (bm25 + half)`` (``keyword_norm``
+    ``"squash"``) or ``min(bm25 / ceiling, 1)`` (``"coverage"``; ``ceiling``: the summed IDF of
+    the query lexemes any visible row holds, :func:`agent_memory.ranking.bm25_ceiling`); both
+    grow with ``bm25`` and are 0 without a match. The vector list holds the
     ``pool`` best rows by ``A``; the keyword list the ``pool`` best rows that
     match any query lexeme, by ``A + B`` (BM25 with b = 0 and IDF over the
     caller's rows, as :func:`agent_memory.ranking.bm25_scores` computes it). A
@@ -84,20 +129,29 @@ def search_candidates(
     (:func:`touch_items` / :func:`select_items_by_ids`). Each row also carries ``kw_df`` (lexeme -> rows containing it) and
     ``kw_n`` (rows visible), counted in one pass over the caller's rows rather
     than one index probe per lexeme, whose cost grows with the whole table.
+
+    ``extra_lexemes``: lexemes searched for besides those of ``query_text`` (word feedback, see
+    :func:`agent_memory.ranking.feedback_lexemes`), taken as they are (not parsed again).
+
+    ``subtree`` (:func:`subtree_params`): ``where`` reaches down the shared levels' paths, and a
+    row's level precedence drops with its depth below the caller's id.
     """
     filt, params = where
     params = dict(params)
+    params.update(subtree or {})
+    prio = _scope_priority_expr(subtree is not None)
     params.update(
-        q_vec=vector_literal(query_vector), q_text=query_text, q_pool=pool,
+        q_vec=vector_literal(query_vector), q_text=query_text, q_extra=list(extra_lexemes), q_pool=pool,
         w_vec=vector_weight, w_conf=confidence_weight, w_scope=scope_weight,
         **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
         w_kw=keyword_weight, kw_k1=k1, kw_half=half, w_sal=salience_weight,
+        kw_cov=_coverage(keyword_norm),
     )
     # ``A`` includes the salience term (read from each row: this statement scans the rows anyway)
     prior = sql.SQL(
         "%(w_vec)s::float8 * (1 - (m.embedding <=> q.v)) + %(w_conf)s::float8 * m.confidence"
         " + %(w_scope)s::float8 * {prio} + %(w_sal)s::float8 * {salience}"
-    ).format(prio=_scope_priority_expr(), salience=sql.SQL(salience_at()))
+    ).format(prio=prio, salience=sql.SQL(salience_at()))
     keyword_ctes: sql.Composable
     keyword_branch: sql.Composable
     stats_cols: sql.Composable
@@ -105,8 +159,8 @@ def search_candidates(
         keyword_ctes = sql.SQL(
             """
             lex AS MATERIALIZED (
-                SELECT u.lex, quote_literal(u.lex)::tsquery AS tq
-                FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s))) AS u(lex)
+                SELECT DISTINCT u.lex, quote_literal(u.lex)::tsquery AS tq
+                FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s)) || %(q_extra)s::text[]) AS u(lex)
             ),
             stats AS MATERIALIZED (
                 SELECT l.lex, count(*) FILTER (WHERE m.content_tsv @@ l.tq) AS df, count(*) AS n
@@ -115,20 +169,21 @@ def search_candidates(
             idf AS MATERIALIZED (
                 SELECT lex, ln(1 + (n - df + 0.5)::float8 / (df + 0.5)::float8) AS w FROM stats WHERE df > 0
             ),
+            ceiling AS MATERIALIZED (SELECT sum(w) AS c FROM idf),
             """
         ).format(filt=filt)
         keyword_branch = sql.SQL(
             """
             UNION
-            (SELECT m.id FROM memory_items m CROSS JOIN q CROSS JOIN LATERAL (
+            (SELECT m.id FROM memory_items m CROSS JOIN q CROSS JOIN ceiling CROSS JOIN LATERAL (
                  SELECT coalesce(sum(i.w * coalesce(cardinality(u.positions), 1) * (%(kw_k1)s::float8 + 1)
                                      / (coalesce(cardinality(u.positions), 1) + %(kw_k1)s::float8)), 0) AS s
                  FROM unnest(m.content_tsv) AS u JOIN idf i ON u.lexeme = i.lex) AS b
              WHERE q.tq IS NOT NULL AND m.content_tsv @@ q.tq AND {filt}
-             ORDER BY {prior} + %(w_kw)s::float8 * (b.s / (b.s + %(kw_half)s::float8)) DESC, m.id
+             ORDER BY {prior} + %(w_kw)s::float8 * {key} DESC, m.id
              LIMIT %(q_pool)s)
             """
-        ).format(filt=filt, prior=prior)
+        ).format(filt=filt, prior=prior, key=sql.SQL(_keyword_key("b.s", "ceiling.c")))
         stats_cols = sql.SQL(
             "(SELECT coalesce(jsonb_object_agg(lex, df), jsonb_build_object()) FROM stats) AS kw_df,"
             " (SELECT max(n) FROM stats) AS kw_n"
@@ -140,7 +195,11 @@ def search_candidates(
         """
         WITH q AS MATERIALIZED (
             SELECT %(q_vec)s::vector AS v,
-                   CASE WHEN numnode(plainto_tsquery('english', %(q_text)s)) = 0 THEN NULL
+                   CASE WHEN cardinality(%(q_extra)s::text[]) > 0 THEN
+                            (SELECT string_agg(quote_literal(u.x), ' | ') FROM unnest(
+                                tsvector_to_array(to_tsvector('english', %(q_text)s)) || %(q_extra)s::text[]) AS u(x)
+                            )::tsquery
+                        WHEN numnode(plainto_tsquery('english', %(q_text)s)) = 0 THEN NULL
                         ELSE replace(plainto_tsquery('english', %(q_text)s)::text, ' & ', ' | ')::tsquery
                    END AS tq
         ),
@@ -155,7 +214,7 @@ def search_candidates(
         WHERE m.id IN (SELECT id FROM cand)
         """
     ).format(filt=filt, prior=prior, keyword_ctes=keyword_ctes, keyword_branch=keyword_branch,
-             prio=_scope_priority_expr(), salience=sql.SQL(salience_at()), stats_cols=stats_cols)
+             prio=prio, salience=sql.SQL(salience_at()), stats_cols=stats_cols)
     return query, params
 
 
@@ -190,6 +249,8 @@ def indexed_search(
     salience_weight: float = 0.0,
     k1: float = 1.2,
     half: float = 5.0,
+    keyword_norm: str = "squash",
+    extra_lexemes: Sequence[str] = (),
 ) -> Query:
     """:func:`search_candidates` for active memories, answered from the search indexes (migration
     ``0010_search_at_scale``): same columns, and candidates that hold the exact top ``k``.
@@ -198,7 +259,8 @@ def indexed_search(
     whose ``halfvec`` copy of the vector gives a similarity estimate within :data:`HALF_ERROR`.
     ``n`` (BM25's document count) comes from ``memory_items_count_idx``; term counts and document
     frequencies from ``memory_terms``, one range per level and query lexeme. So every visible row
-    gets ``final~ = w_vec * sim~ + w_conf * confidence + w_scope * priority + w_kw * squash(bm25)``,
+    gets ``final~ = w_vec * sim~ + w_conf * confidence + w_scope * priority + w_kw * key(bm25)``
+    (``key`` as in :func:`search_candidates`),
     within ``e = w_vec * HALF_ERROR`` of its final score, and a relevance within ``HALF_ERROR``.
 
     Let ``T`` be the ``k``-th best ``final~`` among rows whose relevance estimate clears
@@ -218,11 +280,11 @@ def indexed_search(
     _, params = item_filter(identity, scopes=scopes, types=types)
     params.update(visible_parts(identity, scopes, keyed=True)[1])
     params.update(
-        q_vec=vector_literal(query_vector), q_text=query_text, q_k=k, q_wide=k + pool,
+        q_vec=vector_literal(query_vector), q_text=query_text, q_extra=list(extra_lexemes), q_k=k, q_wide=k + pool,
         q_floor=float(min_relevance), q_err=HALF_ERROR, w_sal=salience_weight, w_vec=vector_weight,
         w_conf=confidence_weight,
         w_scope=scope_weight, **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
-        w_kw=keyword_weight, kw_k1=k1, kw_half=half,
+        w_kw=keyword_weight, kw_k1=k1, kw_half=half, kw_cov=_coverage(keyword_norm),
         # relevance = (1 - share) * similarity + share * keyword (ranking.rank), whatever the
         # weight of similarity in the final score: the floor is on relevance
         q_rel_vec=1 - keyword_share if keyword_share is not None else (
@@ -248,7 +310,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
                  " FROM memory_items m, q WHERE {part} AND " + _ACTIVE + "{types}")
     # final~ and relevance~ of every visible row: one index range per level, probing the
     # keyword scores (a hash of the few rows that hold a query word)
-    squashed = "coalesce(kw.s / (kw.s + %(kw_half)s::float8), 0)"
+    squashed = _keyword_key("kw.s", "(SELECT c FROM ceiling)")
     scored = sql.SQL(
         f"SELECT v.id, %(w_vec)s::float8 * v.sim + v.b + %(w_kw)s::float8 * {squashed} AS f,"
         f" %(q_rel_vec)s::float8 * v.sim + (1 - %(q_rel_vec)s::float8) * {squashed} AS rel"
@@ -258,12 +320,16 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
         """
         WITH q AS MATERIALIZED (SELECT %(q_vec)s::vector AS v, %(q_vec)s::halfvec AS h),
         lex AS MATERIALIZED (
-            SELECT u.lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s))) AS u(lexeme)
+            SELECT DISTINCT u.lexeme
+            FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s)) || %(q_extra)s::text[]) AS u(lexeme)
             WHERE %(w_kw)s::float8 > 0
         ),
         n AS MATERIALIZED (SELECT coalesce(sum(c.c), 0)::bigint AS n FROM ({counts}) c),
         post AS MATERIALIZED ({postings}),
         df AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM post GROUP BY lexeme),
+        ceiling AS MATERIALIZED (
+            SELECT sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)) AS c FROM df CROSS JOIN n
+        ),
         kw AS MATERIALIZED (
             SELECT p.id, sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)
                              * p.tf * (%(kw_k1)s::float8 + 1) / (p.tf + %(kw_k1)s::float8)) AS s

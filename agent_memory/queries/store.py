@@ -18,9 +18,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from ..models import Scope
+from ..filters import Filter
+from .filters import filter_sql
 from .items import vector_literal
 from .types import Query
 
@@ -37,10 +38,6 @@ __all__ = [
 
 #: the metadata key a store item keeps its namespace, value, TTL and index flag under
 STORE_FIELD = "_store"
-
-#: the comparison operators of a filter, as SQL
-_COMPARE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
-
 
 def like_prefix(text: str) -> str:
     """The ``LIKE`` pattern (``ESCAPE '\\'``) for strings that start with ``text``: ``\\``,
@@ -84,46 +81,10 @@ def value_expression(roots: Mapping[Scope, str], params: dict[str, Any]) -> sql.
     ).format(store_row=_store_row(roots, params))
 
 
-def store_filter(conditions: Sequence[tuple[str, str, Any]]) -> Query:
-    """SQL: the row's value (``v.value``, as :func:`search_store` names it) passes every
-    ``(key, operator, operand)`` condition, evaluated on the stored ``jsonb``: ``$eq``/``$ne``
-    compare JSON values (numbers as numbers, ``1`` equals ``1.0``), ``$gt``/``$gte``/``$lt``/``$lte``
-    compare a number with numbers (numerically) and a string with strings (by code point),
-    ``$in``/``$nin`` test membership in a list. A missing key passes only ``$ne`` and ``$nin``.
-    Operands are checked by the caller (numbers, strings, JSON)."""
-    params: dict[str, Any] = {}
-    clauses: list[sql.Composable] = []
-    value = sql.SQL("v.value")
-    for i, (key, op, operand) in enumerate(conditions):
-        k, v = f"sf{i}_key", f"sf{i}_val"
-        params[k] = key
-        field = sql.SQL("({value} -> %({k})s)").format(value=value, k=sql.SQL(k))
-        if op == "$eq":
-            params[v] = Jsonb(operand)
-            clauses.append(sql.SQL("{field} = %({v})s::jsonb").format(field=field, v=sql.SQL(v)))
-        elif op == "$ne":
-            params[v] = Jsonb(operand)
-            clauses.append(sql.SQL("{field} IS DISTINCT FROM %({v})s::jsonb").format(field=field, v=sql.SQL(v)))
-        elif op in ("$in", "$nin"):
-            params[v] = [Jsonb(x) for x in operand]
-            test = sql.SQL("COALESCE({field} = ANY(%({v})s::jsonb[]), false)").format(field=field, v=sql.SQL(v))
-            clauses.append(test if op == "$in" else sql.SQL("NOT ") + test)
-        elif op in _COMPARE:
-            if isinstance(operand, str):
-                params[v] = operand
-                clauses.append(sql.SQL(
-                    "(jsonb_typeof({field}) = 'string' AND ({value} ->> %({k})s) COLLATE \"C\" {op} %({v})s)"
-                ).format(field=field, value=value, k=sql.SQL(k), op=sql.SQL(_COMPARE[op]), v=sql.SQL(v)))
-            else:
-                params[v] = Jsonb(operand)
-                clauses.append(sql.SQL(
-                    "(jsonb_typeof({field}) = 'number' AND {field} {op} %({v})s::jsonb)"
-                ).format(field=field, op=sql.SQL(_COMPARE[op]), v=sql.SQL(v)))
-        else:
-            raise ValueError(f"unknown filter operator {op!r}")
-    if not clauses:
-        return sql.SQL("TRUE"), params
-    return sql.SQL("(") + sql.SQL(" AND ").join(clauses) + sql.SQL(")"), params
+def store_filter(tree: Filter | None) -> Query:
+    """SQL: the row's value (``v.value``, as :func:`search_store` names it) passes the parsed filter
+    (:func:`agent_memory.store.values.check_filter`), as :func:`.filters.filter_sql` compiles it."""
+    return filter_sql(tree, "v.value", prefix="sf")
 
 
 def search_store(

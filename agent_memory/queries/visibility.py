@@ -15,6 +15,7 @@ from typing import Any
 from psycopg import sql
 
 from ..models import Identity, MemoryType, Scope, Status
+from ..validation import segment_prefix_pattern
 from .types import Query
 
 __all__ = [
@@ -63,7 +64,7 @@ def scope_key(value: str) -> int:
 
 
 def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, keyed: bool = False,
-                  alias: str = "m") -> tuple[dict[Scope, sql.Composable], dict[str, Any]]:
+                  alias: str = "m", subtree: bool = False) -> tuple[dict[Scope, sql.Composable], dict[str, Any]]:
     """The tenancy rule of :func:`visible_filter` as one condition per level the caller can read,
     each narrow enough for one index range (a search reads them as ``UNION ALL`` branches).
 
@@ -71,7 +72,14 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
     both search indexes carry in place of the ids: such a branch can be answered from the index
     alone. A keyed condition admits a superset of the caller's rows only on an md5 collision, and
     every keyed read is re-checked with the full rule before anything is returned.
+
+    With ``subtree`` the project, team and org levels also cover every scope below the identity's
+    id by whole ``/`` segments (``co/eng`` covers ``co/eng/web``, never ``co/engine``), each under
+    its own rule: a member of that scope, or (projects) its public memories when it is shared
+    with the caller. Being a member of ``co/eng`` gives nothing of ``co/eng/web`` by itself.
     """
+    if subtree and keyed:
+        raise ValueError("a subtree read names its scopes by id; it has no keyed form")
     scopes = tuple(Scope) if scopes is None else tuple(scopes)
     m = alias
     parts: dict[Scope, sql.Composable] = {}
@@ -92,7 +100,19 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
         params["vf_session"] = identity.session_id
         parts[Scope.SESSION] = sql.SQL(
             f"({m}.scope = 'session' AND {_is('scope_id', 'session', identity.session_id)} AND {mine})")
-    if Scope.PROJECT in scopes and identity.project_id is not None:
+    if Scope.PROJECT in scopes and identity.project_id is not None and subtree:
+        params["vf_project"] = identity.project_id
+        params["vf_project_below"] = segment_prefix_pattern(identity.project_id)
+        within = "(ps.project_id = %(vf_project)s OR ps.project_id LIKE %(vf_project_below)s)"
+        members = ("SELECT mm.scope_id FROM memory_members mm WHERE mm.kind = 'project' AND mm.user_id = %(vf_user)s"
+                   " AND (mm.scope_id = %(vf_project)s OR mm.scope_id LIKE %(vf_project_below)s)")
+        parts[Scope.PROJECT] = sql.SQL(
+            f"({m}.scope = 'project' AND ("
+            f"({m}.scope_id = ANY(ARRAY({members})) AND ({m}.visibility <> 'owner_only' OR {mine}))"
+            f" OR ({m}.visibility = 'public' AND {m}.scope_id = ANY(ARRAY(SELECT ps.project_id"
+            f" FROM memory_project_shares ps WHERE {within} AND {granted_to('%(vf_user)s')})))))"
+        )
+    elif Scope.PROJECT in scopes and identity.project_id is not None:
         params["vf_project"] = identity.project_id
         parts[Scope.PROJECT] = sql.SQL(
             f"({m}.scope = 'project' AND {_is('scope_id', 'project', identity.project_id)} AND ("
@@ -107,6 +127,10 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
         if chosen is not None:
             params[f"vf_{scope.value}"] = chosen
             narrow = f" AND mm.scope_id = %(vf_{scope.value})s"
+            if subtree:
+                params[f"vf_{scope.value}_below"] = segment_prefix_pattern(chosen)
+                narrow = (f" AND (mm.scope_id = %(vf_{scope.value})s"
+                          f" OR mm.scope_id LIKE %(vf_{scope.value}_below)s)")
         members = f"FROM memory_members mm WHERE mm.kind = '{scope.value}' AND mm.user_id = %(vf_user)s{narrow}"
         # keyed: an array of keys, so the level is index ranges (an IN would join and filter)
         among = (f"{m}.scope_key = ANY(ARRAY(SELECT agent_memory_key(mm.scope_id) {members}))" if keyed
@@ -117,7 +141,7 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
     return parts, params
 
 
-def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) -> Query:
+def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None, *, subtree: bool = False) -> Query:
     """``m`` rows the caller may read; the tenancy rule every read goes through.
 
     - user memories: their own; session memories: their own, of their current session;
@@ -127,8 +151,9 @@ def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None) ->
       ``org_id`` when the identity names one), except other members' owner_only ones.
 
     Membership is read in the same statement, so a read never sees a role older than itself.
+    ``subtree``: the shared levels reach down their ``/`` paths (:func:`visible_parts`).
     """
-    parts, params = visible_parts(identity, scopes)
+    parts, params = visible_parts(identity, scopes, subtree=subtree)
     if not parts:
         return sql.SQL("FALSE"), params
     return sql.SQL("(") + sql.SQL(" OR ").join(parts.values()) + sql.SQL(")"), params
@@ -141,14 +166,30 @@ def item_filter(
     types: Sequence[MemoryType] | None = None,
     statuses: Sequence[Status] | None = (Status.ACTIVE,),
     as_of: datetime | None = None,
+    known_at: datetime | None = None,
+    subtree: bool = False,
+    narrow: Query | None = None,
 ) -> Query:
     """:func:`visible_filter` narrowed to what has not expired (:func:`live`), by type and
-    status; with ``as_of``, only items whose fact held at that time (``valid_from <= as_of < valid_to``)."""
-    where, params = visible_filter(identity, scopes)
+    status; with ``as_of`` (event time), only items whose fact held in the world at that time
+    (``valid_from <= as_of < valid_to``); with ``known_at`` (record time), only items the memory
+    held at that time (``recorded_at <= known_at < known_to``). With both: the world at ``as_of``
+    as the memory knew it at ``known_at`` (an end of validity recorded later does not count)."""
+    where, params = visible_filter(identity, scopes, subtree=subtree)
     clauses = [where, sql.SQL(live())]
+    if narrow is not None:  # metadata, time ranges, origin (:func:`.filters.narrowing`)
+        clauses.append(narrow[0])
+        params.update(narrow[1])
     if as_of is not None:
-        clauses.append(sql.SQL("m.valid_from <= %(f_as_of)s AND (m.valid_to IS NULL OR m.valid_to > %(f_as_of)s)"))
+        ended = "m.valid_to IS NULL OR m.valid_to > %(f_as_of)s"
+        if known_at is not None:
+            ended += " OR m.known_to > %(f_known_at)s"
+        clauses.append(sql.SQL(f"m.valid_from <= %(f_as_of)s AND ({ended})"))
         params["f_as_of"] = as_of
+    if known_at is not None:
+        clauses.append(sql.SQL("coalesce(m.recorded_at, m.created_at) <= %(f_known_at)s"
+                               " AND (m.known_to IS NULL OR m.known_to > %(f_known_at)s)"))
+        params["f_known_at"] = known_at
     if types is not None:
         clauses.append(sql.SQL("m.memory_type = ANY(%(f_types)s)"))
         params["f_types"] = [t.value for t in types]

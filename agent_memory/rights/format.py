@@ -175,6 +175,7 @@ _SECTIONS: dict[str, _Section] = {
         _Col("version", "integer", _whole(1)), _Col("key", "text", _text, True),
         _Col("expires_at", "timestamptz", _time, True),
         _Col("retention", "text", _one_of(("keep", "decay", "ephemeral")), default="decay"),
+        _Col("recorded_at", "timestamptz", _time, True), _Col("known_to", "timestamptz", _time, True),
     ), ("id",), "created_at, id"),
     "history": _Section(table_of("history"), (
         _Col("memory_id", "uuid", _uuid), _Col("version", "integer", _whole(1)), _Col("content", "text", _text),

@@ -166,13 +166,15 @@ def build_server(backend: MemoryBackend, identity: Identity | None = None, *,
     tools = _Tools(backend, principal)
     kit = tools.kit
 
-    async def memory_save(content: str, memory_type: MemoryTypeArg = "fact", scope: ScopeArg = "user") -> CallToolResult:
-        return await tools.call("memory_save", lambda: kit.save(tools.run_info(), content, memory_type, scope))
+    async def memory_save(content: str, memory_type: MemoryTypeArg = "fact", scope: ScopeArg = "user",
+                          tags: list[str] | str | None = None) -> CallToolResult:
+        return await tools.call("memory_save", lambda: kit.save(tools.run_info(), content, memory_type, scope, tags))
 
     async def memory_search(query: str, k: int = 5, memory_type: MemoryTypeArg | None = None,
-                            scope: ScopeArg | None = None, include_history: bool = False) -> CallToolResult:
+                            scope: ScopeArg | None = None, include_history: bool = False,
+                            tags: list[str] | str | None = None) -> CallToolResult:
         return await tools.call("memory_search", lambda: kit.search(
-            tools.run_info(), query, k, memory_type, scope, include_history))
+            tools.run_info(), query, k, memory_type, scope, include_history, tags))
 
     async def memory_delete(memory_id: str) -> CallToolResult:
         return await tools.call("memory_delete", lambda: kit.delete(tools.run_info(), memory_id))

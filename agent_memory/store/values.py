@@ -10,12 +10,12 @@ into one content (LangGraph embeds each separately; a memory has one vector).
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidInputError
+from ..filters import FILTER_OPERATORS, Filter, parse_filter
 from ..validation import check_metadata, shown
 
 __all__ = [
@@ -26,9 +26,6 @@ __all__ = [
     "indexed_text",
     "text_at_path",
 ]
-
-#: the operators a filter may use (a bare value means ``$eq``)
-FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\*|-?\d+)\]|(\.)")
 
@@ -106,38 +103,8 @@ def check_value(value: Any) -> dict[str, Any]:
     return check_metadata(value, "value")
 
 
-def check_filter(filter: Any) -> list[tuple[str, str, Any]]:
-    """A search filter as ``(key, operator, operand)`` conditions on top-level keys of the value:
-    ``{"color": "red"}`` (equality) or ``{"score": {"$gte": 3, "$lt": 10}}``. Comparisons take a
-    number or a string; ``$in``/``$nin`` a list."""
-    if filter is None:
-        return []
-    if not isinstance(filter, Mapping):
-        raise InvalidInputError("filter", f"must be a dict such as {{'color': 'red'}}, got {type(filter).__name__}")
-    check_metadata(filter, "filter")
-    conditions: list[tuple[str, str, Any]] = []
-    for key, wanted in filter.items():
-        operators = [k for k in wanted if k.startswith("$")] if isinstance(wanted, Mapping) else []
-        if operators and len(operators) != len(wanted):
-            raise InvalidInputError(f"filter[{key!r}]", "mixes operators ('$gt', ...) with plain keys; use "
-                                                        "{'$gt': 1, '$lt': 9} or an object to compare with")
-        if operators:
-            for op, operand in wanted.items():
-                conditions.append((key, _check_operator(key, op, operand), operand))
-        else:
-            conditions.append((key, "$eq", wanted))
-    return conditions
-
-
-def _check_operator(key: str, op: str, operand: Any) -> str:
-    field = f"filter[{key!r}]"
-    if op not in FILTER_OPERATORS:
-        raise InvalidInputError(field, f"{op!r} is not an operator; use one of {', '.join(FILTER_OPERATORS)}")
-    if op in ("$in", "$nin"):
-        if not isinstance(operand, (list, tuple)):
-            raise InvalidInputError(field, f"{op} takes a list of values, got {shown(operand)}")
-    elif op not in ("$eq", "$ne"):
-        number = isinstance(operand, (int, float)) and not isinstance(operand, bool)
-        if not (number or isinstance(operand, str)) or (number and not math.isfinite(operand)):
-            raise InvalidInputError(field, f"{op} compares with a number or a string, got {shown(operand)}")
-    return op
+def check_filter(filter: Any) -> Filter | None:
+    """A search filter on top-level keys of the value, in the language of :mod:`agent_memory.filters`
+    (the same as a memory search's ``filter``): ``{"color": "red"}`` (equality),
+    ``{"score": {"$gte": 3, "$lt": 10}}``, ``$in``/``$nin``/``$contains``/``$exists``, ``$or``."""
+    return parse_filter(filter)
