@@ -349,8 +349,7 @@ def search_memories(
         keyword_weight=weights.similarity * weights.keyword, salience_weight=weights.salience,
         k1=ranking.BM25_K1, half=ranking.BM25_HALF,
     )
-    # a read of the past keeps the former keyword evidence until queries.past_candidates can compute coverage
-    norm = config.keyword_norm if past is None else "squash"
+    norm = config.keyword_norm
     indexed = statuses == (Status.ACTIVE,) and past is None and narrow is None and not subtree
     if not indexed:  # a scan of the visible rows, exact under any filter (a subtree ranks nearer scopes first)
         where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of,
@@ -369,7 +368,7 @@ def search_memories(
             q, p = (queries.narrowed_search(where, k=need, min_relevance=floor, keyword_share=weights.keyword,
                                             subtree=depth, keyword_norm=norm, extra_lexemes=extra, **statement)
                     if past is None  # below: ranked by the wording of then
-                    else queries.past_candidates(where, past, subtree=depth, **statement))
+                    else queries.past_candidates(where, past, subtree=depth, keyword_norm=norm, **statement))
         rows = yield Sql(q, p)
         df: dict[str, int] = dict(rows[0]["kw_df"] or {}) if rows else {}
         n_docs = int(rows[0]["kw_n"] or 0) if rows else 0

@@ -116,6 +116,26 @@ def test_command_line_narrowing(dsn, monkeypatch, capsys, tenant, memory):
     assert [m["scope_id"] for m in json.loads(capsys.readouterr().out) if m["scope"] == "project"] == [f"{project}/web"]
 
 
+def test_command_line_documents(dsn, monkeypatch, capsys, tenant, tmp_path):
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    who = ["--user", tenant.user]
+    handbook = tmp_path / "handbook.md"
+    handbook.write_text("# Handbook\n\n## Stack\n\nWe use PostgreSQL 16 for orders.\n\n## Releases\n\n"
+                        "We deploy on Tuesdays after the review.\n", encoding="utf-8")
+    assert main(["document", "add", str(handbook), *who]) == 0
+    said = capsys.readouterr().out
+    assert "document 'handbook.md': passages added" in said and "PostgreSQL 16" in said
+    assert main(["document", "search", "when do we deploy?", "-k", "1", "--json", *who]) == 0
+    [hit] = json.loads(capsys.readouterr().out)
+    assert "Tuesdays" in hit["content"] and hit["title"] == "handbook.md" and hit["headings"][-1] == "Releases"
+    handbook.write_text(handbook.read_text(encoding="utf-8").replace("16", "17"), encoding="utf-8")
+    assert main(["document", "add", str(handbook), "--json", *who]) == 0  # the same file: an update
+    report = json.loads(capsys.readouterr().out)
+    assert report["passages_kept"] >= 1 and report["passages_removed"] == 1
+    assert main(["document", "add", str(tmp_path / "missing.md"), *who]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
 def test_command_line_errors_are_one_clear_line(dsn, monkeypatch, capsys, tenant):
     monkeypatch.setenv("DATABASE_URL", dsn)
     assert main(["delete", "not-an-id", "--user", tenant.user]) == 2

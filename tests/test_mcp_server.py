@@ -39,7 +39,8 @@ from agent_memory.servers.mcp_auth import (
     parse_tokens,
 )
 
-TOOLS = {"memory_save", "memory_search", "memory_delete", "memory_stats", "memory_list", "memory_history"}
+TOOLS = {"memory_save", "memory_search", "memory_delete", "memory_stats", "memory_list", "memory_history",
+         "document_search"}
 IDENTITY_ARGS = {"user_id", "project_id", "session_id", "team_id", "org_id", "user", "identity"}
 
 
@@ -122,6 +123,18 @@ async def test_stdio_server(dsn: str, memory: Any) -> None:
         assert not history.is_error and "concise answers" in _text(history)
         stats = await session.call_tool("memory_stats", {})
         assert not stats.is_error and "active memories" in _text(stats)
+
+        # documents: the principal's project's passages, never another user's
+        memory.for_user(f"mcp-{tag}", project_id=f"mcpproj-{tag}").add_document(
+            "# Runbook\n\n## Deploys\n\nDeploys go out on Tuesdays after the review.", scope="project",
+            title="Runbook", llm=None)
+        memory.for_user(f"other-{tag}").add_document("Deploys of the hidden project go out on Fridays.",
+                                                     title="Hidden", llm=None)
+        passages = _text(await session.call_tool("document_search", {"query": "when do deploys go out?", "k": 50}))
+        assert "[Runbook, section Runbook / Deploys]" in passages and "Tuesdays" in passages, passages
+        assert "Fridays" not in passages and "Hidden" not in passages
+        bad_k = await session.call_tool("document_search", {"query": "deploys", "k": 0})
+        assert bad_k.is_error and "k" in _text(bad_k)
 
         uris = {str(r.uri) for r in (await session.list_resources()).resources}
         assert {"memory://profile/user", "memory://profile/project"} <= uris

@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 
 from ..models import DecisionMethod, MemoryType
 from .items import item_columns, salience_at, vector_literal
-from .search import _scope_priority_expr
+from .search import coverage_flag, keyword_key_sql, scope_priority_sql
 from .types import Query, Statement
 
 __all__ = ["earlier_wordings", "past_candidates", "revise_item", "supersede_item", "supersession_chain",
@@ -121,6 +121,7 @@ def past_candidates(
     k1: float = 1.2,
     half: float = 5.0,
     subtree: dict[str, Any] | None = None,
+    keyword_norm: str = "squash",
 ) -> Query:
     """:func:`.search.search_candidates` for a search of the past (``as_of`` / ``known_at``): the
     same columns and the same candidate rule (the ``pool`` best without keyword evidence, and the
@@ -133,7 +134,7 @@ def past_candidates(
         q_vec=vector_literal(query_vector), q_text=query_text, q_pool=pool, w_at=at,
         w_vec=vector_weight, w_conf=confidence_weight, w_scope=scope_weight,
         **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
-        w_kw=keyword_weight, kw_k1=k1, kw_half=half, w_sal=salience_weight,
+        w_kw=keyword_weight, kw_k1=k1, kw_half=half, w_sal=salience_weight, kw_cov=coverage_flag(keyword_norm),
     )
     params.update(subtree or {})  # a subtree read ranks nearer scopes first, as search_candidates does
     prior = sql.SQL(
@@ -157,6 +158,7 @@ def past_candidates(
             idf AS MATERIALIZED (
                 SELECT lex, ln(1 + (n - df + 0.5)::float8 / (df + 0.5)::float8) AS w FROM stats WHERE df > 0
             ),
+            ceiling AS MATERIALIZED (SELECT sum(w) AS c FROM idf),
             """
         )
         keyword_branch = sql.SQL(
@@ -167,10 +169,10 @@ def past_candidates(
                                      / (coalesce(cardinality(u.positions), 1) + %(kw_k1)s::float8)), 0) AS s
                  FROM unnest(w.tsv) AS u JOIN idf i ON u.lexeme = i.lex) AS b
              WHERE q.tq IS NOT NULL AND w.tsv @@ q.tq
-             ORDER BY {prior} + %(w_kw)s::float8 * (b.s / (b.s + %(kw_half)s::float8)) DESC, w.id
+             ORDER BY {prior} + %(w_kw)s::float8 * {key} DESC, w.id
              LIMIT %(q_pool)s)
             """
-        ).format(prior=prior)
+        ).format(prior=prior, key=sql.SQL(keyword_key_sql("b.s", "(SELECT c FROM ceiling)")))
         stats_cols = sql.SQL(
             "(SELECT coalesce(jsonb_object_agg(lex, df), jsonb_build_object()) FROM stats) AS kw_df,"
             " (SELECT max(n) FROM stats) AS kw_n"
@@ -205,6 +207,6 @@ def past_candidates(
         FROM w WHERE w.id IN (SELECT id FROM cand)
         """
     ).format(filt=filt, prior=prior, keyword_ctes=keyword_ctes, keyword_branch=keyword_branch,
-             prio=_scope_priority_expr(subtree is not None), salience=sql.SQL(salience_at()),
+             prio=scope_priority_sql(subtree is not None), salience=sql.SQL(salience_at()),
              stats_cols=stats_cols)
     return query, params

@@ -17,7 +17,7 @@ from typing import Any
 from psycopg import sql
 
 from .items import salience_at, vector_literal
-from .search import _coverage, _keyword_key, _scope_priority_expr
+from .search import coverage_flag, keyword_key_sql, scope_priority_sql
 from .types import Query
 
 __all__ = ["narrowed_search"]
@@ -61,17 +61,17 @@ def narrowed_search(
     filt, params = where
     params = dict(params)
     params.update(subtree or {})
-    prio = _scope_priority_expr(subtree is not None)
+    prio = scope_priority_sql(subtree is not None)
     params.update(
         q_vec=vector_literal(query_vector), q_text=query_text, q_extra=list(extra_lexemes), q_wide=k + pool,
         q_floor=float(min_relevance), q_round=_ROUNDING, w_vec=vector_weight, w_conf=confidence_weight,
         w_scope=scope_weight, w_sal=salience_weight, w_kw=keyword_weight, kw_k1=k1, kw_half=half,
-        kw_cov=_coverage(keyword_norm),
+        kw_cov=coverage_flag(keyword_norm),
         **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
         q_rel_vec=1 - keyword_share if keyword_share is not None else (
             vector_weight / (vector_weight + keyword_weight) if vector_weight + keyword_weight > 0 else 1.0),
     )
-    key = _keyword_key("kw.s", "(SELECT c FROM ceiling)")
+    key = keyword_key_sql("kw.s", "(SELECT c FROM ceiling)")
     query = sql.SQL(
         """
         WITH q AS MATERIALIZED (SELECT %(q_vec)s::vector AS v),

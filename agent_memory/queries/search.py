@@ -20,10 +20,13 @@ from .visibility import item_filter, live, visible_parts
 __all__ = [
     "GENERIC_PLANS",
     "HALF_ERROR",
+    "coverage_flag",
     "cross_level_neighbours",
     "find_duplicate",
     "find_duplicates_bulk",
     "indexed_search",
+    "keyword_key_sql",
+    "scope_priority_sql",
     "search_candidates",
     "similar_items",
     "subtree_params",
@@ -49,7 +52,7 @@ HALF_ERROR = 0.01
 GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
-def _scope_priority_expr(subtree: bool = False) -> sql.Composable:
+def scope_priority_sql(subtree: bool = False) -> sql.Composable:
     """SQL: the precedence of row ``m``'s level; in a subtree read a shared level's precedence drops
     by ``%(p_step)s`` for each ``/`` segment the row's scope lies below the identity's id
     (``%(st_project)s`` etc.: that id's depth), never below 0, so nearer scopes come first."""
@@ -70,21 +73,21 @@ def _scope_priority_expr(subtree: bool = False) -> sql.Composable:
 
 
 def subtree_params(identity: Identity, step: float) -> dict[str, Any]:
-    """The parameters of :func:`_scope_priority_expr` in a subtree read: the depth of each of the
+    """The parameters of :func:`scope_priority_sql` in a subtree read: the depth of each of the
     identity's shared ids (``None``: the level is not narrowed, so not ranked by depth)."""
     ids = {"project": identity.project_id, "team": identity.team_id, "org": identity.org_id}
     return {"p_step": float(step),
             **{f"st_{level}": None if value is None else value.count("/") for level, value in ids.items()}}
 
 
-def _coverage(keyword_norm: str) -> bool:
+def coverage_flag(keyword_norm: str) -> bool:
     """``%(kw_cov)s``: whether ``keyword_norm`` (one of :data:`agent_memory.ranking.KEYWORD_NORMS`) is coverage."""
     if keyword_norm not in KEYWORD_NORMS:
         raise ValueError(f"keyword_norm must be one of {', '.join(KEYWORD_NORMS)}, got {keyword_norm!r}")
     return keyword_norm == "coverage"
 
 
-def _keyword_key(bm25: str, ceiling: str) -> str:
+def keyword_key_sql(bm25: str, ceiling: str) -> str:
     """SQL: the keyword evidence of BM25 ``bm25`` as :func:`agent_memory.ranking.rank` computes it,
     ``least(bm25 / ceiling, 1)`` under ``%(kw_cov)s`` (:func:`agent_memory.ranking.coverage`),
     else ``bm25 / (bm25 + %(kw_half)s)`` (:func:`agent_memory.ranking.squash`); 0 without a match."""
@@ -139,13 +142,13 @@ def search_candidates(
     filt, params = where
     params = dict(params)
     params.update(subtree or {})
-    prio = _scope_priority_expr(subtree is not None)
+    prio = scope_priority_sql(subtree is not None)
     params.update(
         q_vec=vector_literal(query_vector), q_text=query_text, q_extra=list(extra_lexemes), q_pool=pool,
         w_vec=vector_weight, w_conf=confidence_weight, w_scope=scope_weight,
         **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
         w_kw=keyword_weight, kw_k1=k1, kw_half=half, w_sal=salience_weight,
-        kw_cov=_coverage(keyword_norm),
+        kw_cov=coverage_flag(keyword_norm),
     )
     # ``A`` includes the salience term (read from each row: this statement scans the rows anyway)
     prior = sql.SQL(
@@ -183,7 +186,7 @@ def search_candidates(
              ORDER BY {prior} + %(w_kw)s::float8 * {key} DESC, m.id
              LIMIT %(q_pool)s)
             """
-        ).format(filt=filt, prior=prior, key=sql.SQL(_keyword_key("b.s", "ceiling.c")))
+        ).format(filt=filt, prior=prior, key=sql.SQL(keyword_key_sql("b.s", "ceiling.c")))
         stats_cols = sql.SQL(
             "(SELECT coalesce(jsonb_object_agg(lex, df), jsonb_build_object()) FROM stats) AS kw_df,"
             " (SELECT max(n) FROM stats) AS kw_n"
@@ -284,7 +287,7 @@ def indexed_search(
         q_floor=float(min_relevance), q_err=HALF_ERROR, w_sal=salience_weight, w_vec=vector_weight,
         w_conf=confidence_weight,
         w_scope=scope_weight, **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
-        w_kw=keyword_weight, kw_k1=k1, kw_half=half, kw_cov=_coverage(keyword_norm),
+        w_kw=keyword_weight, kw_k1=k1, kw_half=half, kw_cov=coverage_flag(keyword_norm),
         # relevance = (1 - share) * similarity + share * keyword (ranking.rank), whatever the
         # weight of similarity in the final score: the floor is on relevance
         q_rel_vec=1 - keyword_share if keyword_share is not None else (
@@ -300,7 +303,7 @@ def indexed_search(
 def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, typed: bool) -> sql.SQL:
     where, _ = item_filter(identity, scopes=scopes, types=(MemoryType.FACT,) if typed else None)
     fragments = {"types": sql.SQL(" AND m.memory_type = ANY(%(f_types)s)" if typed else ""),
-                 "prio": _scope_priority_expr()}
+                 "prio": scope_priority_sql()}
 
     def union(select: str) -> sql.Composable:
         return _keyed_union(identity, scopes, select, **fragments)[0]
@@ -310,7 +313,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
                  " FROM memory_items m, q WHERE {part} AND " + _ACTIVE + "{types}")
     # final~ and relevance~ of every visible row: one index range per level, probing the
     # keyword scores (a hash of the few rows that hold a query word)
-    squashed = _keyword_key("kw.s", "(SELECT c FROM ceiling)")
+    squashed = keyword_key_sql("kw.s", "(SELECT c FROM ceiling)")
     scored = sql.SQL(
         f"SELECT v.id, %(w_vec)s::float8 * v.sim + v.b + %(w_kw)s::float8 * {squashed} AS f,"
         f" %(q_rel_vec)s::float8 * v.sim + (1 - %(q_rel_vec)s::float8) * {squashed} AS rel"

@@ -5,8 +5,9 @@
     python -m agent_memory.servers.mcp hash-token        # reads a token, prints its sha256 for tokens.json
 
 Tools: ``memory_save``, ``memory_search``, ``memory_delete``, ``memory_stats`` (the agent tools'
-own descriptions, bodies and replies, :mod:`agent_memory.middleware.tools`), ``memory_list`` and
-``memory_history``; resources ``memory://profile/user`` and ``memory://profile/project``. A
+own descriptions, bodies and replies, :mod:`agent_memory.middleware.tools`), ``memory_list``,
+``memory_history`` and ``document_search`` (passages of the documents added with
+``add_document``); resources ``memory://profile/user`` and ``memory://profile/project``. A
 failure the model can act on is a tool result with ``isError`` and the agent tools' error text.
 
 Whose memory it is never comes from a tool's arguments. Over stdio it is fixed when the server
@@ -59,12 +60,13 @@ from agent_memory.middleware.tools import (
     describe_item,
     one_line,
 )
+from agent_memory.documents import PassageHit
 from agent_memory.models import Identity, MemoryItem, MemoryVersion
 from agent_memory.validation import check_identity
 
 from .mcp_auth import StaticTokenVerifier, hash_token, identity_of, load_tokens
 
-__all__ = ["build_server", "describe_history", "describe_list", "main"]
+__all__ = ["build_server", "describe_history", "describe_list", "describe_passages", "main"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +80,10 @@ by. Filter by memory_type or scope; page with offset."""
 _HISTORY = """The history of one long-term memory by its id, oldest first: its earlier wordings and the \
 memories it replaced or that replaced it, with when each held. Find the id with memory_search or memory_list."""
 
+_DOCUMENTS = """Search the documents this user and project have added (handbooks, notes, specs) by passage: \
+returns up to k passages, best first, each with its document's title, its section and its text. Use it for what \
+a document says in detail; lasting facts learned from documents are also in memory_search."""
+
 #: a body yields the one operation it needs and returns (reply, is_error)
 Body = Generator[Op[Any], Any, tuple[str, bool]]
 
@@ -87,6 +93,17 @@ def describe_list(items: list[MemoryItem]) -> str:
         return "No memories stored."
     lines = [f"{len(items)} memor{'y' if len(items) == 1 else 'ies'}, most recently updated first:"]
     lines += [f"{i}. {describe_item(item)}" for i, item in enumerate(items, 1)]
+    return "\n".join(lines)
+
+
+def describe_passages(query: str, hits: list[PassageHit]) -> str:
+    if not hits:
+        return f"No document passage matches {one_line(query, 200)!r}."
+    lines = [f"{len(hits)} passage{'' if len(hits) == 1 else 's'}, best first:"]
+    for i, h in enumerate(hits, 1):
+        where = f", section {one_line(' / '.join(h.headings), 200)}" if h.headings else ""
+        lines.append(f"{i}. [{one_line(h.title or h.external_id or str(h.resource_id), 120)}{where}]"
+                     f" (relevance {h.score:.2f}) {one_line(h.content)}")
     return "\n".join(lines)
 
 
@@ -122,6 +139,12 @@ class _Tools:
     def history(self, memory_id: str) -> Body:
         versions = yield self.backend.ops(self.principal()).history(memory_id)
         return describe_history(versions), False
+
+    def documents(self, query: str, k: int) -> Body:
+        if isinstance(k, int) and not isinstance(k, bool) and k > self.kit.max_k:
+            k = self.kit.max_k  # the model asked for a lot: the most we allow rather than an error
+        hits = yield self.backend.ops(self.principal()).search_documents(query, k=k)
+        return describe_passages(query, hits), False
 
     async def call(self, name: str, make: Callable[[], Body]) -> CallToolResult:
         """Run a body on the database; any failure becomes an ``isError`` result, not a crash."""
@@ -189,8 +212,12 @@ def build_server(backend: MemoryBackend, identity: Identity | None = None, *,
     async def memory_history(memory_id: str) -> CallToolResult:
         return await tools.call("memory_history", lambda: tools.history(memory_id))
 
+    async def document_search(query: str, k: int = 5) -> CallToolResult:
+        return await tools.call("document_search", lambda: tools.documents(query, k))
+
     for fn, description in ((memory_save, SAVE_DESCRIPTION), (memory_search, SEARCH_DESCRIPTION), (memory_delete, DELETE_DESCRIPTION),
-                            (memory_stats, STATS_DESCRIPTION), (memory_list, _LIST), (memory_history, _HISTORY)):
+                            (memory_stats, STATS_DESCRIPTION), (memory_list, _LIST), (memory_history, _HISTORY),
+                            (document_search, _DOCUMENTS)):
         server.add_tool(fn, name=fn.__name__, description=description, structured_output=False)
 
     async def profile_text(kind: str) -> str:
