@@ -29,6 +29,7 @@ from . import queries
 from .db.connection import AsyncConn, Conn
 from .db.migrations import MIGRATION_LOCK_KEY, MIGRATIONS, SEARCH_INDEX_NAME, apply_migrations, search_index
 from .db.requests import Commit, Embed, Op, Sql, arun, run
+from .documents.chunks import embedding_text
 from .embeddings import embedding_dimensions, embedding_model_name
 from .errors import EmbeddingError, InvalidInputError
 
@@ -114,7 +115,8 @@ def _embed_passages(batch_size: int, dimensions: int, model: str) -> Op[int]:
         yield Commit()
         if not rows:
             return done
-        vectors = _check_vectors((yield Embed(tuple(r["content"] for r in rows))), len(rows), dimensions, model)
+        texts = tuple(embedding_text(r["headings"], r["content"]) for r in rows)  # as add_document embeds them
+        vectors = _check_vectors((yield Embed(texts)), len(rows), dimensions, model)
         done += (yield Sql(*queries.set_passage_vectors(rows, vectors), fetch="rowcount"))
         yield Commit()
 

@@ -234,13 +234,13 @@ def test_a_model_failure_keeps_the_passages_for_the_next_add(memory: MemoryServi
 
 
 def test_a_secret_in_a_document_reaches_neither_passages_nor_memories(memory: MemoryService, tenant, dsn):
-    text = GUIDE + f"\n## Access\n\nWe use the key {SECRET} for the sandbox.\n"
+    text = GUIDE + f"\n## Access\n\nWe use the key {SECRET} for the sandbox.\n\n## Key {SECRET}\n\nRotate it.\n"
     report = memory.for_user(tenant.user).add_document(text, llm=None)
     assert SECRET not in report.resource.content and "[withheld:" in report.resource.content
     with psycopg.connect(dsn) as conn:
-        stored = [r[0] for r in conn.execute("SELECT content FROM memory_passages WHERE resource_id = %s",
-                                             (report.resource.id,))]
-    assert stored and not any(SECRET in s or SECRET[:20] in s for s in stored)
+        stored = [r[0] + " ".join(r[1]) for r in conn.execute(
+            "SELECT content, headings FROM memory_passages WHERE resource_id = %s", (report.resource.id,))]
+    assert stored and not any(SECRET in s or SECRET[:20] in s for s in stored)  # nor in a heading
     learned = document_memories(memory, report.resource.id, status=None, user_id=tenant.user)
     assert learned and not any(SECRET[:20] in m.content or SECRET[:20] in str(m.metadata) for m in learned)
     hits = memory.for_user(tenant.user).search_documents("sandbox key", k=10)
@@ -387,3 +387,34 @@ def test_a_long_document_is_stored_whole_and_its_needle_found(memory: MemoryServ
     assert memory.for_user(tenant.user, session_id=tenant.other_session).search_documents("Kafka", k=1)
     again = me.add_document(text, kind="project_resource", scope="session", external_id="handbook.md", llm=None)
     assert again.passages_kept == report.passages_added and again.passages_read == 0
+
+
+# --- documents move with an export -------------------------------------------------------------
+
+
+def test_documents_move_with_an_export(memory: MemoryService, tenant, fresh_dsn, config, embeddings) -> None:
+    import json
+
+    alice = memory.for_user(tenant.user, project_id=tenant.project)
+    runbook = "# Runbook\n\n## Deploys\n\nWe deploy on Tuesdays after the review.\n\n## Stack\n\nWe use PostgreSQL 16."
+    report = alice.add_document(runbook, title="Runbook", external_id="runbook", scope="project", llm=None)
+    memory.for_user(f"{tenant.user}-other").add_document("Someone else's notes: deploys on Fridays.", llm=None)
+    data = json.loads(json.dumps(memory.export_data(user_id=tenant.user)))
+    assert {p["resource_id"] for p in data["passages"]} == {str(report.resource.id)}  # never another user's
+    assert len(data["passages"]) == report.passages_added and all("embedding" not in p for p in data["passages"])
+    with MemoryService(fresh_dsn(), config=config, embeddings=embeddings) as new:
+        imported = new.import_data(data)
+        assert imported.inserted["passages"] == report.passages_added
+        moved = new.for_user(tenant.user, project_id=tenant.project)
+        before = [(h.content, h.headings, round(h.score, 6)) for h in alice.search_documents("when do we deploy?")]
+        after = [(h.content, h.headings, round(h.score, 6)) for h in moved.search_documents("when do we deploy?")]
+        assert after == before and before[0][1] == ("Runbook", "Deploys")
+        again = new.import_data(data)
+        assert again.inserted["passages"] == 0 and again.skipped["passages"] == report.passages_added
+        # a new version of the document after the move: kept passages are recognised, not read again
+        update = moved.add_document(runbook.replace("16", "17"), title="Runbook", external_id="runbook",
+                                    scope="project", llm=None)
+        assert update.passages_kept == report.passages_added - 1 and update.passages_added == 1
+    orphan = dict(data, resources=[r for r in data["resources"] if r["id"] != str(report.resource.id)])
+    with pytest.raises(InvalidInputError, match=r"passages\[0\]\.resource_id"):
+        memory.import_data(orphan)

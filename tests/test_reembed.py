@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from agent_memory import EmbeddingDimensionMismatchError, MemoryService
+from agent_memory.documents.chunks import embedding_text
 from agent_memory.errors import InvalidInputError
 from agent_memory.reembed import areembed, reembed, reembed_op
 from hash_embeddings import HashEmbeddings
@@ -201,8 +202,9 @@ def test_documents_passages_are_embedded_again_with_the_new_model(fresh_dsn):
         assert passages >= 2
         report = reembed(conn, new, batch_size=1)
         assert report.switched and report.passages == passages
-        rows = conn.execute("SELECT content, embedding::text FROM memory_passages").fetchall()
-        assert all(_close([float(x) for x in e.strip("[]").split(",")], new._vector(c)) for c, e in rows)
+        rows = conn.execute("SELECT headings, content, embedding::text FROM memory_passages").fetchall()
+        assert all(_close([float(x) for x in e.strip("[]").split(",")], new._vector(embedding_text(h, c)))
+                   for h, c, e in rows)  # under their headings, as add_document embeds them
         # a pass interrupted after the switch: the next run with the same model finishes it
         conn.execute("UPDATE memory_passages SET embedding = NULL")
         again = reembed(conn, new)

@@ -34,7 +34,7 @@ from identity_args import split_ids
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from episodic_agent import build_agent, run_config
 
-SECTIONS = {"memories", "history", "resources", "profiles", "scopes", "members", "shares"}
+SECTIONS = {"memories", "history", "resources", "passages", "profiles", "scopes", "members", "shares"}
 QUERIES = ("which editor does alice use", "acme API and deployment", "how does the team work",
            "security rules", "rockets", "what does the web app use")
 

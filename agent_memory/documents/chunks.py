@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_MAX_CHARS", "DEFAULT_OVERLAP", "Passage", "chunk_document"]
+__all__ = ["DEFAULT_MAX_CHARS", "DEFAULT_OVERLAP", "Passage", "chunk_document", "embedding_text"]
 
 #: passage size: a few paragraphs, small enough for one embedding to stand for it
 DEFAULT_MAX_CHARS = 1500
@@ -209,3 +210,11 @@ def chunk_document(text: str, *, max_chars: int = DEFAULT_MAX_CHARS,
             passages.append(Passage(len(passages), start, end, headings, text[start:end]))
             prev_end = end
     return passages
+
+
+def embedding_text(headings: Sequence[str], text: str) -> str:
+    """What a passage's vector is made from: its text under its section's headings (``Runbook >
+    Deploys``), so that a passage deep in a section still carries what the section is about. One
+    definition for every writer of passage vectors: learning a document, re-embedding, importing."""
+    where = " > ".join(headings)
+    return f"{where}\n\n{text}" if where else text

@@ -56,7 +56,7 @@ from ..queries.rows import row_to_item
 from ..reports import Report, counts
 from ..validation import check_enum
 from ..withheld import redact
-from .chunks import Passage, chunk_document
+from .chunks import Passage, chunk_document, embedding_text
 
 __all__ = ["MAX_DOCUMENT_PROPOSALS", "DocumentReport", "add_document", "prose"]
 
@@ -196,14 +196,13 @@ def _plan(passages: Sequence[Passage], stored: Sequence[dict[str, Any]]) -> _Pla
 def _embedded_text(p: Passage) -> str:
     """What a passage's vector is made from: its text under its section's headings, so that a
     passage deep in a section still carries what the section is about."""
-    where = " > ".join(p.headings)
-    return redact(f"{where}\n\n{p.text}" if where else p.text)
+    return embedding_text([redact(h) for h in p.headings], redact(p.text))  # what is stored, as it is stored
 
 
 def _row(resource: Resource, passage_id: UUID, p: Passage) -> dict[str, Any]:
     return {"id": passage_id, "resource_id": resource.id, "user_id": resource.user_id, "scope": resource.scope.value,
             "scope_id": resource.scope_id, "position": p.index, "char_start": p.start, "char_end": p.end,
-            "headings": list(p.headings), "content": redact(p.text), "content_hash": p.hash}
+            "headings": [redact(h) for h in p.headings], "content": redact(p.text), "content_hash": p.hash}
 
 
 def _store_passages(resource: Resource, passages: Sequence[Passage], vectors: dict[str, Sequence[float]],

@@ -154,6 +154,7 @@ from .erase import (
 )
 from .transfer import (
     existing_memory_ids,
+    existing_passage_ids,
     export_section,
     import_section,
     link_superseded,
@@ -283,6 +284,7 @@ __all__ = [
     "earlier_wordings",
     "ensure_profile",
     "existing_memory_ids",
+    "existing_passage_ids",
     "existing_tables",
     "export_section",
     "fail_extraction_run",

@@ -132,7 +132,7 @@ def swap_statements(dimensions: int, indexes: Sequence[Mapping[str, str]], *, se
 
 def pending_passages(limit: int) -> Statement:
     """Passages of documents with no vector (a re-embedding's switch emptied them), in id order."""
-    return ("SELECT id, content FROM memory_passages WHERE embedding IS NULL ORDER BY id LIMIT %s", (limit,))
+    return ("SELECT id, headings, content FROM memory_passages WHERE embedding IS NULL ORDER BY id LIMIT %s", (limit,))
 
 
 def set_passage_vectors(rows: Sequence[Mapping[str, Any]], vectors: Sequence[Sequence[float]]) -> Statement:

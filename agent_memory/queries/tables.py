@@ -50,9 +50,8 @@ USER_DATA_TABLES: tuple[UserTable, ...] = (
     UserTable("memory_terms", "terms", ("owner_key",), forget="trigger"),
     UserTable("memory_decisions", "decisions", ("user_id",), scoped=True),
     UserTable("memory_extraction_runs", "extraction_runs", ("user_id",)),
-    # a document's passages are not exported: they are cut from its resource's text, which is;
-    # add_document after an import makes them (and their vectors) again
-    UserTable("memory_passages", "passages", ("user_id",), scoped=True),
+    # a document's passages travel with their resource (an import embeds them again)
+    UserTable("memory_passages", "passages", ("user_id",), scoped=True, exported=True),
     UserTable("memory_resources", "resources", ("user_id",), scoped=True, exported=True),
     UserTable("memory_profiles", "profiles", ("subject_id", "edited_by"), scoped=True, exported=True),
     UserTable("memory_project_shares", "shares", ("grantee_id", "shared_by"), scoped=True, exported=True),

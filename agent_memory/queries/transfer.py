@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 from .types import Query, Statement
 from .visibility import granted_to, member_of, shared_with
 
-__all__ = ["existing_memory_ids", "export_section", "import_section", "link_superseded"]
+__all__ = ["existing_memory_ids", "existing_passage_ids", "export_section", "import_section", "link_superseded"]
 
 
 def _member(kind: str, scope_id: str) -> str:
@@ -35,14 +35,19 @@ _READABLE_ITEMS = (
 
 #: the alias each section's table is read under
 _ALIAS = {"scopes": "x", "members": "mm", "shares": "ps", "memories": "m", "history": "h", "resources": "x",
-          "profiles": "x"}
+          "passages": "x", "profiles": "x"}
+
+#: the resources (and so their passages) the user may read: :func:`.resources.resource_filter`'s
+#: rule, over every project they are a member of
+_READABLE_RESOURCES = ("((x.scope IN ('user', 'session') AND x.user_id = %(u)s) OR (x.scope = 'project' AND "
+                       + _member("'project'", "x.scope_id") + "))")
 
 #: the rows of each section that an export reads: everything the user may read, or created
 _WHERE: dict[str, dict[str, str]] = {
     "visible": {
         "memories": _READABLE_ITEMS,
-        "resources": "((x.scope IN ('user', 'session') AND x.user_id = %(u)s) OR (x.scope = 'project' AND "
-                     + _member("'project'", "x.scope_id") + "))",
+        "resources": _READABLE_RESOURCES,
+        "passages": _READABLE_RESOURCES,  # a passage carries its document's owner and scope
         "profiles": "((x.kind = 'user' AND x.subject_id = %(u)s) OR (x.kind = 'project' AND "
                     + _member("'project'", "x.subject_id") + "))",
         "scopes": "(" + _member("x.kind", "x.scope_id") + " OR (x.kind = 'project' AND "
@@ -52,6 +57,7 @@ _WHERE: dict[str, dict[str, str]] = {
     "owned": {
         "memories": "m.user_id = %(u)s",
         "resources": "x.user_id = %(u)s",
+        "passages": "x.user_id = %(u)s",
         "profiles": "(x.kind = 'user' AND x.subject_id = %(u)s)",
         "scopes": "(" + _member("x.kind", "x.scope_id") + " OR (x.kind = 'project' AND EXISTS (SELECT 1 FROM"
                   " memory_project_shares ps WHERE ps.project_id = x.scope_id AND ps.grantee_kind = 'user'"
@@ -79,10 +85,13 @@ def export_section(section: str, what: Literal["visible", "owned"], user_id: str
 
 
 def import_section(table: str, columns: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]], *,
-                   vectors: bool = False, returning: str | None = None) -> Statement:
+                   vectors: bool = False, returning: str | None = None,
+                   requires: tuple[str, str, str] | None = None) -> Statement:
     """Insert ``rows`` (``columns``: name and SQL type), passed as one JSON array; rows whose key
     is taken already are skipped. With ``vectors`` each row also has an ``embedding`` (pgvector's
-    text form); ``returning`` names a column to answer for each row written."""
+    text form); ``returning`` names a column to answer for each row written. ``requires``
+    (``(table, column, its key)``): only rows whose ``column`` names a row of that table are
+    written (a passage whose document was not imported is skipped, never a foreign-key error)."""
     names = [name for name, _ in columns] + (["embedding"] if vectors else [])
     defs: list[sql.Composable] = [sql.SQL("{} {}").format(sql.Identifier(name), sql.SQL(type_))
                                   for name, type_ in columns]
@@ -90,11 +99,13 @@ def import_section(table: str, columns: Sequence[tuple[str, str]], rows: Sequenc
     if vectors:
         defs.append(sql.SQL("embedding text"))
         values.append(sql.SQL("r.embedding::vector"))
+    where = sql.SQL("") if requires is None else sql.SQL(" WHERE EXISTS (SELECT 1 FROM {t} t WHERE t.{k} = r.{c})").format(
+        t=sql.Identifier(requires[0]), c=sql.Identifier(requires[1]), k=sql.Identifier(requires[2]))
     query = sql.SQL(
-        "INSERT INTO {table} ({cols}) SELECT {values} FROM jsonb_to_recordset(%s) AS r({defs})"
+        "INSERT INTO {table} ({cols}) SELECT {values} FROM jsonb_to_recordset(%s) AS r({defs}){where}"
         " ON CONFLICT DO NOTHING{returning}"
     ).format(table=sql.Identifier(table), cols=sql.SQL(", ").join(sql.Identifier(c) for c in names),
-             values=sql.SQL(", ").join(values), defs=sql.SQL(", ").join(defs),
+             values=sql.SQL(", ").join(values), defs=sql.SQL(", ").join(defs), where=where,
              returning=sql.SQL("") if returning is None else sql.SQL(" RETURNING ") + sql.Identifier(returning))
     return query, (Jsonb(list(rows)),)
 
@@ -106,6 +117,11 @@ def link_superseded(links: Sequence[Mapping[str, Any]]) -> Statement:
         " WHERE m.id = l.id AND EXISTS (SELECT 1 FROM memory_items t WHERE t.id = l.target)",
         (Jsonb(list(links)),),
     )
+
+
+def existing_passage_ids(ids: Sequence[str]) -> Statement:
+    """Which of ``ids`` (passages of an import) are in the database already."""
+    return "SELECT id FROM memory_passages WHERE id = ANY(%s::uuid[])", (list(ids),)
 
 
 def existing_memory_ids(ids: Sequence[str]) -> Statement:

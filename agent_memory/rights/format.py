@@ -43,9 +43,9 @@ VERSION = 1
 #: what replaces a forgotten user's id in rows that stay (others' history, scopes, shares)
 FORGOTTEN_USER = "[forgotten user]"
 #: the export's tables, in the order an import writes them (rows point at earlier sections)
-SECTIONS = ("scopes", "members", "shares", "memories", "history", "resources", "profiles")
+SECTIONS = ("scopes", "members", "shares", "memories", "history", "resources", "passages", "profiles")
 _INFO_KEYS = ("format", "version", "exported_at", "user_id", "what")
-_SHOWN = ("memories", "history", "resources", "profiles", "scopes", "members", "shares")  # the file's order
+_SHOWN = ("memories", "history", "resources", "passages", "profiles", "scopes", "members", "shares")  # file order
 
 
 # --- the columns of each section, and the checks on what an import reads ---------------------
@@ -94,6 +94,12 @@ def _whole(minimum: int) -> Check:
 
 def _unit(path: str, value: Any) -> float:
     return check_confidence(value, path)
+
+
+def _strings(path: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInputError(path, f"must be a list of strings, got {value!r}"[:200])
+    return [check_text(f"{path}[{i}]", v) for i, v in enumerate(value)]
 
 
 def _flag(path: str, value: Any) -> bool:
@@ -194,6 +200,15 @@ _SECTIONS: dict[str, _Section] = {
         _Col("metadata", "jsonb", _object), _Col("cursor", "text", _text_or_empty, True),
         _Col("created_at", "timestamptz", _time), _Col("updated_at", "timestamptz", _time),
     ), ("id",), "created_at, id"),
+    "passages": _Section(table_of("passages"), (
+        _Col("id", "uuid", _uuid), _Col("resource_id", "uuid", _uuid), _Col("user_id", "text", _name),
+        _Col("scope", "text", _one_of(_OWN_SCOPES)), _Col("scope_id", "text", _name),
+        _Col("position", "integer", _whole(0)), _Col("char_start", "integer", _whole(0)),
+        _Col("char_end", "integer", _whole(0)), _Col("headings", "text[]", _strings),
+        _Col("content", "text", _text_or_empty), _Col("content_hash", "text", _text),
+        _Col("extracted_at", "timestamptz", _time, True), _Col("created_at", "timestamptz", _time),
+        _Col("updated_at", "timestamptz", _time),
+    ), ("id",), "resource_id, position"),
     "profiles": _Section(table_of("profiles"), (
         _Col("kind", "text", _one_of(("user", "project"))), _Col("subject_id", "text", _name),
         _Col("fields", "jsonb", _object), _Col("manual", "jsonb", _object), _Col("dirty", "boolean", _flag),
@@ -262,6 +277,14 @@ def _check_links(rows: dict[str, list[dict[str, Any]]]) -> None:
         if h["memory_id"] not in memories:
             raise InvalidInputError(f"history[{i}].memory_id", f"{h['memory_id']} is not in memories; a memory's "
                                                                 "history is imported with the memory")
+    resources = {r["id"]: r for r in rows["resources"]}
+    for i, p in enumerate(rows["passages"]):
+        resource = resources.get(p["resource_id"])
+        if resource is None:
+            raise InvalidInputError(f"passages[{i}].resource_id", f"{p['resource_id']} is not in resources; a "
+                                                                   "passage is imported with its document")
+        if (p["user_id"], p["scope"], p["scope_id"]) != (resource["user_id"], resource["scope"], resource["scope_id"]):
+            raise InvalidInputError(f"passages[{i}]", "must have its document's user_id, scope and scope_id")
     scopes = {(s["kind"], s["scope_id"]) for s in rows["scopes"]}
     for i, m in enumerate(rows["members"]):
         if (m["kind"], m["scope_id"]) not in scopes:
@@ -355,6 +378,7 @@ def screen_export(
     rejected: dict[str, list[tuple[int, Rejection]]] = {section: [] for section in _SHOWN}
     refused_scopes: set[tuple[str, str]] = set()
     refused_memories: dict[str, str] = {}  # id -> where
+    refused_resources: dict[str, str] = {}  # id -> where
     for section in SECTIONS:
         kept[section] = []
         for i, row in enumerate(rows[section]):
@@ -375,6 +399,12 @@ def screen_export(
                 else:  # a past wording: held to the content rules, not to today's confidence floor
                     row["content"] = normalize_content(row["content"])
                     rejection = _gated(where, row["content"], 1.0, config)
+            elif section == "passages":
+                if row["resource_id"] in refused_resources:
+                    rejection = Rejection(RejectionReason.SENSITIVE, f"{where}: its document, "
+                                          f"{refused_resources[row['resource_id']]}, was not imported")
+                else:
+                    row["content"] = redact(row["content"])
             elif section == "resources":
                 if len(row["content"]) > _MAX_RESOURCE_CHARS:
                     rejection = Rejection(RejectionReason.TOO_LONG, f"{where}.content is {len(row['content'])} "
@@ -383,7 +413,8 @@ def screen_export(
                     row["content"] = redact(row["content"])
                     row["title"] = None if row["title"] is None else redact(row["title"])
             if rejection is None:
-                rejection = _secret_rejection(where, row, ("content", "title") if section == "resources" else ())
+                rejection = _secret_rejection(where, row, {"resources": ("content", "title"),
+                                                           "passages": ("content",)}.get(section, ()))
             if rejection is None:
                 kept[section].append(row)
                 continue
@@ -392,4 +423,6 @@ def screen_export(
                 refused_scopes.add((row["kind"], row["scope_id"]))
             elif section == "memories":
                 refused_memories[row["id"]] = where
+            elif section == "resources":
+                refused_resources[row["id"]] = where
     return kept, rejected

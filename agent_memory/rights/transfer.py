@@ -21,6 +21,7 @@ from uuid import UUID
 from .. import queries
 from ..config import MemoryConfig
 from ..db.requests import Commit, Embed, Op, Sql
+from ..documents.chunks import embedding_text
 from ..errors import InvalidInputError
 from ..models import Identity
 from ..validation import shown
@@ -105,14 +106,20 @@ def import_data(data: Any, config: MemoryConfig | None = None) -> Op[ImportRepor
     report's ``rejected``; secrets in a resource's text are withheld and the rest imported.
     """
     rows, rejected = screen_export(check_export(data), config or MemoryConfig())
-    memories = rows["memories"]
+    memories, passages = rows["memories"], rows["passages"]
     present: set[str] = set()
     if memories:
         found = yield Sql(*queries.existing_memory_ids([m["id"] for m in memories]))
         present = {str(r["id"]) for r in found}
+    if passages:
+        found = yield Sql(*queries.existing_passage_ids([p["id"] for p in passages]))
+        present |= {str(r["id"]) for r in found}
+    if memories or passages:
         yield Commit()  # no connection is held while the model embeds
     new = [m for m in memories if m["id"] not in present]
-    texts = tuple(dict.fromkeys(m["content"] for m in new))
+    new_passages = [p for p in passages if p["id"] not in present]
+    passage_texts = {p["id"]: embedding_text(p["headings"], p["content"]) for p in new_passages}  # as add_document
+    texts = tuple(dict.fromkeys([m["content"] for m in new] + list(passage_texts.values())))
     vectors = dict(zip(texts, (yield Embed(texts)))) if texts else {}
 
     inserted: dict[str, int] = {}
@@ -129,6 +136,12 @@ def import_data(data: Any, config: MemoryConfig | None = None) -> Op[ImportRepor
             if links:
                 yield Sql(*queries.link_superseded(links), fetch="none")
             inserted[section] = len(ids)
+        elif section == "passages":  # embedded again, as memories are
+            payload = [{**p, "embedding": queries.vector_literal(vectors[passage_texts[p["id"]]])}
+                       for p in new_passages]
+            inserted[section] = (yield Sql(*queries.import_section(
+                _SECTIONS[section].table, _columns(section), payload, vectors=True,
+                requires=(_SECTIONS["resources"].table, "resource_id", "id")), fetch="rowcount")) if payload else 0
         elif rows[section]:
             inserted[section] = yield Sql(*queries.import_section(_SECTIONS[section].table, _columns(section),
                                                                   rows[section]), fetch="rowcount")
