@@ -364,11 +364,10 @@ def search_memories(
                                           keyword_share=weights.keyword, keyword_norm=norm, extra_lexemes=extra,
                                           **statement)
             yield Sql(queries.GENERIC_PLANS, fetch="none")
-        else:
-            q, p = (queries.narrowed_search(where, k=need, min_relevance=floor, keyword_share=weights.keyword,
-                                            subtree=depth, keyword_norm=norm, extra_lexemes=extra, **statement)
-                    if past is None  # below: ranked by the wording of then
-                    else queries.past_candidates(where, past, subtree=depth, keyword_norm=norm, **statement))
+        else:  # one pass over the rows that pass; in the past, each in the wording (and vector) of then
+            q, p = queries.narrowed_search(where, k=need, min_relevance=floor, keyword_share=weights.keyword,
+                                           subtree=depth, keyword_norm=norm, extra_lexemes=extra, at=past,
+                                           **statement)
         rows = yield Sql(q, p)
         df: dict[str, int] = dict(rows[0]["kw_df"] or {}) if rows else {}
         n_docs = int(rows[0]["kw_n"] or 0) if rows else 0

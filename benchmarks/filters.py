@@ -83,7 +83,8 @@ def load(dsn: str, rows: Rows, meta: Sequence[dict[str, Any]], chunk: int = 50_0
     return time.perf_counter() - started
 
 
-def generic_scan(where: Any, *, k: int, min_relevance: float, keyword_share: Any = None, **terms: Any) -> Any:
+def generic_scan(where: Any, *, k: int, min_relevance: float, keyword_share: Any = None, at: Any = None,
+                 **terms: Any) -> Any:
     """The generic scan with its usual candidate pool (``--generic-scan``)."""
     return SCAN(where, **terms)
 
@@ -91,7 +92,8 @@ def generic_scan(where: Any, *, k: int, min_relevance: float, keyword_share: Any
 def reference(am: MemoryService, ids: dict[str, str], text: str, narrowing: dict[str, Any]) -> list[Any]:
     """The exhaustive answer: the generic scan (``queries.search_candidates``) with every memory
     that passes a candidate, in place of the one-pass narrowed search."""
-    def everything(where: Any, *, k: int, min_relevance: float, keyword_share: Any = None, **terms: Any) -> Any:
+    def everything(where: Any, *, k: int, min_relevance: float, keyword_share: Any = None, at: Any = None,
+                   **terms: Any) -> Any:
         return SCAN(where, **dict(terms, pool=10 ** 7))
 
     with mock.patch.object(queries, "narrowed_search", everything):

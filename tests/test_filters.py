@@ -192,7 +192,9 @@ def test_the_filtered_top_k_is_the_exhaustive_one(memory: MemoryService, tenant:
     ]
     scan = queries.search_candidates
 
-    def everything(where: Any, *, k: int, min_relevance: float, keyword_share: Any = None, **terms: Any) -> Any:
+    def everything(where: Any, *, k: int, min_relevance: float, keyword_share: Any = None, at: Any = None,
+                   **terms: Any) -> Any:
+        assert at is None  # the generic scan reads the present
         return scan(where, **dict(terms, pool=10 ** 6))  # the generic scan, every passing row a candidate
 
     for filt, passes in cases:

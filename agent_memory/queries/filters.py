@@ -14,7 +14,7 @@ from typing import Any
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ..filters import AllOf, AnyOf, Condition, Filter, Not
+from ..filters import AllOf, Condition, Filter, Not
 from .types import Query
 
 __all__ = ["filter_sql", "narrowing"]

@@ -11,11 +11,10 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ..models import DecisionMethod, MemoryType
-from .items import item_columns, salience_at, vector_literal
-from .search import coverage_flag, keyword_key_sql, scope_priority_sql
+from .items import item_columns, vector_literal
 from .types import Query, Statement
 
-__all__ = ["earlier_wordings", "past_candidates", "revise_item", "supersede_item", "supersession_chain",
+__all__ = ["earlier_wordings", "revise_item", "supersede_item", "supersession_chain",
            "wordings_at"]
 
 
@@ -103,110 +102,3 @@ def earlier_wordings(ids: Sequence[UUID]) -> Statement:
         " FROM memory_item_history WHERE memory_id = ANY(%s) ORDER BY memory_id, version",
         (list(ids),),
     )
-
-
-def past_candidates(
-    where: Query,
-    at: datetime,
-    *,
-    query_vector: Sequence[float],
-    query_text: str,
-    pool: int,
-    vector_weight: float,
-    confidence_weight: float,
-    scope_weight: float,
-    scope_priority: dict[str, float],
-    keyword_weight: float = 0.0,
-    salience_weight: float = 0.0,
-    k1: float = 1.2,
-    half: float = 5.0,
-    subtree: dict[str, Any] | None = None,
-    keyword_norm: str = "squash",
-) -> Query:
-    """:func:`.search.search_candidates` for a search of the past (``as_of`` / ``known_at``): the
-    same columns and the same candidate rule (the ``pool`` best without keyword evidence, and the
-    ``pool`` best with it), but every row is scored in the wording it had at ``at``: its text and,
-    where its history kept it, its vector then (an earlier wording kept without one falls back to
-    the current vector). Keyword statistics are counted over those wordings too."""
-    filt, params = where
-    params = dict(params)
-    params.update(
-        q_vec=vector_literal(query_vector), q_text=query_text, q_pool=pool, w_at=at,
-        w_vec=vector_weight, w_conf=confidence_weight, w_scope=scope_weight,
-        **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
-        w_kw=keyword_weight, kw_k1=k1, kw_half=half, w_sal=salience_weight, kw_cov=coverage_flag(keyword_norm),
-    )
-    params.update(subtree or {})  # a subtree read ranks nearer scopes first, as search_candidates does
-    prior = sql.SQL(
-        "%(w_vec)s::float8 * w.similarity + %(w_conf)s::float8 * w.confidence"
-        " + %(w_scope)s::float8 * w.scope_priority + %(w_sal)s::float8 * w.salience"
-    )
-    keyword_ctes: sql.Composable = sql.SQL("")
-    keyword_branch: sql.Composable = sql.SQL("")
-    stats_cols: sql.Composable = sql.SQL("NULL::jsonb AS kw_df, NULL::bigint AS kw_n")
-    if keyword_weight > 0:
-        keyword_ctes = sql.SQL(
-            """
-            lex AS MATERIALIZED (
-                SELECT u.lex, quote_literal(u.lex)::tsquery AS tq
-                FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s))) AS u(lex)
-            ),
-            stats AS MATERIALIZED (
-                SELECT l.lex, count(*) FILTER (WHERE w.tsv @@ l.tq) AS df, count(*) AS n
-                FROM w CROSS JOIN lex l GROUP BY l.lex
-            ),
-            idf AS MATERIALIZED (
-                SELECT lex, ln(1 + (n - df + 0.5)::float8 / (df + 0.5)::float8) AS w FROM stats WHERE df > 0
-            ),
-            ceiling AS MATERIALIZED (SELECT sum(w) AS c FROM idf),
-            """
-        )
-        keyword_branch = sql.SQL(
-            """
-            UNION
-            (SELECT w.id FROM w CROSS JOIN q CROSS JOIN LATERAL (
-                 SELECT coalesce(sum(i.w * coalesce(cardinality(u.positions), 1) * (%(kw_k1)s::float8 + 1)
-                                     / (coalesce(cardinality(u.positions), 1) + %(kw_k1)s::float8)), 0) AS s
-                 FROM unnest(w.tsv) AS u JOIN idf i ON u.lexeme = i.lex) AS b
-             WHERE q.tq IS NOT NULL AND w.tsv @@ q.tq
-             ORDER BY {prior} + %(w_kw)s::float8 * {key} DESC, w.id
-             LIMIT %(q_pool)s)
-            """
-        ).format(prior=prior, key=sql.SQL(keyword_key_sql("b.s", "(SELECT c FROM ceiling)")))
-        stats_cols = sql.SQL(
-            "(SELECT coalesce(jsonb_object_agg(lex, df), jsonb_build_object()) FROM stats) AS kw_df,"
-            " (SELECT max(n) FROM stats) AS kw_n"
-        )
-    query = sql.SQL(
-        """
-        WITH q AS MATERIALIZED (
-            SELECT %(q_vec)s::vector AS v,
-                   CASE WHEN numnode(plainto_tsquery('english', %(q_text)s)) = 0 THEN NULL
-                        ELSE replace(plainto_tsquery('english', %(q_text)s)::text, ' & ', ' | ')::tsquery
-                   END AS tq
-        ),
-        w AS MATERIALIZED (
-            SELECT m.id, m.confidence, m.created_at, {prio} AS scope_priority, {salience} AS salience,
-                   1 - (coalesce(h.embedding, m.embedding) <=> q.v) AS similarity,
-                   CASE WHEN h.content IS NULL THEN m.content_tsv
-                        ELSE to_tsvector('english'::regconfig, h.content) END AS tsv
-            FROM memory_items m CROSS JOIN q LEFT JOIN LATERAL (
-                SELECT h.content, h.embedding FROM memory_item_history h
-                WHERE m.version > 1 AND h.memory_id = m.id AND h.replaced_at > %(w_at)s
-                ORDER BY h.replaced_at LIMIT 1
-            ) h ON TRUE
-            WHERE {filt}
-        ),
-        {keyword_ctes}
-        cand AS (
-            (SELECT w.id FROM w ORDER BY {prior} DESC, w.id LIMIT %(q_pool)s)
-            {keyword_branch}
-        )
-        SELECT w.id, w.confidence, w.created_at, w.similarity, w.tsv::text AS tsv, w.scope_priority,
-               w.salience, {stats_cols}
-        FROM w WHERE w.id IN (SELECT id FROM cand)
-        """
-    ).format(filt=filt, prior=prior, keyword_ctes=keyword_ctes, keyword_branch=keyword_branch,
-             prio=scope_priority_sql(subtree is not None), salience=sql.SQL(salience_at()),
-             stats_cols=stats_cols)
-    return query, params

@@ -1,5 +1,6 @@
-"""The search of a narrowed read (a metadata filter, time bounds, an origin, a subtree): one pass
-over the caller's rows that pass, exact.
+"""The search of every read the search indexes do not hold (a metadata filter, time bounds, an
+origin, a subtree, statuses other than active, the past): one pass over the caller's rows that
+pass, exact.
 
 A narrowed read cannot use the search indexes (they hold no metadata, times or sources), so it
 reads the rows. :func:`narrowed_search` reads each passing row once into a materialised set
@@ -12,15 +13,30 @@ candidate list, testing the tenancy rule and the filter each time.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from psycopg import sql
 
-from .items import salience_at, vector_literal
-from .search import coverage_flag, keyword_key_sql, scope_priority_sql
+from .items import salience_at
+from .search import BM25_OF_POSTINGS, QUERY_LEXEMES, keyword_key_sql, scope_priority_sql, scoring_params
 from .types import Query
 
 __all__ = ["narrowed_search"]
+
+#: a row as it is now: its vector and keyword index
+_NOW = {"vector": sql.SQL("m.embedding"), "tsv": sql.SQL("m.content_tsv"), "then": sql.SQL("")}
+#: a row as it was at ``%(w_at)s``: the wording kept in its history that was replaced after then
+#: (none: the current one), with the vector kept with it
+_THEN = {
+    "vector": sql.SQL("coalesce(h.embedding, m.embedding)"),
+    "tsv": sql.SQL("CASE WHEN h.content IS NULL THEN m.content_tsv"
+                   " ELSE to_tsvector('english'::regconfig, h.content) END"),
+    "then": sql.SQL(
+        " LEFT JOIN LATERAL (SELECT h.content, h.embedding FROM memory_item_history h"
+        " WHERE m.version > 1 AND h.memory_id = m.id AND h.replaced_at > %(w_at)s"
+        " ORDER BY h.replaced_at LIMIT 1) h ON TRUE"),
+}
 
 #: relevance computed in SQL and in Python may differ in the last bits: a row is kept for the floor
 #: if it clears it within this, and :func:`agent_memory.ranking.rank` decides exactly
@@ -47,6 +63,7 @@ def narrowed_search(
     keyword_norm: str = "squash",
     extra_lexemes: Sequence[str] = (),
     subtree: dict[str, Any] | None = None,
+    at: datetime | None = None,
 ) -> Query:
     """The rows of ``where`` that can be in the top ``k``, with the columns and BM25 statistics of
     :func:`.search.search_candidates`.
@@ -57,34 +74,31 @@ def narrowed_search(
     :func:`agent_memory.ranking.rank` then ranks them in Python, as for every search. Rows whose
     relevance is below ``min_relevance`` are left out first, so the floor never empties the top.
     ``subtree``: as for :func:`.search.search_candidates`.
+
+    ``at`` (a search of the past, ``as_of`` / ``known_at``): every row is scored in the wording it
+    had then, its text and, where its history kept it, its vector (an earlier wording kept without
+    one falls back to the current vector); keyword statistics are counted over those wordings too.
     """
     filt, params = where
     params = dict(params)
     params.update(subtree or {})
     prio = scope_priority_sql(subtree is not None)
-    params.update(
-        q_vec=vector_literal(query_vector), q_text=query_text, q_extra=list(extra_lexemes), q_wide=k + pool,
-        q_floor=float(min_relevance), q_round=_ROUNDING, w_vec=vector_weight, w_conf=confidence_weight,
-        w_scope=scope_weight, w_sal=salience_weight, w_kw=keyword_weight, kw_k1=k1, kw_half=half,
-        kw_cov=coverage_flag(keyword_norm),
-        **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
-        q_rel_vec=1 - keyword_share if keyword_share is not None else (
-            vector_weight / (vector_weight + keyword_weight) if vector_weight + keyword_weight > 0 else 1.0),
-    )
+    params.update(scoring_params(
+        query_vector=query_vector, query_text=query_text, extra_lexemes=extra_lexemes, k=k, pool=pool,
+        min_relevance=min_relevance, vector_weight=vector_weight, confidence_weight=confidence_weight,
+        scope_weight=scope_weight, scope_priority=scope_priority, keyword_weight=keyword_weight,
+        keyword_share=keyword_share, salience_weight=salience_weight, k1=k1, half=half, keyword_norm=keyword_norm,
+    ), q_round=_ROUNDING, w_at=at)
     key = keyword_key_sql("kw.s", "(SELECT c FROM ceiling)")
     query = sql.SQL(
         """
         WITH q AS MATERIALIZED (SELECT %(q_vec)s::vector AS v),
-        lex AS MATERIALIZED (
-            SELECT DISTINCT u.lexeme
-            FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s)) || %(q_extra)s::text[]) AS u(lexeme)
-            WHERE %(w_kw)s::float8 > 0
-        ),
+        {lex},
         vis AS MATERIALIZED (
-            SELECT m.id, 1 - (m.embedding <=> q.v) AS sim, m.content_tsv AS tsv,
+            SELECT m.id, 1 - ({vector} <=> q.v) AS sim, {tsv} AS tsv,
                    %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio}
                    + %(w_sal)s::float8 * {salience} AS b
-            FROM memory_items m, q WHERE {filt}
+            FROM memory_items m CROSS JOIN q{then} WHERE {filt}
         ),
         n AS MATERIALIZED (SELECT count(*) AS n FROM vis),
         post AS MATERIALIZED (
@@ -93,15 +107,7 @@ def narrowed_search(
             WHERE v.tsv @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM lex)
               AND u.lexeme IN (SELECT lexeme FROM lex)
         ),
-        df AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM post GROUP BY lexeme),
-        ceiling AS MATERIALIZED (
-            SELECT sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)) AS c FROM df CROSS JOIN n
-        ),
-        kw AS MATERIALIZED (
-            SELECT p.id, sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)
-                             * p.tf * (%(kw_k1)s::float8 + 1) / (p.tf + %(kw_k1)s::float8)) AS s
-            FROM post p JOIN df USING (lexeme) CROSS JOIN n GROUP BY p.id
-        ),
+        {bm25},
         cand AS (
             SELECT x.id FROM (
                 SELECT v.id, %(w_vec)s::float8 * v.sim + v.b + %(w_kw)s::float8 * {key} AS f,
@@ -111,12 +117,13 @@ def narrowed_search(
             WHERE %(q_floor)s::float8 <= 0 OR x.rel >= %(q_floor)s::float8 - %(q_round)s::float8
             ORDER BY x.f DESC, x.id LIMIT %(q_wide)s
         )
-        SELECT m.id, m.confidence, m.created_at, 1 - (m.embedding <=> q.v) AS similarity,
-               m.content_tsv::text AS tsv, {prio} AS scope_priority, {salience} AS salience,
+        SELECT m.id, m.confidence, m.created_at, v.sim AS similarity, v.tsv::text AS tsv,
+               {prio} AS scope_priority, {salience} AS salience,
                (SELECT coalesce(jsonb_object_agg(lexeme, df), jsonb_build_object()) FROM df) AS kw_df,
                (SELECT n FROM n) AS kw_n
-        FROM memory_items m, q
-        WHERE m.id = ANY(ARRAY(SELECT id FROM cand))
+        FROM vis v JOIN memory_items m ON m.id = v.id
+        WHERE v.id = ANY(ARRAY(SELECT id FROM cand))
         """
-    ).format(filt=filt, prio=prio, salience=sql.SQL(salience_at()), key=sql.SQL(key))
+    ).format(filt=filt, prio=prio, salience=sql.SQL(salience_at()), key=sql.SQL(key), lex=QUERY_LEXEMES,
+             bm25=BM25_OF_POSTINGS, **(_THEN if at is not None else _NOW))
     return query, params

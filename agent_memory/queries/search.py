@@ -18,8 +18,10 @@ from .types import Query
 from .visibility import item_filter, live, visible_parts
 
 __all__ = [
+    "BM25_OF_POSTINGS",
     "GENERIC_PLANS",
     "HALF_ERROR",
+    "QUERY_LEXEMES",
     "coverage_flag",
     "cross_level_neighbours",
     "find_duplicate",
@@ -27,6 +29,7 @@ __all__ = [
     "indexed_search",
     "keyword_key_sql",
     "scope_priority_sql",
+    "scoring_params",
     "search_candidates",
     "similar_items",
     "subtree_params",
@@ -114,7 +117,10 @@ def search_candidates(
     extra_lexemes: Sequence[str] = (),
     subtree: dict[str, Any] | None = None,
 ) -> Query:
-    """Everything a search reads, in one statement: candidates and BM25 statistics.
+    """Everything a search reads, in one statement: candidates and BM25 statistics, by a generic
+    scan of the rows of ``where``. The searches themselves run :func:`indexed_search` or
+    :func:`.narrowed.narrowed_search`; this independent statement (with an unbounded ``pool``, every
+    row a candidate) is the exact reference the tests and benchmarks compare them with.
 
     Write ``final = A + B`` with ``A`` the score without keyword evidence and
     ``B = keyword_weight * key(bm25)``, ``key`` being ``bm25 / (bm25 + half)`` (``keyword_norm``
@@ -233,6 +239,48 @@ def _keyed_union(identity: Identity, scopes: Sequence[Scope] | None, select: str
         part=sql.SQL("FALSE"), level=sql.Literal(""), **fragments)]), params
 
 
+#: the query's lexemes (its words, plus any feedback words ``%(q_extra)s``), none without keyword weight
+QUERY_LEXEMES = sql.SQL("""lex AS MATERIALIZED (
+            SELECT DISTINCT u.lexeme
+            FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s)) || %(q_extra)s::text[]) AS u(lexeme)
+            WHERE %(w_kw)s::float8 > 0
+        )""")
+
+#: BM25 (b = 0) of the rows of ``post`` (``id``, ``lexeme``, ``tf``) among ``n`` documents: per lexeme
+#: its document frequency ``df``, the question's IDF mass ``ceiling`` (coverage's denominator), and
+#: per row its score ``kw.s``, as :func:`agent_memory.ranking.bm25_scores` computes them
+BM25_OF_POSTINGS = sql.SQL("""df AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM post GROUP BY lexeme),
+        ceiling AS MATERIALIZED (
+            SELECT sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)) AS c FROM df CROSS JOIN n
+        ),
+        kw AS MATERIALIZED (
+            SELECT p.id, sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)
+                             * p.tf * (%(kw_k1)s::float8 + 1) / (p.tf + %(kw_k1)s::float8)) AS s
+            FROM post p JOIN df USING (lexeme) CROSS JOIN n GROUP BY p.id
+        )""")
+
+
+def scoring_params(
+    *, query_vector: Sequence[float], query_text: str, extra_lexemes: Sequence[str], k: int, pool: int,
+    min_relevance: float, vector_weight: float, confidence_weight: float, scope_weight: float,
+    scope_priority: dict[str, float], keyword_weight: float, keyword_share: float | None, salience_weight: float,
+    k1: float, half: float, keyword_norm: str,
+) -> dict[str, Any]:
+    """The parameters every statement that scores rows exactly shares (:func:`indexed_search`,
+    :func:`.narrowed.narrowed_search`): the query, the weights, the level priorities, the keyword
+    evidence's form, the relevance floor and how many candidates to keep (``k + pool``)."""
+    return dict(
+        q_vec=vector_literal(query_vector), q_text=query_text, q_extra=list(extra_lexemes), q_wide=k + pool,
+        q_floor=float(min_relevance), w_sal=salience_weight, w_vec=vector_weight, w_conf=confidence_weight,
+        w_scope=scope_weight, **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
+        w_kw=keyword_weight, kw_k1=k1, kw_half=half, kw_cov=coverage_flag(keyword_norm),
+        # relevance = (1 - share) * similarity + share * keyword (ranking.rank), whatever the
+        # weight of similarity in the final score: the floor is on relevance
+        q_rel_vec=1 - keyword_share if keyword_share is not None else (
+            vector_weight / (vector_weight + keyword_weight) if vector_weight + keyword_weight > 0 else 1.0),
+    )
+
+
 def indexed_search(
     identity: Identity,
     *,
@@ -282,17 +330,12 @@ def indexed_search(
     """
     _, params = item_filter(identity, scopes=scopes, types=types)
     params.update(visible_parts(identity, scopes, keyed=True)[1])
-    params.update(
-        q_vec=vector_literal(query_vector), q_text=query_text, q_extra=list(extra_lexemes), q_k=k, q_wide=k + pool,
-        q_floor=float(min_relevance), q_err=HALF_ERROR, w_sal=salience_weight, w_vec=vector_weight,
-        w_conf=confidence_weight,
-        w_scope=scope_weight, **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
-        w_kw=keyword_weight, kw_k1=k1, kw_half=half, kw_cov=coverage_flag(keyword_norm),
-        # relevance = (1 - share) * similarity + share * keyword (ranking.rank), whatever the
-        # weight of similarity in the final score: the floor is on relevance
-        q_rel_vec=1 - keyword_share if keyword_share is not None else (
-            vector_weight / (vector_weight + keyword_weight) if vector_weight + keyword_weight > 0 else 1.0),
-    )
+    params.update(scoring_params(
+        query_vector=query_vector, query_text=query_text, extra_lexemes=extra_lexemes, k=k, pool=pool,
+        min_relevance=min_relevance, vector_weight=vector_weight, confidence_weight=confidence_weight,
+        scope_weight=scope_weight, scope_priority=scope_priority, keyword_weight=keyword_weight,
+        keyword_share=keyword_share, salience_weight=salience_weight, k1=k1, half=half, keyword_norm=keyword_norm,
+    ), q_k=k, q_err=HALF_ERROR)
     # the statement depends on which ids the caller has, never on their values: built once per shape
     shape = Identity(user_id="user", **{name: name if getattr(identity, name) is not None else None
                                         for name in ("project_id", "session_id", "team_id", "org_id")})
@@ -322,22 +365,10 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
     query = sql.SQL(
         """
         WITH q AS MATERIALIZED (SELECT %(q_vec)s::vector AS v, %(q_vec)s::halfvec AS h),
-        lex AS MATERIALIZED (
-            SELECT DISTINCT u.lexeme
-            FROM unnest(tsvector_to_array(to_tsvector('english', %(q_text)s)) || %(q_extra)s::text[]) AS u(lexeme)
-            WHERE %(w_kw)s::float8 > 0
-        ),
+        {lex},
         n AS MATERIALIZED (SELECT coalesce(sum(c.c), 0)::bigint AS n FROM ({counts}) c),
         post AS MATERIALIZED ({postings}),
-        df AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM post GROUP BY lexeme),
-        ceiling AS MATERIALIZED (
-            SELECT sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)) AS c FROM df CROSS JOIN n
-        ),
-        kw AS MATERIALIZED (
-            SELECT p.id, sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)
-                             * p.tf * (%(kw_k1)s::float8 + 1) / (p.tf + %(kw_k1)s::float8)) AS s
-            FROM post p JOIN df USING (lexeme) CROSS JOIN n GROUP BY p.id
-        ),
+        {bm25},
         top AS MATERIALIZED (
             SELECT x.id, x.f, x.rel FROM ({scored}) x
             WHERE %(q_floor)s::float8 <= 0 OR x.rel >= %(q_floor)s::float8 - %(q_err)s
@@ -370,7 +401,8 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
              postings=union("SELECT t.id, t.lexeme, t.tf FROM lex, LATERAL (SELECT m.id, m.lexeme, m.tf"
                             " FROM memory_terms m WHERE {part} AND m.lexeme = lex.lexeme{types}"
                             " AND " + live() + " OFFSET 0) t"),
-             scored=scored, prio=fragments["prio"], salience=sql.SQL(salience_at()), where=where)
+             scored=scored, prio=fragments["prio"], salience=sql.SQL(salience_at()), where=where,
+             lex=QUERY_LEXEMES, bm25=BM25_OF_POSTINGS)
     return sql.SQL(query.as_string())
 
 
