@@ -269,6 +269,8 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
                            "a salience between 0 and 1 (exclusive), or None to never archive faded memories"),
     "archive_idle_days": _positive("days"),
     "ephemeral_days": _positive("days"),
+    "vector_cache_rows": _whole(minimum=0),
+    "vector_cache_mb": _whole(),
 })
 
 #: (lower, upper): pairs of fields where the first must not exceed the second
@@ -348,6 +350,11 @@ class MemoryConfig:
         recall, halving every ``stability`` days) fell below this and that went unused for
         ``archive_idle_days``; ``None`` (the default) never archives by salience.
     ephemeral_days: ``maintain()`` archives an ``ephemeral`` memory unused for this many days.
+    vector_cache_rows: a scope with at least this many active memories is searched from a copy of
+        its vectors held by the process (``agent_memory.vector_cache``; still exact, every answer
+        read again from the database); 0 turns the copies off.
+    vector_cache_mb: the most memory the copies of one service may take, in MB (a 20,000-memory
+        scope of 384-dimensional vectors takes about 48 MB, its keyword postings included); the least recently searched goes first.
     """
 
     database_url: str | None = FROM_ENV
@@ -386,6 +393,8 @@ class MemoryConfig:
     archive_below: float | None = FROM_ENV
     archive_idle_days: float = FROM_ENV
     ephemeral_days: float = FROM_ENV
+    vector_cache_rows: int = 5000
+    vector_cache_mb: int = 1024
 
     def __post_init__(self) -> None:
         unset = [name for name in _DEFAULTS if getattr(self, name) is FROM_ENV]

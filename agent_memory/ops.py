@@ -17,9 +17,9 @@ from uuid import UUID
 
 import numpy as np
 
-from . import access, conflicts, history, queries, ranking, resources
+from . import access, conflicts, history, queries, ranking, resources, vector_cache
 from .config import MemoryConfig
-from .db.requests import Commit, Copy, Embed, Op, Sql
+from .db.requests import Commit, Copy, Embed, Op, Shared, Sql
 from .errors import InvalidInputError, MemoryNotFoundError, PermissionDeniedError
 from .filters import parse_filter
 from .gate import check_content, normalize_content
@@ -185,8 +185,7 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
     yield Sql(*queries.lock_scope(new.scope, scope_id, identity.user_id), fetch="none")
     yield from access.require_write(config, identity, new.scope)
     if dedupe:
-        q, p = queries.find_duplicate(identity, new.scope, vector, config.duplicate_threshold)
-        existing = yield Sql(q, p, fetch="one")
+        existing = yield from _duplicate(config, identity, new.scope, vector)
         if existing is not None:
             q, p = queries.refresh_duplicate(existing["id"])
             row = yield Sql(q, p, fetch="one")
@@ -295,8 +294,7 @@ def check_duplicate(config: MemoryConfig, identity: Identity, content: Any, scop
     scope = check_enum("scope", scope, Scope)
     check_scope_id(identity, scope)
     [vector] = yield Embed((content,))
-    q, p = queries.find_duplicate(identity, scope, vector, config.duplicate_threshold)
-    row = yield Sql(q, p, fetch="one")
+    row = yield from _duplicate(config, identity, scope, vector)
     return None if row is None else row_to_item(row)
 
 
@@ -359,11 +357,13 @@ def search_memories(
     def ranked_for(extra: list[str], need: int) -> Op[tuple[list[Any], dict[str, int]]]:
         """The exact top ``need`` for the question's lexemes plus ``extra``, and the lexemes' counts."""
         statement = dict(terms, pool=max(config.candidate_pool, need))
-        if indexed:  # the search indexes
+        if indexed:  # the search indexes, and the process's copies of big ranges
+            cached, copies = yield from _from_copies(config, identity, scopes, types, query_vector=vector,
+                                                     query_text=query, extra=extra, need=need, floor=floor,
+                                                     weights=weights)
             q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=need, min_relevance=floor,
                                           keyword_share=weights.keyword, keyword_norm=norm, extra_lexemes=extra,
-                                          **statement)
-            yield Sql(queries.GENERIC_PLANS, fetch="none")
+                                          cached=cached, **statement)
         else:  # one pass over the rows that pass; in the past, each in the wording (and vector) of then
             q, p = queries.narrowed_search(where, k=need, min_relevance=floor, keyword_share=weights.keyword,
                                            subtree=depth, keyword_norm=norm, extra_lexemes=extra, at=past,
@@ -371,6 +371,8 @@ def search_memories(
         rows = yield Sql(q, p)
         df: dict[str, int] = dict(rows[0]["kw_df"] or {}) if rows else {}
         n_docs = int(rows[0]["kw_n"] or 0) if rows else 0
+        if indexed and copies is not None and cached is None:  # read from the index: big enough for copies?
+            copies.saw(vector_cache.caller(identity, scopes), n_docs)
         return ranking.rank(rows, weights=weights, query_terms=list(df), df=df, n_docs=n_docs, k=need,
                             min_relevance=floor, keyword_norm=norm), df
 
@@ -393,6 +395,64 @@ def search_memories(
         for row, final, sim, kw in ranked
         if row["id"] in full  # a hit deleted between the two statements is left out, not an error
     ]
+
+
+def _copies(config: MemoryConfig) -> Op[vector_cache.VectorCache]:
+    """The process's copies of big ranges for this service's database (``config.vector_cache_*``)."""
+    rows, mb = config.vector_cache_rows, config.vector_cache_mb
+    return (yield Shared(f"vector_cache:{rows}:{mb}", lambda: vector_cache.VectorCache(rows, mb * 2**20)))
+
+
+def _duplicate(config: MemoryConfig, identity: Identity, scope: Scope, vector: Sequence[float]) -> Op[Any]:
+    """The closest active row of ``scope`` the caller sees at ``config.duplicate_threshold`` or
+    closer, or None: from the process's copy of the scope when it is copied (only the rows the
+    copy finds near are measured in the database), else from the search index."""
+    if config.vector_cache_rows > 0:
+        cache = yield from _copies(config)
+        plan = yield from vector_cache.prepare(cache, identity, (scope,), always=True)
+        if plan.ranges and plan.complete:
+            q, owner = vector_cache.unit(vector), queries.scope_key(identity.user_id)
+            near = [i for copy, rule in plan.ranges for i in vector_cache.near(
+                copy, rule, query=q, now=plan.now, owner_key=owner,
+                threshold=config.duplicate_threshold - queries.HALF_ERROR)]
+            if not near:
+                return None
+            return (yield Sql(*queries.closest_among(identity, (scope,), near, vector, config.duplicate_threshold, 1),
+                              fetch="one"))
+    return (yield Sql(*queries.find_duplicate(identity, scope, vector, config.duplicate_threshold), fetch="one"))
+
+
+def _from_copies(config: MemoryConfig, identity: Identity, scopes: Sequence[Scope] | None,
+                 types: Sequence[MemoryType] | None, *, query_vector: Sequence[float], query_text: str,
+                 extra: Sequence[str], need: int, floor: float,
+                 weights: ranking.Weights
+                 ) -> Op[tuple[vector_cache.Candidates | None, vector_cache.VectorCache | None]]:
+    """The candidates of the big ranges the caller reads, chosen from the process's copies of
+    their vectors (:mod:`agent_memory.vector_cache`), or None when no range is copied; and the
+    copies (None when turned off). Also sets the transaction's plans to generic
+    (:data:`queries.GENERIC_PLANS`), as the indexed search wants."""
+    if config.vector_cache_rows <= 0:
+        yield Sql(queries.GENERIC_PLANS, fetch="none")
+        return None, None
+    cache = yield from _copies(config)
+    plan = yield from vector_cache.prepare(cache, identity, scopes, query_text=query_text, extra_lexemes=extra)
+    if not plan.planned:
+        yield Sql(queries.GENERIC_PLANS, fetch="none")
+    if not plan.ranges:
+        return None, cache
+    rest = yield Sql(*queries.uncopied_statistics(identity, scopes=scopes, types=types,
+                                                  copied=[(c.scope, c.key) for c, _ in plan.ranges],
+                                                  query_text=query_text, extra_lexemes=extra))
+    chosen = vector_cache.candidates(
+        plan, query=vector_cache.unit(query_vector), owner_key=queries.scope_key(identity.user_id), types=types,
+        k=need, vector_weight=weights.similarity * (1 - weights.keyword), confidence_weight=weights.confidence,
+        scope_weight=weights.scope, priority=config.scope_priority, keyword_weight=weights.similarity * weights.keyword,
+        salience_weight=weights.salience, min_relevance=floor, relevance_share=1 - weights.keyword,
+        error=queries.HALF_ERROR, k1=ranking.BM25_K1, half=ranking.BM25_HALF,
+        coverage=queries.coverage_flag(config.keyword_norm),
+        rest_n=next(int(r["n"]) for r in rest if r["kind"] == "n"),
+        rest_df={r["lexeme"]: int(r["n"]) for r in rest if r["kind"] == "df"})
+    return chosen, cache
 
 
 def narrowing(

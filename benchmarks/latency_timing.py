@@ -19,7 +19,11 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from agent_memory.db.requests import Commit, Copy, Embed, Op
+from agent_memory.db.requests import Commit, Copy, Embed, Op, Shared
+
+
+#: what ``Shared`` requests are answered with, per pool (``id(pool)``)
+_SHARED: dict[int, dict[str, Any]] = {}
 
 
 def stats_ms(samples: Sequence[float]) -> dict[str, float]:
@@ -34,7 +38,8 @@ def stats_ms(samples: Sequence[float]) -> dict[str, float]:
 _LABELS = (
     ("WITH q AS MATERIALIZED", "candidates"), ("synchronous_commit", "touch"), ("access_count = access_count + 1", "touch"),
     ("pg_advisory_xact_lock", "lock"), ("<= 1 - ", "duplicate_check"), ("INSERT INTO", "insert"),
-    ("SET last_used_at = now() WHERE", "refresh_duplicate"),
+    ("SET last_used_at = now() WHERE", "refresh_duplicate"), ("pg_current_snapshot", "copies_plan"),
+    ("changed_xid >=", "copies_changes"), ("SELECT 'n' AS kind", "copies_statistics"),
 )
 
 
@@ -66,6 +71,12 @@ def timed_run(op: Op[Any], pool: ConnectionPool, embeddings: Any) -> tuple[Any, 
                 answer = ([embeddings.embed_query(texts[0])] if request.query and len(texts) == 1
                           else embeddings.embed_documents(texts))
                 times["embed"] += time.perf_counter() - t
+                continue
+            if isinstance(request, Shared):  # state kept between calls, one per pool (as the drivers keep it)
+                held = _SHARED.setdefault(id(pool), {})
+                if request.name not in held:
+                    held[request.name] = request.make()
+                answer = held[request.name]
                 continue
             if isinstance(request, (Copy, Commit)):
                 raise NotImplementedError("timed_run only serves search and save")

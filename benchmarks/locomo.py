@@ -256,6 +256,7 @@ def record_candidates(service: MemoryService, convs: Sequence[Conversation], suf
              keyword_share: float | None = None, **terms: Any) -> Any:
         # the statement with candidate lists of ``pool`` rows (the indexed search keeps only the band
         # around its k-th best, which no other ranking could be replayed on)
+        terms.pop("cached", None)
         return queries.search_candidates(queries.item_filter(identity, scopes=scopes, types=types), **terms)
 
     import locomo_cv

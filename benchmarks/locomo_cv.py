@@ -109,6 +109,7 @@ def record_all(service: MemoryService, convs: Sequence[Any], suffix: str, k: int
     def scan(identity: Any, *, scopes: Any, types: Any, k: int, min_relevance: float,
              keyword_share: float | None = None, **terms: Any) -> Any:
         terms["pool"] = 10 ** 6  # every row is in the vector list
+        terms.pop("cached", None)  # the reference reads every row itself
         return queries.search_candidates(queries.item_filter(identity, scopes=scopes, types=types), **terms)
 
     out = []

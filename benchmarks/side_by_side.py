@@ -62,7 +62,6 @@ from psycopg.types import TypeInfo
 from psycopg.types.json import Jsonb
 
 from agent_memory import MemoryConfig, MemoryService, ops, queries
-from agent_memory.identity import Identity
 
 sys.path.insert(0, str(Path(__file__).parent))
 from latency_data import QUERY_TEMPLATES, TEMPLATES, SentenceMaker  # noqa: E402
@@ -240,6 +239,7 @@ def exhaustive():
     """agent-memory's reference: the statement that scans and ranks every visible row."""
     def scan(identity, *, scopes, types, k, min_relevance, keyword_share=None, **terms):
         terms["pool"] = 10 ** 7
+        terms.pop("cached", None)  # the reference reads every row itself
         return queries.search_candidates(queries.item_filter(identity, scopes=scopes, types=types), **terms)
 
     with mock.patch.object(ops.queries, "indexed_search", scan):
@@ -311,13 +311,18 @@ def run_queries(world: World, am: MemoryService, emb: Precomputed, store: Any, c
 
 
 def explain(am: MemoryService, emb: Precomputed, caller: Caller, text: str) -> str:
-    identity = Identity(**caller.ids)
-    cfg = am.config
-    weights = dict(vector_weight=cfg.weight_similarity * (1 - cfg.keyword_weight),
-                   confidence_weight=cfg.weight_confidence, scope_weight=cfg.weight_scope,
-                   scope_priority=dict(cfg.scope_priority), keyword_weight=cfg.weight_similarity * cfg.keyword_weight)
-    q, p = queries.indexed_search(identity, scopes=None, types=None, query_vector=emb.query, query_text=text,
-                                  pool=cfg.candidate_pool, k=K, min_relevance=cfg.min_relevance, **weights)
+    """EXPLAIN of the search statement one real search runs (with the candidates its copies of
+    big ranges chose, if any: those are parameters of the statement)."""
+    seen: list[Any] = []
+    real = queries.indexed_search
+
+    def capture(*args: Any, **kwargs: Any) -> Any:
+        seen.append(real(*args, **kwargs))
+        return seen[-1]
+
+    with mock.patch.object(ops.queries, "indexed_search", capture):
+        am.for_user(**caller.ids).search(text, k=K)
+    q, p = seen[-1]
     with psycopg.connect(am_dsn(am)) as conn:
         conn.execute(q, p).fetchall()
         plan = conn.execute(psycopg.sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + q, p).fetchall()

@@ -60,6 +60,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.runtime import Runtime
 
 from agent_memory import MemoryConfig, MemoryService
+from agent_memory.db import requests
 from agent_memory.embeddings import LocalEmbeddings
 from agent_memory.episodic import PostgresCheckpointer
 from agent_memory.errors import (
@@ -400,6 +401,14 @@ class AccessMachine(RuleBasedStateMachine):
         assert hits <= expected, f"search as {user} {ident} leaked {[m.items.get(i) for i in hits - expected]}"
         if len(expected) <= k:
             assert hits == expected, f"search as {user} {ident} missed {[m.items[i] for i in expected - hits]}"
+        # active memories only: the search indexes, and the copies of every range (vector_cache_rows=1)
+        STATS["calls"] += 1
+        active = {i for i in expected if m.items[i].status == "active"}
+        hits = {h.item.id for h in self.service.for_user(user, **ident).search(
+            "note written for the shared world", k=k, min_relevance=0.0)}
+        assert hits <= active, f"copied search as {user} {ident} leaked {[m.items.get(i) for i in hits - active]}"
+        if len(active) <= k:
+            assert hits == active, f"copied search as {user} {ident} missed {[m.items[i] for i in active - hits]}"
         # subtree reads: every scope below the named ones, each under its own rule
         below = m.visible_ids(user, ident, subtree=True)
         STATS["calls"] += 2
@@ -917,11 +926,15 @@ def _row(item: MemoryItem) -> tuple[Any, ...]:
 def world_service(fresh_dsn: Callable[[], str]) -> Iterator[tuple[MemoryService, psycopg.Connection,
                                                                   PostgresCheckpointer]]:
     """A service with hash embeddings on a database of its own, its checkpointer, and a plain
-    connection to inspect it."""
+    connection to inspect it. Every range of one row or more is searched from a copy of its
+    vectors (``vector_cache_rows=1``), so the model checks that read path too."""
     dsn = fresh_dsn()
-    with MemoryService(dsn, config=MemoryConfig(), embeddings=HashEmbeddings()) as service, \
+    with MemoryService(dsn, config=MemoryConfig(vector_cache_rows=1), embeddings=HashEmbeddings()) as service, \
             PostgresCheckpointer(dsn, config=MemoryConfig()) as checkpointer, \
             psycopg.connect(dsn, autocommit=True) as conn:
+        service.for_user("nobody").search("makes the copies' cache")
+        for cache in requests._SHARED[service.conn].values():
+            cache.recheck_after = 0.0  # every search plans again, so every range with a row is copied
         yield service, conn, checkpointer
 
 

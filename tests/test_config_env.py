@@ -102,6 +102,8 @@ BAD_VALUES = {
     "archive_below": 1.0,
     "archive_idle_days": 0,
     "ephemeral_days": -1,
+    "vector_cache_rows": -1,
+    "vector_cache_mb": 0,
 }
 
 

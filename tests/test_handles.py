@@ -36,6 +36,7 @@ PUBLIC_MODULES = [
     "agent_memory/filters.py", "agent_memory/queries/filters.py", "agent_memory/queries/narrowed.py",
     "agent_memory/documents/__init__.py", "agent_memory/documents/chunks.py", "agent_memory/documents/search.py",
     "agent_memory/documents/learn.py", "agent_memory/extraction/when.py",
+    "agent_memory/vector_cache.py", "agent_memory/queries/cached.py",
 ]
 
 

@@ -33,7 +33,8 @@ from agent_memory.validation import check_identity
 Request = Sql | Copy | Embed | Commit | Llm
 Answers = Sequence[Any] | Callable[[Request], Any]
 
-CONFIG = MemoryConfig.defaults()
+#: without copies of big scopes' vectors (their requests need a real cache; tests/test_vector_cache.py)
+CONFIG = MemoryConfig.defaults(vector_cache_rows=0)
 VECTOR = [0.6, 0.8, 0.0]
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 

@@ -36,7 +36,10 @@ from agent_memory.validation import check_identity
 
 #: tables of the schema that hold nothing of anyone: bookkeeping of the database itself, and the
 #: re-embedding staging table (keyed by memory id, its rows go with their memory: ON DELETE CASCADE)
-NOBODYS = {"agent_memory_migrations", "agent_memory_meta", "checkpoint_migrations", "memory_reembed"}
+#: (``memory_scope_resets`` holds a scope's 64-bit key and the id of the transaction that last deleted
+#: rows from it, so that copies of the scope's vectors are made again; no id and no content)
+NOBODYS = {"agent_memory_migrations", "agent_memory_meta", "checkpoint_migrations", "memory_reembed",
+           "memory_scope_resets"}
 
 
 def names_a_user(column: str) -> bool:

@@ -74,6 +74,7 @@ with warnings.catch_warnings():
 __all__ = [
     "EmbeddedServer",
     "ensure_embedded_server",
+    "shared_buffers_mb",
     "stop_embedded_server",
 ]
 
@@ -168,6 +169,18 @@ def stop_embedded_server(data_dir: Path | str) -> bool:
             return False
         _Server(pgdata, keep_running=True, start_timeout=1.0).stop()
         return True
+
+
+def shared_buffers_mb() -> int:
+    """The embedded server's ``shared_buffers``: an eighth of the machine's memory, between
+    PostgreSQL's default 128 MB and 1 GB. At the default, a 100,000-memory scope's search index
+    (about 100 MB) pushed a small user's pages out of PostgreSQL's cache (BENCHMARKS.md, "Search
+    at scale"); the memory is taken only as pages are read."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    except (AttributeError, ValueError, OSError):
+        return 128
+    return max(128, min(1024, total // 8))
 
 
 class EmbeddedServer:
@@ -341,7 +354,8 @@ class _Server(PostgresServer):
         # reads -k as a comma-separated list, so double-quote the directory for it.
         # No TCP (-h ''); authentication is `trust`, so only the owner may use the socket.
         socket_arg = '"' + str(socket_dir).replace('"', '""') + '"'
-        options = f"-h '' -k {shlex.quote(socket_arg)} -c unix_socket_permissions=0700"
+        options = (f"-h '' -k {shlex.quote(socket_arg)} -c unix_socket_permissions=0700"
+                   f" -c shared_buffers={shared_buffers_mb()}MB")
         # Pids registered with an earlier server are stale now (that server died),
         # and one of them could be reused by an unrelated, long-lived process.
         self.global_process_id_list.put([])

@@ -675,6 +675,85 @@ MIGRATIONS: tuple[Migration, ...] = (
         END $$;
         """,
     ),
+    Migration(
+        "0016_scope_vector_cache",
+        # What a process's copy of a big scope's vectors (:mod:`agent_memory.vector_cache`) needs to
+        # stay true without re-reading the scope: ``changed_xid``, the transaction that last changed
+        # anything a search's candidate list depends on (set on insert by the default, on update by
+        # the trigger; recording a hit's use changes none of it, so HOT updates stay HOT), indexed
+        # per scope; and per scope the last transaction that deleted rows from it or moved rows out
+        # of it (a copy older than that is read again in full). Existing rows keep a NULL: they
+        # are older than any copy. The column is added without a default first: a volatile
+        # default would rewrite the table.
+        """
+        ALTER TABLE memory_items ADD COLUMN changed_xid xid8;
+        ALTER TABLE memory_items ALTER COLUMN changed_xid SET DEFAULT pg_current_xact_id();
+        CREATE INDEX memory_items_changed_idx ON memory_items (scope, scope_key, changed_xid);
+        CREATE TABLE memory_scope_resets (
+            scope      text NOT NULL,
+            scope_key  bigint NOT NULL,
+            xid        xid8 NOT NULL,
+            PRIMARY KEY (scope, scope_key)
+        );
+        -- Only for updates that set one of these columns, so recording a hit's use (which sets
+        -- none) does not even test it. It names no vector: a column a trigger's definition names
+        -- cannot change type, and re-embedding with another model changes ``embedding``'s; an
+        -- edit changes the content with the vector, and re-embedding stamps the rows itself
+        -- (queries/reembed.py).
+        CREATE FUNCTION agent_memory_changed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            NEW.changed_xid := pg_current_xact_id();
+            RETURN NEW;
+        END
+        $fn$;
+        CREATE TRIGGER memory_items_changed
+            BEFORE UPDATE OF content, confidence, status, visibility, user_id, expires_at, memory_type, scope,
+                             scope_id, id ON memory_items
+            FOR EACH ROW WHEN (OLD.content IS DISTINCT FROM NEW.content
+                               OR OLD.confidence IS DISTINCT FROM NEW.confidence
+                               OR OLD.status IS DISTINCT FROM NEW.status
+                               OR OLD.visibility IS DISTINCT FROM NEW.visibility
+                               OR OLD.user_id IS DISTINCT FROM NEW.user_id
+                               OR OLD.expires_at IS DISTINCT FROM NEW.expires_at
+                               OR OLD.memory_type IS DISTINCT FROM NEW.memory_type
+                               OR OLD.scope IS DISTINCT FROM NEW.scope
+                               OR OLD.scope_id IS DISTINCT FROM NEW.scope_id
+                               OR OLD.id IS DISTINCT FROM NEW.id)
+            EXECUTE FUNCTION agent_memory_changed();
+        -- in key order, so two statements resetting the same scopes lock them in one order
+        CREATE FUNCTION agent_memory_scopes_reset() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            INSERT INTO memory_scope_resets (scope, scope_key, xid)
+            SELECT DISTINCT o.scope, o.scope_key, pg_current_xact_id() FROM removed o ORDER BY 1, 2
+            ON CONFLICT (scope, scope_key) DO UPDATE SET xid = excluded.xid;
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE TRIGGER memory_items_reset_delete AFTER DELETE ON memory_items
+            REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_scopes_reset();
+        CREATE FUNCTION agent_memory_scope_left() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            INSERT INTO memory_scope_resets (scope, scope_key, xid) VALUES (OLD.scope, OLD.scope_key, pg_current_xact_id())
+            ON CONFLICT (scope, scope_key) DO UPDATE SET xid = excluded.xid;
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE TRIGGER memory_items_reset_move AFTER UPDATE OF id, scope, scope_id ON memory_items
+            FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id OR OLD.scope IS DISTINCT FROM NEW.scope
+                               OR OLD.scope_id IS DISTINCT FROM NEW.scope_id)
+            EXECUTE FUNCTION agent_memory_scope_left();
+        -- ('*', 0): every scope
+        CREATE FUNCTION agent_memory_scopes_truncated() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            INSERT INTO memory_scope_resets (scope, scope_key, xid) VALUES ('*', 0, pg_current_xact_id())
+            ON CONFLICT (scope, scope_key) DO UPDATE SET xid = excluded.xid;
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE TRIGGER memory_items_reset_truncate AFTER TRUNCATE ON memory_items
+            FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_scopes_truncated();
+        """,
+    ),
 )
 
 

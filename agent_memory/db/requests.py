@@ -21,6 +21,7 @@ psycopg error is thrown into the operation and, if it escapes, becomes a
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Generator, Sequence
 from contextlib import AsyncExitStack, ExitStack, suppress
@@ -37,7 +38,7 @@ from ..errors import AgentMemoryError, DatabaseError, EmbeddingError, ModelOutpu
 from .connection import AsyncConn, Conn, aflush, aget_connection, flush, get_connection
 from .failures import connection_lost, database_error, lost
 
-__all__ = ["Commit", "Copy", "Embed", "Llm", "Op", "Sql", "arun", "run"]
+__all__ = ["Commit", "Copy", "Embed", "Llm", "Op", "Shared", "Sql", "arun", "run"]
 
 T = TypeVar("T")
 
@@ -120,7 +121,30 @@ def _check_output(request: Llm, output: Any) -> Any:
     return output
 
 
-Request = Sql | Copy | Embed | Commit | Llm
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """Answers the object ``make()`` built for this connection pool (or passed-in connection)
+    under ``name``, built on first use: state an operation keeps between calls on the same
+    database, such as :class:`agent_memory.vector_cache.VectorCache`. The driver holds it only
+    as long as the pool lives."""
+
+    name: str
+    make: Any  # () -> object
+
+
+_SHARED: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared(conn: Any, request: Shared) -> Any:
+    with _SHARED_LOCK:
+        held = _SHARED.setdefault(conn, {})
+        if request.name not in held:
+            held[request.name] = request.make()
+        return held[request.name]
+
+
+Request = Sql | Copy | Embed | Commit | Llm | Shared
 Op = Generator[Request, Any, T]
 
 
@@ -229,6 +253,8 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
                             raise
                         except Exception as exc:
                             raise embedding_failed(embeddings, exc) from exc
+                    elif isinstance(request, Shared):
+                        answer = _shared(conn, request)
                     elif isinstance(request, Commit):
                         if tx is not None:
                             tx, closing = None, tx
@@ -340,6 +366,8 @@ async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
                             raise
                         except Exception as exc:
                             raise embedding_failed(embeddings, exc) from exc
+                    elif isinstance(request, Shared):
+                        answer = _shared(conn, request)
                     elif isinstance(request, Commit):
                         if tx is not None:
                             tx, closing = None, tx

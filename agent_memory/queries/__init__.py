@@ -65,6 +65,7 @@ from .filters import (
 from .narrowed import (
     narrowed_search,
 )
+from .cached import RANGE_COLUMNS, cache_changes, cache_load, cache_plan, closest_among, visible_ranges
 from .search import (
     BM25_OF_POSTINGS,
     QUERY_LEXEMES,
@@ -80,6 +81,8 @@ from .search import (
     scoring_params,
     search_candidates,
     similar_items,
+    skipped,
+    uncopied_statistics,
     subtree_params,
 )
 from .history import (
@@ -239,6 +242,7 @@ __all__ = [
     "FORGET_TABLES",
     "BM25_OF_POSTINGS",
     "GENERIC_PLANS",
+    "RANGE_COLUMNS",
     "HALF_ERROR",
     "ITEM_COLUMNS",
     "OWNER_TABLE",
@@ -291,6 +295,10 @@ __all__ = [
     "existing_tables",
     "export_section",
     "fail_extraction_run",
+    "cache_changes",
+    "cache_load",
+    "cache_plan",
+    "closest_among",
     "find_duplicate",
     "find_duplicates_bulk",
     "forget_deletes",
@@ -361,6 +369,9 @@ __all__ = [
     "set_team_write",
     "shared_with",
     "similar_items",
+    "skipped",
+    "uncopied_statistics",
+    "visible_ranges",
     "subtree_params",
     "stage_vectors",
     "start_extraction_run",

@@ -114,7 +114,9 @@ def swap_statements(dimensions: int, indexes: Sequence[Mapping[str, str]], *, se
         (sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(search_index_name)), None),
         ("ALTER TABLE memory_items DROP COLUMN embedding_half", None),
         ("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector USING embedding::vector", None),
-        ("UPDATE memory_items m SET embedding = r.embedding FROM memory_reembed r WHERE r.id = m.id", None),
+        # (stamped: a process's copy of a big scope's vectors takes the new ones; migration 0016)
+        ("UPDATE memory_items m SET embedding = r.embedding, changed_xid = pg_current_xact_id()"
+         " FROM memory_reembed r WHERE r.id = m.id", None),
         # earlier wordings' vectors are the old model's: a search of the past falls back to the new one
         ("UPDATE memory_item_history SET embedding = NULL WHERE embedding IS NOT NULL", None),
         # documents' passages: emptied here, embedded again right after the switch (pending_passages)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
@@ -16,6 +16,9 @@ from ..ranking import KEYWORD_NORMS
 from .items import item_columns, salience_at, vector_literal
 from .types import Query
 from .visibility import item_filter, live, visible_parts
+
+if TYPE_CHECKING:
+    from ..vector_cache import Candidates as CopiedRows
 
 __all__ = [
     "BM25_OF_POSTINGS",
@@ -32,7 +35,9 @@ __all__ = [
     "scoring_params",
     "search_candidates",
     "similar_items",
+    "skipped",
     "subtree_params",
+    "uncopied_statistics",
 ]
 
 #: an index range of live rows: active and not expired (``expires_at`` is in the search and count
@@ -227,12 +232,13 @@ def search_candidates(
     return query, params
 
 
-def _keyed_union(identity: Identity, scopes: Sequence[Scope] | None, select: str,
+def _keyed_union(identity: Identity, scopes: Sequence[Scope] | None, select: str, skip: bool = False,
                  **fragments: sql.Composable) -> Query:
     """``select`` once per level the caller can read, as ``UNION ALL``: ``{part}`` is that
     level's keyed condition (one range of the search indexes), ``{level}`` its name, other
-    ``{names}`` are filled from ``fragments``."""
-    parts, params = visible_parts(identity, scopes, keyed=True)
+    ``{names}`` are filled from ``fragments``; ``skip``: without the ranges read from copies
+    (:func:`.visibility.visible_parts`)."""
+    parts, params = visible_parts(identity, scopes, keyed=True, skip=skip)
     branches = [sql.SQL(select).format(part=part, level=sql.Literal(level.value), **fragments)
                 for level, part in parts.items()]
     return sql.SQL(" UNION ALL ").join(branches or [sql.SQL(select).format(
@@ -249,15 +255,21 @@ QUERY_LEXEMES = sql.SQL("""lex AS MATERIALIZED (
 #: BM25 (b = 0) of the rows of ``post`` (``id``, ``lexeme``, ``tf``) among ``n`` documents: per lexeme
 #: its document frequency ``df``, the question's IDF mass ``ceiling`` (coverage's denominator), and
 #: per row its score ``kw.s``, as :func:`agent_memory.ranking.bm25_scores` computes them
-BM25_OF_POSTINGS = sql.SQL("""df AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM post GROUP BY lexeme),
-        ceiling AS MATERIALIZED (
+_SCORES_OF_DF = """ceiling AS MATERIALIZED (
             SELECT sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)) AS c FROM df CROSS JOIN n
         ),
         kw AS MATERIALIZED (
             SELECT p.id, sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)
                              * p.tf * (%(kw_k1)s::float8 + 1) / (p.tf + %(kw_k1)s::float8)) AS s
             FROM post p JOIN df USING (lexeme) CROSS JOIN n GROUP BY p.id
-        )""")
+        )"""
+BM25_OF_POSTINGS = sql.SQL("df AS MATERIALIZED (SELECT lexeme, count(*) AS df FROM post GROUP BY lexeme),\n        "
+                           + _SCORES_OF_DF)
+
+#: :data:`BM25_OF_POSTINGS` with the document frequencies given (``%(c_lex)s``, ``%(c_df)s``): a search
+#: whose big ranges are read from copies counts their lexemes there (:mod:`agent_memory.vector_cache`)
+_BM25_OF_GIVEN_DF = sql.SQL("df AS MATERIALIZED (SELECT d.lexeme, d.df FROM unnest(%(c_lex)s::text[], %(c_df)s::bigint[])"
+                            " AS d(lexeme, df) WHERE d.df > 0),\n        " + _SCORES_OF_DF)
 
 
 def scoring_params(
@@ -302,6 +314,7 @@ def indexed_search(
     half: float = 5.0,
     keyword_norm: str = "squash",
     extra_lexemes: Sequence[str] = (),
+    cached: CopiedRows | None = None,
 ) -> Query:
     """:func:`search_candidates` for active memories, answered from the search indexes (migration
     ``0010_search_at_scale``): same columns, and candidates that hold the exact top ``k``.
@@ -327,9 +340,19 @@ def indexed_search(
     changes on every recall) only ever adds, at most ``salience_weight``: a row of the true top
     ``k`` then has ``final~ >= T - 2e - salience_weight``, so the band is that much wider, and
     the candidates' salience is read with them.
+
+    ``cached``: ranges read from a process's copy (:mod:`agent_memory.vector_cache`) instead of
+    the index: the rows of those ranges that can matter (:func:`agent_memory.vector_cache.candidates`),
+    with their similarity estimates and confidences, and BM25's ``n`` and ``df`` over everything
+    the caller sees (the copies count their ranges, :func:`uncopied_statistics` the rest). Those
+    ranges are not read here, but for the chosen rows' postings.
     """
     _, params = item_filter(identity, scopes=scopes, types=types)
-    params.update(visible_parts(identity, scopes, keyed=True)[1])
+    params.update(visible_parts(identity, scopes, keyed=True, skip=cached is not None)[1])
+    if cached is not None:
+        params.update(skipped(cached.keys))
+        params.update(c_ids=cached.ids, c_sim=cached.similarity, c_conf=cached.confidence, c_scope=cached.scopes,
+                      c_n=cached.n, c_lex=list(cached.df), c_df=list(cached.df.values()))
     params.update(scoring_params(
         query_vector=query_vector, query_text=query_text, extra_lexemes=extra_lexemes, k=k, pool=pool,
         min_relevance=min_relevance, vector_weight=vector_weight, confidence_weight=confidence_weight,
@@ -337,23 +360,45 @@ def indexed_search(
         keyword_share=keyword_share, salience_weight=salience_weight, k1=k1, half=half, keyword_norm=keyword_norm,
     ), q_k=k, q_err=HALF_ERROR)
     # the statement depends on which ids the caller has, never on their values: built once per shape
-    shape = Identity(user_id="user", **{name: name if getattr(identity, name) is not None else None
-                                        for name in ("project_id", "session_id", "team_id", "org_id")})
-    return _indexed_search_sql(shape, None if scopes is None else tuple(scopes), types is not None), params
+    return _indexed_search_sql(_shape(identity), None if scopes is None else tuple(scopes), types is not None,
+                               cached is not None), params
+
+
+#: a level's visible rows, counted from ``memory_items_count_idx`` (a ``_keyed_union`` branch)
+_COUNTS = "SELECT count(*) AS c FROM memory_items m WHERE {part} AND " + _ACTIVE + "{types}"
+#: a level's postings of the query lexemes: one index range per level and lexeme (scope, scope_key,
+#: lexeme), whatever the plan (OFFSET 0 keeps the lateral a parameterised scan, not a join over the
+#: whole level)
+_POSTINGS = ("SELECT t.id, t.lexeme, t.tf FROM lex, LATERAL (SELECT m.id, m.lexeme, m.tf FROM memory_terms m"
+             " WHERE {part} AND m.lexeme = lex.lexeme{types} AND " + live() + " OFFSET 0) t")
 
 
 @functools.lru_cache(maxsize=512)
-def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, typed: bool) -> sql.SQL:
+def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, typed: bool,
+                        cached: bool = False) -> sql.SQL:
     where, _ = item_filter(identity, scopes=scopes, types=(MemoryType.FACT,) if typed else None)
     fragments = {"types": sql.SQL(" AND m.memory_type = ANY(%(f_types)s)" if typed else ""),
                  "prio": scope_priority_sql()}
 
-    def union(select: str) -> sql.Composable:
-        return _keyed_union(identity, scopes, select, **fragments)[0]
+    def union(select: str, skip: bool = False) -> sql.Composable:
+        return _keyed_union(identity, scopes, select, skip=skip, **fragments)[0]
 
-    rows = union("SELECT m.id, 1 - (m.embedding_half <=> q.h) AS sim,"
-                 " %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} AS b"
-                 " FROM memory_items m, q WHERE {part} AND " + _ACTIVE + "{types}")
+    rows: sql.Composable = union("SELECT m.id, 1 - (m.embedding_half <=> q.h) AS sim,"
+                                 " %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} AS b"
+                                 " FROM memory_items m, q WHERE {part} AND " + _ACTIVE + "{types}", skip=cached)
+    counts: sql.Composable = union(_COUNTS)
+    postings: sql.Composable = union(_POSTINGS, skip=cached)
+    bm25 = BM25_OF_POSTINGS
+    if cached:  # the copied ranges' candidates as the copies chose them; n and df counted with them
+        rows = sql.SQL("{rows} UNION ALL SELECT m.id, m.sim, %(w_conf)s::float8 * m.confidence"
+                       " + %(w_scope)s::float8 * {prio} AS b FROM unnest(%(c_ids)s::uuid[], %(c_sim)s::float8[],"
+                       " %(c_conf)s::float8[], %(c_scope)s::text[]) AS m(id, sim, confidence, scope)").format(
+            rows=rows, prio=fragments["prio"])
+        counts = sql.SQL("SELECT %(c_n)s::bigint AS c")
+        postings = sql.SQL("{postings} UNION ALL SELECT t.id, t.lexeme, t.tf FROM memory_terms t"
+                           " WHERE t.id = ANY(%(c_ids)s::uuid[]) AND t.lexeme IN (SELECT lexeme FROM lex)").format(
+            postings=postings)
+        bm25 = _BM25_OF_GIVEN_DF
     # final~ and relevance~ of every visible row: one index range per level, probing the
     # keyword scores (a hash of the few rows that hold a query word)
     squashed = keyword_key_sql("kw.s", "(SELECT c FROM ceiling)")
@@ -395,14 +440,50 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
         FROM memory_items m, q
         WHERE m.id = ANY(ARRAY(SELECT id FROM cand)) AND {where}
         """
-    ).format(counts=union("SELECT count(*) AS c FROM memory_items m WHERE {part} AND " + _ACTIVE + "{types}"),
-             # one index range per level and lexeme (scope, scope_key, lexeme), whatever the plan
-             # (OFFSET 0 keeps the lateral a parameterised scan, not a join over the whole level)
-             postings=union("SELECT t.id, t.lexeme, t.tf FROM lex, LATERAL (SELECT m.id, m.lexeme, m.tf"
-                            " FROM memory_terms m WHERE {part} AND m.lexeme = lex.lexeme{types}"
-                            " AND " + live() + " OFFSET 0) t"),
-             scored=scored, prio=fragments["prio"], salience=sql.SQL(salience_at()), where=where,
-             lex=QUERY_LEXEMES, bm25=BM25_OF_POSTINGS)
+    ).format(counts=counts, postings=postings, scored=scored, prio=fragments["prio"],
+             salience=sql.SQL(salience_at()), where=where, lex=QUERY_LEXEMES, bm25=bm25)
+    return sql.SQL(query.as_string())
+
+
+def skipped(keys: Sequence[tuple[str, int]]) -> dict[str, Any]:
+    """The parameters that leave the ranges ``keys`` (``(scope, scope_key)``) out of a keyed read
+    (:func:`.visibility.visible_parts` with ``skip``)."""
+    params: dict[str, Any] = {"vs_team": [], "vs_org": []}
+    for scope, key in keys:
+        if scope in ("team", "org"):
+            params[f"vs_{scope}"].append(key)
+        else:
+            params[f"vs_{scope}"] = True
+    return params
+
+
+def uncopied_statistics(identity: Identity, *, scopes: Sequence[Scope] | None, types: Sequence[MemoryType] | None,
+                        copied: Sequence[tuple[str, int]], query_text: str, extra_lexemes: Sequence[str]) -> Query:
+    """BM25's statistics over the rows the caller sees outside the ``copied`` ranges: one row
+    ``('n', NULL, rows)`` and one ``('df', lexeme, rows holding it)`` per query lexeme found, read
+    from the same indexes as :func:`indexed_search` (the copies count their own ranges)."""
+    _, params = item_filter(identity, scopes=scopes, types=types)
+    params.update(visible_parts(identity, scopes, keyed=True, skip=True)[1])
+    params.update(skipped(copied), q_text=query_text, q_extra=list(extra_lexemes), w_kw=1.0)
+    return _uncopied_statistics_sql(_shape(identity), None if scopes is None else tuple(scopes),
+                                    types is not None), params
+
+
+def _shape(identity: Identity) -> Identity:
+    """The identity's shape: which ids it has, not their values (statements are built per shape)."""
+    return Identity(user_id="user", **{name: name if getattr(identity, name) is not None else None
+                                       for name in ("project_id", "session_id", "team_id", "org_id")})
+
+
+@functools.lru_cache(maxsize=256)
+def _uncopied_statistics_sql(identity: Identity, scopes: tuple[Scope, ...] | None, typed: bool) -> sql.SQL:
+    types = {"types": sql.SQL(" AND m.memory_type = ANY(%(f_types)s)" if typed else "")}
+    counts = _keyed_union(identity, scopes, _COUNTS, skip=True, **types)[0]
+    postings = _keyed_union(identity, scopes, _POSTINGS, skip=True, **types)[0]
+    query = sql.SQL(
+        "WITH {lex} SELECT 'n' AS kind, NULL::text AS lexeme, (SELECT coalesce(sum(c.c), 0) FROM ({counts}) c)::bigint AS n"
+        " UNION ALL SELECT 'df', p.lexeme, count(*) FROM ({postings}) p GROUP BY p.lexeme"
+    ).format(lex=QUERY_LEXEMES, counts=counts, postings=postings)
     return sql.SQL(query.as_string())
 
 

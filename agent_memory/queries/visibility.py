@@ -64,7 +64,8 @@ def scope_key(value: str) -> int:
 
 
 def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, keyed: bool = False,
-                  alias: str = "m", subtree: bool = False) -> tuple[dict[Scope, sql.Composable], dict[str, Any]]:
+                  alias: str = "m", subtree: bool = False,
+                  skip: bool = False) -> tuple[dict[Scope, sql.Composable], dict[str, Any]]:
     """The tenancy rule of :func:`visible_filter` as one condition per level the caller can read,
     each narrow enough for one index range (a search reads them as ``UNION ALL`` branches).
 
@@ -77,9 +78,17 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
     id by whole ``/`` segments (``co/eng`` covers ``co/eng/web``, never ``co/engine``), each under
     its own rule: a member of that scope, or (projects) its public memories when it is shared
     with the caller. Being a member of ``co/eng`` gives nothing of ``co/eng/web`` by itself.
+
+    With ``skip`` (keyed only) each level also leaves out the ranges a search reads from a copy
+    instead (:mod:`agent_memory.vector_cache`): ``%(vs_user)s``, ``%(vs_session)s`` and
+    ``%(vs_project)s`` (booleans, default false) drop their level's one range, a test on
+    parameters alone, so the plan does not read it at all; ``%(vs_team)s`` and ``%(vs_org)s``
+    (arrays of keys, default empty) drop those teams' and orgs' ranges from the level's keys.
     """
     if subtree and keyed:
         raise ValueError("a subtree read names its scopes by id; it has no keyed form")
+    if skip and not keyed:
+        raise ValueError("only a keyed read skips ranges")
     scopes = tuple(Scope) if scopes is None else tuple(scopes)
     m = alias
     parts: dict[Scope, sql.Composable] = {}
@@ -91,6 +100,9 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
     def _is(column: str, name: str, value: str) -> str:
         if keyed:
             params[f"vk_{name}"] = scope_key(value)
+            if skip:
+                params[f"vs_{name}"] = False
+                return f"{m}.scope_key = %(vk_{name})s AND NOT %(vs_{name})s::boolean"
             return f"{m}.scope_key = %(vk_{name})s"
         return f"{m}.scope_id = %(vf_{name})s"
 
@@ -133,6 +145,9 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
                           f" OR mm.scope_id LIKE %(vf_{scope.value}_below)s)")
         members = f"FROM memory_members mm WHERE mm.kind = '{scope.value}' AND mm.user_id = %(vf_user)s{narrow}"
         # keyed: an array of keys, so the level is index ranges (an IN would join and filter)
+        if skip:
+            params[f"vs_{scope.value}"] = []
+            members += f" AND NOT agent_memory_key(mm.scope_id) = ANY(%(vs_{scope.value})s::bigint[])"
         among = (f"{m}.scope_key = ANY(ARRAY(SELECT agent_memory_key(mm.scope_id) {members}))" if keyed
                  else f"{m}.scope_id IN (SELECT mm.scope_id {members})")
         parts[scope] = sql.SQL(
