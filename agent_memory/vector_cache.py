@@ -50,6 +50,8 @@ _TYPES = {t.value: i for i, t in enumerate(MemoryType)}
 
 #: how long a range found small is not counted again, and a caller who read no copy not planned again
 _SMALL_FOR = 30.0
+#: how many callers a cache remembers (:meth:`VectorCache.plans`)
+_CALLERS = 10_000
 
 
 class CachedRange:
@@ -237,10 +239,20 @@ class VectorCache:
             with self.lock:
                 if caller not in self.callers:
                     self.callers[caller] = (time.monotonic(), True)
+                    self._bound()
 
     def planned(self, caller: tuple[Any, ...], copies: bool) -> None:
         with self.lock:
+            self.callers.pop(caller, None)
             self.callers[caller] = (time.monotonic(), copies)
+            self._bound()
+
+    def _bound(self) -> None:
+        """At most ``_CALLERS`` callers are remembered (each session is a caller, so a long-running
+        server would otherwise gather them forever); the least recently planned go first, and a
+        forgotten caller's next search reads the index and counts again."""
+        while len(self.callers) > _CALLERS:
+            del self.callers[next(iter(self.callers))]
 
     def found_small(self, scope: str, key: int) -> None:
         with self.lock:

@@ -360,3 +360,11 @@ def test_only_callers_who_see_many_memories_plan_their_copies(fresh_dsn, config)
             assert planned.call_count == 2  # a caller with copies plans every search (their changes)
             service.for_user("big", project_id="p").search("coffee")  # another caller: the index again
             assert planned.call_count == 2
+
+
+def test_a_cache_remembers_a_bounded_number_of_callers():
+    cache = vector_cache.VectorCache(10, 2**20)
+    for i in range(vector_cache._CALLERS + 50):
+        cache.saw(("u", f"session-{i}"), 10)
+    assert len(cache.callers) == vector_cache._CALLERS
+    assert not cache.plans(("u", "session-0")) and cache.plans(("u", f"session-{vector_cache._CALLERS + 49}"))
