@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from agent_memory.db.requests import Commit, Copy, Embed, Op, Shared
+from agent_memory.db.statements import numbered
 
 
 #: what ``Shared`` requests are answered with, per pool (``id(pool)``)
@@ -85,8 +87,9 @@ def timed_run(op: Op[Any], pool: ConnectionPool, embeddings: Any) -> tuple[Any, 
                 in_tx = True
             text = request.query.as_string(conn) if isinstance(request.query, sql.Composable) else request.query
             t = time.perf_counter()
-            with conn.cursor(row_factory=dict_row) as cur:
-                cur.execute(request.query, request.params)
+            query, params, raw = numbered(request.query, request.params, conn)  # as the drivers run it
+            with (psycopg.RawCursor(conn, row_factory=dict_row) if raw else conn.cursor(row_factory=dict_row)) as cur:
+                cur.execute(query, params)
                 answer = {"all": cur.fetchall, "one": cur.fetchone}.get(request.fetch, lambda: None)()
             name = label(text)
             times[name] += time.perf_counter() - t

@@ -446,9 +446,14 @@ def run_cv(config: MemoryConfig, embeddings: LocalEmbeddings, convs: Sequence[Co
     same = sum(locomo_cv._retrieve(r, own(r), SEARCH_K) == by_key[r.key].retrieved for r in recorded)
     print(f"cv: recorded {len(recorded)} questions in {time.perf_counter() - t0:.1f}s; replay of the library's "
           f"ranking matches search_memories on {same}/{len(recorded)} questions", flush=True)
-    return locomo_cv.cross_validate(
-        recorded, by_key, score, lambda o, got: Outcome(o.sample_id, o.question, o.category, o.evidence, got),
-        SEARCH_K)
+    drift = locomo_cv.attach_vectors(recorded, {c.sample_id: dict(c.turns) for c in convs}, embeddings)
+    print(f"cv: vectors embedded again for the centred settings; largest cosine difference {drift:.1e}", flush=True)
+    make = lambda o, got: Outcome(o.sample_id, o.question, o.category, o.evidence, got)  # noqa: E731
+    results = locomo_cv.cross_validate(recorded, by_key, score, make, SEARCH_K, locomo_cv.families(with_vectors=True))
+    results["fusion ceiling"] = locomo_cv.fusion_ceiling(recorded, by_key, score, make)
+    results["evidence ranks"] = locomo_cv.evidence_ranks(
+        recorded, by_key, {cat: f"{cat} {name}" for cat, name in CATEGORIES.items()})
+    return results
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -543,8 +548,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cv:
         import locomo_cv
 
+        cv = dict(report["cv"])
+        ceiling, ranks = cv.pop("fusion ceiling"), cv.pop("evidence ranks")
         print()
-        print(locomo_cv.format_cv(report["cv"], format_table))
+        print(locomo_cv.format_cv(cv, format_table))
+        print()
+        print(locomo_cv.format_ceiling(ceiling))
+        print(locomo_cv.format_evidence_ranks(ranks))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -21,7 +21,14 @@ words by how many of the best memories share them instead, and weighs them like 
 Neighbour context (a turn's score lifted by its better adjacent turn of the same session) needs an
 order among a source's memories, and source context (lifted by the best other turn of its
 session) a memory's source in the search index, and neither is stored there. They are measured to
-show what such evidence is worth.
+show what such evidence is worth. So are the centred settings (the cosine taken after removing a
+share of the caller's mean vector, which needs every row's vector: :func:`attach_vectors` embeds
+them again and checks they give the recorded cosines).
+
+Two tables bound what any ranking of these signals could do: :func:`fusion_ceiling` lets each
+question pick, with hindsight, its best setting of a wide grid of mixes of the cosine and the
+keyword evidence, and :func:`evidence_ranks` says where the evidence memories rank by each signal
+alone. A target above the ceiling needs new evidence, not another mix.
 """
 
 from __future__ import annotations
@@ -37,7 +44,8 @@ import numpy as np
 
 from agent_memory import MemoryService, ops, queries, ranking
 
-__all__ = ["Recorded", "cross_validate", "families", "format_cv", "on_candidates", "record_all", "relevance",
+__all__ = ["Recorded", "attach_vectors", "centred", "cross_validate", "evidence_ranks", "families", "format_ceiling",
+           "format_cv", "format_evidence_ranks", "fusion_ceiling", "on_candidates", "record_all", "relevance",
            "with_keyword_feedback", "with_neighbours", "with_shared_feedback", "with_source_context"]
 
 FOLD_METRIC = "R@10"
@@ -56,6 +64,8 @@ class Recorded:
     df: dict[str, int]
     n_docs: int
     text: str = ""  # the question
+    vectors: np.ndarray | None = None  # each row's stored vector (:func:`attach_vectors`)
+    query_vector: np.ndarray | None = None
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def bm25(self) -> np.ndarray:
@@ -131,6 +141,25 @@ def record_all(service: MemoryService, convs: Sequence[Any], suffix: str, k: int
                     q.text,
                 ))
     return out
+
+
+def attach_vectors(recorded: Sequence[Recorded], turns: Mapping[str, Mapping[str, str]], embeddings: Any) -> float:
+    """Give each record its rows' vectors and its question's (embedded again by ``embeddings``, the
+    service's model, from ``turns``: sample id -> dia id -> content), for the settings that move
+    the query vector. Answers the largest difference between a recomputed and a recorded cosine,
+    which must be float noise for the replay to stand for the service."""
+    by_sample: dict[str, dict[str, np.ndarray]] = {}
+    for sample, contents in turns.items():
+        ids = list(contents)
+        vectors = np.asarray(embeddings.embed_documents([contents[d] for d in ids]), dtype=np.float64)
+        by_sample[sample] = dict(zip(ids, vectors))
+    questions = np.asarray(embeddings.embed_documents([r.text for r in recorded]), dtype=np.float64)
+    worst = 0.0
+    for r, q in zip(recorded, questions):
+        r.vectors = np.stack([by_sample[r.key[0]][d] for d in r.dia_ids])
+        r.query_vector = q
+        worst = max(worst, float(np.max(np.abs(r.vectors @ q - r.cosine))))
+    return worst
 
 
 # --- the settings --------------------------------------------------------------------------------
@@ -274,6 +303,24 @@ def with_source_context(base: Method, lam: float) -> Method:
     return method
 
 
+def centred(kw: float, share: float, documents: bool = False) -> Method:
+    """Coverage at ``kw`` with the cosine taken after removing ``share`` of the mean of the
+    caller's vectors from the question's (and with ``documents``, from every row's too): what all
+    of a scope's memories have in common (a date line, a speaker's name, a topic) stops counting
+    as similarity (replay only). Moving the query vector alone would cost the search nothing."""
+    base = relevance(kw)
+
+    def method(r: Recorded) -> np.ndarray:
+        if r.vectors is None or r.query_vector is None:
+            raise ValueError("centred settings need attach_vectors() first")
+        mean = r.vectors.mean(axis=0)
+        q = r.query_vector - share * mean
+        rows = r.vectors - share * mean if documents else r.vectors
+        cosine = rows @ q / (np.linalg.norm(rows, axis=1) * np.linalg.norm(q))
+        return base(r) + (1 - kw) * (cosine - r.cosine)
+    return method
+
+
 def on_candidates(method: Method) -> Callable[[Any], list[float]]:
     """``method`` as a scoring function of ``locomo.Candidates`` (what ``--sweep`` records)."""
     def score(c: Any) -> list[float]:
@@ -282,8 +329,9 @@ def on_candidates(method: Method) -> Callable[[Any], list[float]]:
     return score
 
 
-def families() -> dict[str, dict[str, Method]]:
-    """Family -> {setting name -> method}. A one-member family is a fixed setting (no tuning)."""
+def families(with_vectors: bool = False) -> dict[str, dict[str, Method]]:
+    """Family -> {setting name -> method}. A one-member family is a fixed setting (no tuning).
+    ``with_vectors``: also the settings that need :func:`attach_vectors`."""
     fams: dict[str, dict[str, Method]] = {
         "former default: squash h=5 kw=0.5 (fixed)": {"squash h=5 kw=0.5": relevance(0.5, "squash", 5.0)},
         "vector only (fixed)": {"kw=0": relevance(0.0)},
@@ -321,6 +369,13 @@ def families() -> dict[str, dict[str, Method]]:
             f"squash h=5 kw=0.5 + neighbours lam={lam:g}": with_neighbours(relevance(0.5, "squash", 5.0), lam)
             for lam in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)},
     }
+    if with_vectors:
+        fams["replay only: coverage, question vector centred on the caller's mean (kw 0.3-0.5 x share 0.25-1)"] = {
+            f"coverage kw={kw:g} query centred x{a:g}": centred(kw, a)
+            for kw in (0.3, 0.4, 0.5) for a in (0.25, 0.5, 0.75, 1.0)}
+        fams["replay only: coverage, question and memory vectors centred (kw 0.3-0.5 x share 0.5-1)"] = {
+            f"coverage kw={kw:g} all centred x{a:g}": centred(kw, a, documents=True)
+            for kw in (0.3, 0.4, 0.5) for a in (0.5, 1.0)}
     return fams
 
 
@@ -385,3 +440,66 @@ def format_cv(results: Mapping[str, Any], format_table: Callable[[Any], str]) ->
                                                   for f in r["folds"]),
                   format_table(r["table"])]
     return "\n".join(lines)
+
+
+# --- the ceiling of fusion -------------------------------------------------------------------------
+
+
+def fusion_ceiling(
+    recorded: Sequence[Recorded], outcomes: Mapping[tuple[str, int], Any], score: Callable[[Sequence[Any]], Any],
+    make_outcome: Callable[[Any, tuple[str, ...]], Any], k: int = 10,
+) -> dict[str, Any]:
+    """What the best mix of the two signals we have could reach: for each question, with
+    hindsight, the setting of a wide grid (coverage at keyword weight 0-1 in steps of 0.05,
+    squash at 0.1-0.9 x half 2, 5, 12) that retrieves most of its evidence in the top ``k``.
+    No setting of the grid, fixed or chosen per question by any rule, does better than this
+    (recall at ``k``): a category whose target lies well above it needs evidence other than the
+    cosine and the keywords, not another mix of them."""
+    grid = [relevance(kw) for kw in np.linspace(0.0, 1.0, 21)] + [
+        relevance(kw, "squash", half) for kw in np.linspace(0.1, 0.9, 9) for half in (2.0, 5.0, 12.0)]
+    best = []
+    for r in recorded:
+        o = outcomes[r.key]
+        answers = [_retrieve(r, m(r), k) for m in grid]
+        best.append(make_outcome(o, max(answers, key=lambda got: len(o.evidence.intersection(got)))))
+    table = score(best)
+    return {"k": k, **{category: row[f"R@{k}"] for category, row in table.items()}}
+
+
+def evidence_ranks(recorded: Sequence[Recorded], outcomes: Mapping[tuple[str, int], Any],
+                   categories: Mapping[int, str]) -> dict[str, dict[str, float]]:
+    """Where each category's evidence memories rank by the cosine alone and by the keyword
+    evidence (BM25) alone, among all of the caller's memories: the share in each list's top 10, in
+    either's, and past 100 in both (what no mix of the two can lift)."""
+    ranks: dict[str, list[tuple[int, int]]] = {name: [] for name in categories.values()}
+    for r in recorded:
+        o = outcomes[r.key]
+        if o.category not in categories:
+            continue
+        by = []
+        for signal in (r.cosine, r.bm25()):
+            order = sorted(range(len(r.ids)), key=lambda i, s=signal: (-s[i], r.ids[i]))
+            by.append({r.dia_ids[i]: place for place, i in enumerate(order, 1)})
+        ranks[categories[o.category]] += [(by[0][d], by[1][d]) for d in o.evidence]
+    out = {}
+    for name, pairs in ranks.items():
+        a = np.array(pairs, dtype=float).reshape(-1, 2)
+        out[name] = {"evidence": len(a), "cosine_top10": float(np.mean(a[:, 0] <= 10)),
+                     "keywords_top10": float(np.mean(a[:, 1] <= 10)),
+                     "either_top10": float(np.mean(a.min(axis=1) <= 10)),
+                     "past100_both": float(np.mean(a.min(axis=1) > 100))}
+    return out
+
+
+def format_evidence_ranks(table: Mapping[str, Mapping[str, float]]) -> str:
+    lines = ["| category | evidence memories | in the cosine's top 10 | in the keywords' top 10 | in either's |"
+             " past 100 in both |", "|---|---|---|---|---|---|"]
+    lines += [f"| {name} | {int(t['evidence'])} | {t['cosine_top10']:.2f} | {t['keywords_top10']:.2f} |"
+              f" {t['either_top10']:.2f} | {t['past100_both']:.2f} |" for name, t in table.items()]
+    return "\n".join(lines)
+
+
+def format_ceiling(ceiling: Mapping[str, Any]) -> str:
+    return (f"fusion ceiling (each question's best setting of the grid, with hindsight), R@{ceiling['k']}: "
+            + ", ".join(f"{c} {ceiling[c]:.3f}" for c in ("multi-hop", "temporal", "open-domain", "single-hop",
+                                                          "overall")))

@@ -37,6 +37,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from ..errors import AgentMemoryError, DatabaseError, EmbeddingError, ModelOutputError
 from .connection import AsyncConn, Conn, aflush, aget_connection, flush, get_connection
 from .failures import connection_lost, database_error, lost
+from .statements import numbered
 
 __all__ = ["Commit", "Copy", "Embed", "Llm", "Op", "Shared", "Sql", "arun", "run"]
 
@@ -267,8 +268,8 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
                                 if tx is None:
                                     tx = ExitStack()
                                     tx.enter_context(connection.transaction())
-                                with connection.cursor(row_factory=dict_row) as cur:
-                                    if isinstance(request, Copy):
+                                if isinstance(request, Copy):
+                                    with connection.cursor(row_factory=dict_row) as cur:
                                         if request.types:
                                             info = _VECTOR_TYPES.get(connection)
                                             if info is None:
@@ -280,8 +281,11 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
                                             for row in request.rows:
                                                 copy.write_row(row)
                                         answer = len(request.rows)
-                                    else:
-                                        cur.execute(request.query, request.params)
+                                else:
+                                    query, params, raw = numbered(request.query, request.params, connection)
+                                    with (psycopg.RawCursor(connection, row_factory=dict_row) if raw
+                                          else connection.cursor(row_factory=dict_row)) as cur:
+                                        cur.execute(query, params)
                                         answer = _result(cur, request.fetch)
                                 progress.in_tx = True
                                 break
@@ -380,8 +384,8 @@ async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
                                 if tx is None:
                                     tx = AsyncExitStack()
                                     await tx.enter_async_context(connection.transaction())
-                                async with connection.cursor(row_factory=dict_row) as cur:
-                                    if isinstance(request, Copy):
+                                if isinstance(request, Copy):
+                                    async with connection.cursor(row_factory=dict_row) as cur:
                                         if request.types:
                                             info = _VECTOR_TYPES.get(connection)
                                             if info is None:
@@ -394,8 +398,11 @@ async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
                                             for row in request.rows:
                                                 await copy.write_row(row)
                                         answer = len(request.rows)
-                                    else:
-                                        await cur.execute(request.query, request.params)
+                                else:
+                                    query, params, raw = numbered(request.query, request.params, connection)
+                                    async with (psycopg.AsyncRawCursor(connection, row_factory=dict_row) if raw
+                                                else connection.cursor(row_factory=dict_row)) as cur:
+                                        await cur.execute(query, params)
                                         answer = await _aresult(cur, request.fetch)
                                 progress.in_tx = True
                                 break
