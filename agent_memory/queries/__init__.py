@@ -24,6 +24,7 @@ from .types import (
 from .visibility import (
     granted_to,
     item_filter,
+    level_members,
     live,
     member_of,
     scope_key,
@@ -317,6 +318,7 @@ __all__ = [
     "insert_share",
     "item_columns",
     "item_filter",
+    "level_members",
     "link_superseded",
     "live",
     "lock_extraction_session",

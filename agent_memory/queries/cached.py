@@ -17,7 +17,7 @@ from ..models import Identity, Scope
 from .items import item_columns, vector_literal
 from .search import GENERIC_PLANS
 from .types import Query
-from .visibility import item_filter, member_of, scope_key, shared_with
+from .visibility import item_filter, level_members, member_of, scope_key, shared_with
 
 __all__ = ["RANGE_COLUMNS", "cache_changes", "cache_load", "cache_plan", "closest_among", "visible_ranges"]
 
@@ -53,14 +53,9 @@ def visible_ranges(identity: Identity, scopes: Sequence[Scope] | None) -> Query:
             " FROM (SELECT " + member_of("'project'", "%(vr_project)s", "%(vr_user)s") + " AS member, "
             + shared_with("%(vr_project)s", "%(vr_user)s") + " AS shared) x WHERE x.member OR x.shared")
     for scope, chosen in ((Scope.TEAM, identity.team_id), (Scope.ORG, identity.org_id)):
-        if scope not in scopes:
-            continue
-        narrow = ""
-        if chosen is not None:
-            params[f"vr_{scope.value}"] = chosen
-            narrow = f" AND mm.scope_id = %(vr_{scope.value})s"
-        branches.append(f"SELECT '{scope.value}', agent_memory_key(mm.scope_id), 'member' FROM memory_members mm"
-                        f" WHERE mm.kind = '{scope.value}' AND mm.user_id = %(vr_user)s{narrow}")
+        if scope in scopes:
+            branches.append(f"SELECT '{scope.value}', agent_memory_key(mm.scope_id), 'member' "
+                            + level_members(scope, chosen, "vr", params))
     if not branches:
         branches.append("SELECT NULL::text, NULL::bigint, NULL::text WHERE FALSE")
     return sql.SQL(" UNION ALL ".join(branches)), params

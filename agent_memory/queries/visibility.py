@@ -21,6 +21,7 @@ from .types import Query
 __all__ = [
     "granted_to",
     "item_filter",
+    "level_members",
     "live",
     "member_of",
     "scope_key",
@@ -61,6 +62,23 @@ def scope_key(value: str) -> int:
     """The 64-bit key an id is indexed under: the first 8 bytes of its md5, as PostgreSQL's
     ``agent_memory_key`` (migration ``0010_search_at_scale``) computes it."""
     return int.from_bytes(hashlib.md5(value.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
+def level_members(scope: Scope, chosen: str | None, prefix: str, params: dict[str, Any], *,
+                  subtree: bool = False) -> str:
+    """``FROM memory_members mm WHERE ...``: the caller's (``%(<prefix>_user)s``) memberships of
+    ``scope`` (a team or an org), only ``chosen`` when the identity names one (with ``subtree``,
+    and the levels below it); adds the parameters it names, ``<prefix>_<scope>...``, to ``params``.
+    The team/org half of the tenancy rule, for :func:`visible_parts` and the range planner."""
+    narrow = ""
+    if chosen is not None:
+        params[f"{prefix}_{scope.value}"] = chosen
+        narrow = f" AND mm.scope_id = %({prefix}_{scope.value})s"
+        if subtree:
+            params[f"{prefix}_{scope.value}_below"] = segment_prefix_pattern(chosen)
+            narrow = (f" AND (mm.scope_id = %({prefix}_{scope.value})s"
+                      f" OR mm.scope_id LIKE %({prefix}_{scope.value}_below)s)")
+    return f"FROM memory_members mm WHERE mm.kind = '{scope.value}' AND mm.user_id = %({prefix}_user)s{narrow}"
 
 
 def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, keyed: bool = False,
@@ -135,15 +153,7 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
     for scope, chosen in ((Scope.TEAM, identity.team_id), (Scope.ORG, identity.org_id)):
         if scope not in scopes:
             continue
-        narrow = ""
-        if chosen is not None:
-            params[f"vf_{scope.value}"] = chosen
-            narrow = f" AND mm.scope_id = %(vf_{scope.value})s"
-            if subtree:
-                params[f"vf_{scope.value}_below"] = segment_prefix_pattern(chosen)
-                narrow = (f" AND (mm.scope_id = %(vf_{scope.value})s"
-                          f" OR mm.scope_id LIKE %(vf_{scope.value}_below)s)")
-        members = f"FROM memory_members mm WHERE mm.kind = '{scope.value}' AND mm.user_id = %(vf_user)s{narrow}"
+        members = level_members(scope, chosen, "vf", params, subtree=subtree)
         # keyed: an array of keys, so the level is index ranges (an IN would join and filter)
         if skip:
             params[f"vs_{scope.value}"] = []
