@@ -105,6 +105,7 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_ARCHIVE_BELOW": ("archive_below", float),
         "MEMORY_ARCHIVE_IDLE_DAYS": ("archive_idle_days", float),
         "MEMORY_EPHEMERAL_DAYS": ("ephemeral_days", float),
+        "MEMORY_MAX_DOCUMENT_PASSAGES": ("max_document_passages", int),
     }
 )
 
@@ -166,6 +167,7 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "archive_below": None,
     "archive_idle_days": 30.0,
     "ephemeral_days": 1.0,
+    "max_document_passages": 2000,
 })
 
 
@@ -271,6 +273,7 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
     "ephemeral_days": _positive("days"),
     "vector_cache_rows": _whole(minimum=0),
     "vector_cache_mb": _whole(),
+    "max_document_passages": _whole(),
 })
 
 #: (lower, upper): pairs of fields where the first must not exceed the second
@@ -355,6 +358,8 @@ class MemoryConfig:
         read again from the database); 0 turns the copies off.
     vector_cache_mb: the most memory the copies of one service may take, in MB (a 20,000-memory
         scope of 384-dimensional vectors takes about 48 MB, its keyword postings included); the least recently searched goes first.
+    max_document_passages: ``add_document`` refuses a document cut into more passages than this
+        (each is embedded, stored and read), before any of them is embedded.
     """
 
     database_url: str | None = FROM_ENV
@@ -395,6 +400,7 @@ class MemoryConfig:
     ephemeral_days: float = FROM_ENV
     vector_cache_rows: int = 5000
     vector_cache_mb: int = 1024
+    max_document_passages: int = FROM_ENV
 
     def __post_init__(self) -> None:
         unset = [name for name in _DEFAULTS if getattr(self, name) is FROM_ENV]

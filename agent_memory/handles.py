@@ -1473,13 +1473,21 @@ class ServiceMethods:
     def import_data(
         self,
         data: Mapping[str, Any],
+        *,
+        user_id: str | None = None,
+        as_operator: bool = False,
     ) -> ImportReport:
-        """Write an :meth:`export_data` dict into this database (an operator's action: no user
-        identity), keeping ids, timestamps, status and history; with the same embedding model,
-        searches answer as before. Malformed input raises before anything is written; rows
-        already present are skipped, so importing twice is harmless. Every row passes the gate:
-        refused ones (a secret, a memory too long) are listed in the report's ``rejected``."""
-        return self.execute(self._admin.import_data(data))
+        """Write an :meth:`export_data` dict into this database, keeping ids, timestamps, status
+        and history; with the same embedding model, searches answer as before. ``user_id``: the
+        rows may name that user only (their own export); ``as_operator=True``: the operator's
+        import, writing ownership, memberships, shares and profiles of anyone as the file says.
+        A file naming anyone else raises :class:`PermissionDeniedError` listing the rows.
+
+        Malformed input (ids, keys and names by the API's rules) raises before anything is
+        written; rows already present are skipped, and so is anything that would hang on them
+        (versions, passages, members), so importing twice is harmless. Every row passes the
+        gate: refused ones (a secret, a memory too long) are listed in the report's ``rejected``."""
+        return self.execute(self._admin.import_data(data, user_id=user_id, as_operator=as_operator))
 
     def forget_user(
         self,
@@ -1726,13 +1734,21 @@ class AsyncServiceMethods:
     async def import_data(
         self,
         data: Mapping[str, Any],
+        *,
+        user_id: str | None = None,
+        as_operator: bool = False,
     ) -> ImportReport:
-        """Write an :meth:`export_data` dict into this database (an operator's action: no user
-        identity), keeping ids, timestamps, status and history; with the same embedding model,
-        searches answer as before. Malformed input raises before anything is written; rows
-        already present are skipped, so importing twice is harmless. Every row passes the gate:
-        refused ones (a secret, a memory too long) are listed in the report's ``rejected``."""
-        return await self.execute(self._admin.import_data(data))
+        """Write an :meth:`export_data` dict into this database, keeping ids, timestamps, status
+        and history; with the same embedding model, searches answer as before. ``user_id``: the
+        rows may name that user only (their own export); ``as_operator=True``: the operator's
+        import, writing ownership, memberships, shares and profiles of anyone as the file says.
+        A file naming anyone else raises :class:`PermissionDeniedError` listing the rows.
+
+        Malformed input (ids, keys and names by the API's rules) raises before anything is
+        written; rows already present are skipped, and so is anything that would hang on them
+        (versions, passages, members), so importing twice is harmless. Every row passes the
+        gate: refused ones (a secret, a memory too long) are listed in the report's ``rejected``."""
+        return await self.execute(self._admin.import_data(data, user_id=user_id, as_operator=as_operator))
 
     async def forget_user(
         self,

@@ -30,10 +30,12 @@ from . import queries
 from .db.requests import Op, Sql
 from .models import (
     DecisionMethod,
+    Identity,
     MemoryItem,
     MemoryType,
     MemoryVersion,
     Status,
+    Visibility,
 )
 from .withheld import redact
 
@@ -74,18 +76,21 @@ def supersede(old: MemoryItem, new_row: Mapping[str, Any]) -> Op[dict[str, Any]]
     return (yield Sql(*queries.supersede_item(old.id, new_row["id"], new_row["valid_from"]), fetch="one"))
 
 
-def wording_at(ids: Sequence[UUID], as_of: datetime) -> Sql:
-    """For items revised after ``as_of``, the wording they had at ``as_of``."""
-    return Sql(*queries.wordings_at(ids, as_of))
+def wording_at(identity: Identity, ids: Sequence[UUID], as_of: datetime, *, subtree: bool = False) -> Sql:
+    """For items revised after ``as_of``, the wording they had at ``as_of``, and whether
+    ``identity`` could read that version then (``visible``)."""
+    return Sql(*queries.wordings_at(queries.version_visible(identity, subtree=subtree), ids, as_of))
 
 
-def chain(identity_filter: queries.Query, memory_id: UUID) -> Op[list[MemoryVersion]]:
+def chain(identity: Identity, memory_id: UUID) -> Op[list[MemoryVersion]]:
     """Every item of ``memory_id``'s supersession chain the caller may see (older items it
-    replaced, newer ones that replaced it), each with its earlier wordings; oldest first."""
-    rows = yield Sql(*queries.supersession_chain(identity_filter, memory_id))
+    replaced, newer ones that replaced it), each with the earlier wordings the caller could read
+    when they held (under the scope and visibility of then: a memory made visible to more
+    readers later keeps its earlier, narrower wordings from them); oldest first."""
+    rows = yield Sql(*queries.supersession_chain(queries.item_filter(identity, statuses=None), memory_id))
     if not rows:
         return []
-    old = yield Sql(*queries.earlier_wordings([r["id"] for r in rows]))
+    old = yield Sql(*queries.earlier_wordings(queries.version_visible(identity), [r["id"] for r in rows]))
     versions: list[MemoryVersion] = []
     for row in rows:
         status = Status(row["status"])
@@ -95,6 +100,7 @@ def chain(identity_filter: queries.Query, memory_id: UUID) -> Op[list[MemoryVers
                 memory_type=MemoryType(h["memory_type"]), status=status, valid_from=row["valid_from"],
                 valid_to=row["valid_to"], recorded_until=h["replaced_at"], current=False, change=h["change"],
                 decided_by=h["decided_by"], reason=h["reason"], superseded_by=row["superseded_by"],
+                visibility=Visibility(h["visibility"]),
             ))
         decided = (row["metadata"] or {}).get("consolidation", {})
         versions.append(MemoryVersion(
@@ -102,6 +108,7 @@ def chain(identity_filter: queries.Query, memory_id: UUID) -> Op[list[MemoryVers
             memory_type=MemoryType(row["memory_type"]), status=status, valid_from=row["valid_from"],
             valid_to=row["valid_to"], recorded_until=None, current=True, superseded_by=row["superseded_by"],
             reason=decided.get("reason"), decided_by=decided.get("decided_by"), change=decided.get("decision"),
+            visibility=Visibility(row["visibility"]),
         ))
     epoch = datetime.min.replace(tzinfo=rows[0]["created_at"].tzinfo)
     versions.sort(key=lambda v: (v.valid_from or epoch, v.recorded_until is None, v.recorded_until or epoch,

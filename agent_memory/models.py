@@ -368,7 +368,8 @@ class MemoryVersion:
 
     ``current`` is True for the wording an item has now. ``valid_from``/``valid_to`` bound when
     the fact held (``valid_to`` None: still holds); ``recorded_until`` is when this wording was
-    replaced by an UPDATE (None for the current wording).
+    replaced by an UPDATE (None for the current wording). ``visibility``: who could read this
+    wording while it held (a history shows a reader only the wordings they could read then).
     """
 
     memory_id: UUID
@@ -384,6 +385,7 @@ class MemoryVersion:
     decided_by: str | None = None
     reason: str | None = None
     superseded_by: UUID | None = None
+    visibility: Visibility | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -185,7 +185,7 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
     yield Sql(*queries.lock_scope(new.scope, scope_id, identity.user_id), fetch="none")
     yield from access.require_write(config, identity, new.scope)
     if dedupe:
-        existing = yield from _duplicate(config, identity, new.scope, vector)
+        existing = yield from _duplicate(config, identity, new.scope, vector, new.visibility)
         if existing is not None:
             q, p = queries.refresh_duplicate(existing["id"])
             row = yield Sql(q, p, fetch="one")
@@ -200,9 +200,10 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
 
 def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory) -> Op[MemoryItem | Rejection]:
     """Save ``new`` under its key (``new.key``): the memory that holds the key in its scope is
-    revised in place (its earlier wording kept in its history; active again if it was archived;
-    its visibility, metadata and expiry replaced), or a new one is written. An expired holder is
-    deleted first: expired is gone. Never deduplicated: the key says which memory it is."""
+    revised in place (its earlier wording kept in its history, with the visibility it had; active
+    again if it was archived; its visibility, metadata and expiry replaced), or a new one is
+    written. An expired holder is deleted first: expired is gone. Never deduplicated: the key
+    says which memory it is."""
     if new.key is None:
         raise InvalidInputError("key", "a put needs a key; use add to save a memory without one")
     content, rejection = _gate(config, new)
@@ -226,7 +227,9 @@ def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory) -> Op[M
         raise PermissionDeniedError(f"the key {new.key!r} of this {new.scope.value} belongs to a memory you may "
                                     "not see; choose another key")
     yield from access.require_edit(identity, item, "replace")
-    if (content, new.memory_type, new.confidence) != (item.content, item.memory_type, item.confidence):
+    # a new visibility is a new version too: the past stays readable only by whom it was visible to
+    if ((content, new.memory_type, new.confidence, new.visibility)
+            != (item.content, item.memory_type, item.confidence, item.visibility)):
         row = yield from history.revise(
             item, content=content, vector=vector if content != item.content else None, memory_type=new.memory_type,
             confidence=new.confidence, metadata=new.metadata, change="edit", decided_by=DecisionMethod.USER,
@@ -288,13 +291,16 @@ def maintain(config: MemoryConfig, *, at: Any = None, limit: int = 10_000) -> Op
                              ephemeral=archived[Retention.EPHEMERAL])
 
 
-def check_duplicate(config: MemoryConfig, identity: Identity, content: Any, scope: Any = Scope.USER) -> Op[MemoryItem | None]:
-    """The active memory in ``scope`` that ``content`` would duplicate, if any (nothing is written)."""
+def check_duplicate(config: MemoryConfig, identity: Identity, content: Any, scope: Any = Scope.USER,
+                    visibility: Any = Visibility.MEMBERS) -> Op[MemoryItem | None]:
+    """The active memory in ``scope`` that ``content`` would duplicate, if any (nothing is written):
+    what an add of it with ``visibility`` would be merged into."""
     content = normalize_content(check_text("content", content, max_length=config.max_length))
     scope = check_enum("scope", scope, Scope)
+    visibility = check_enum("visibility", visibility, Visibility)
     check_scope_id(identity, scope)
     [vector] = yield Embed((content,))
-    row = yield from _duplicate(config, identity, scope, vector)
+    row = yield from _duplicate(config, identity, scope, vector, visibility)
     return None if row is None else row_to_item(row)
 
 
@@ -389,7 +395,7 @@ def search_memories(
     q, p = queries.touch_items(ids) if touch and past is None else queries.select_items_by_ids(ids)
     full = {row["id"]: row for row in (yield Sql(q, p))}
     if past is not None:
-        full = yield from _as_it_was(full, past)
+        full = yield from _as_it_was(identity, full, past, subtree=subtree)
     return [
         SearchResult(item=row_to_item(full[row["id"]]), score=final, similarity=sim, keyword=kw)
         for row, final, sim, kw in ranked
@@ -403,10 +409,13 @@ def _copies(config: MemoryConfig) -> Op[vector_cache.VectorCache]:
     return (yield Shared(f"vector_cache:{rows}:{mb}", lambda: vector_cache.VectorCache(rows, mb * 2**20)))
 
 
-def _duplicate(config: MemoryConfig, identity: Identity, scope: Scope, vector: Sequence[float]) -> Op[Any]:
+def _duplicate(config: MemoryConfig, identity: Identity, scope: Scope, vector: Sequence[float],
+               visibility: Visibility) -> Op[Any]:
     """The closest active row of ``scope`` the caller sees at ``config.duplicate_threshold`` or
-    closer, or None: from the process's copy of the scope when it is copied (only the rows the
-    copy finds near are measured in the database), else from the search index."""
+    closer that a new memory of ``visibility`` may be merged into (at least as visible, so no
+    reader of the new one is left without it: :func:`queries.merge_visibilities`), or None: from
+    the process's copy of the scope when it is copied (only the rows the copy finds near are
+    measured in the database), else from the search index."""
     if config.vector_cache_rows > 0:
         cache = yield from _copies(config)
         plan = yield from vector_cache.prepare(cache, identity, (scope,), always=True)
@@ -417,9 +426,11 @@ def _duplicate(config: MemoryConfig, identity: Identity, scope: Scope, vector: S
                 threshold=config.duplicate_threshold - queries.HALF_ERROR)]
             if not near:
                 return None
-            return (yield Sql(*queries.closest_among(identity, (scope,), near, vector, config.duplicate_threshold, 1),
+            return (yield Sql(*queries.closest_among(identity, (scope,), near, vector, config.duplicate_threshold, 1,
+                                                     queries.merge_visibilities(scope, visibility.value)),
                               fetch="one"))
-    return (yield Sql(*queries.find_duplicate(identity, scope, vector, config.duplicate_threshold), fetch="one"))
+    return (yield Sql(*queries.find_duplicate(identity, scope, vector, config.duplicate_threshold,
+                                              visibility=visibility.value), fetch="one"))
 
 
 def _from_copies(config: MemoryConfig, identity: Identity, scopes: Sequence[Scope] | None,
@@ -514,14 +525,17 @@ def _statuses(status: Any, as_of: datetime | None) -> tuple[Status, ...] | None:
     return check_enum_set("status", status, Status)
 
 
-def _as_it_was(rows: dict[UUID, dict[str, Any]], as_of: datetime) -> Op[dict[UUID, dict[str, Any]]]:
-    """Rows in the wording they had at ``as_of`` (items revised since are read from their history)."""
+def _as_it_was(identity: Identity, rows: dict[UUID, dict[str, Any]], as_of: datetime, *, subtree: bool = False
+               ) -> Op[dict[UUID, dict[str, Any]]]:
+    """Rows in the wording they had at ``as_of`` (items revised since are read from their history);
+    a row whose version of then the caller could not read then is left out (the read's filter
+    left it out already; this holds even if it was revised between the two statements)."""
     revised = [i for i, r in rows.items() if int(r.get("version") or 1) > 1]
     if not revised:
         return rows
-    then = {r["memory_id"]: r for r in (yield history.wording_at(revised, as_of))}
+    then = {r["memory_id"]: r for r in (yield history.wording_at(identity, revised, as_of, subtree=subtree))}
     return {i: ({**r, "content": then[i]["content"], "memory_type": then[i]["memory_type"]} if i in then else r)
-            for i, r in rows.items()}
+            for i, r in rows.items() if i not in then or then[i]["visible"]}
 
 
 def get_memory(identity: Identity, memory_id: Any) -> Op[MemoryItem]:
@@ -551,14 +565,15 @@ def list_memories(
     narrow = narrowing(filter=filter, created_after=created_after, created_before=created_before,
                        updated_after=updated_after, updated_before=updated_before, source=source,
                        source_id=source_id)
+    subtree = check_bool("subtree", subtree)
     q, p = queries.select_items(
         queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of,
-                            known_at=known_at, subtree=check_bool("subtree", subtree), narrow=narrow),
+                            known_at=known_at, subtree=subtree, narrow=narrow),
         limit=limit, offset=offset,
     )
     rows = {r["id"]: r for r in (yield Sql(q, p))}
     if past is not None:
-        rows = yield from _as_it_was(rows, past)
+        rows = yield from _as_it_was(identity, rows, past, subtree=subtree)
     return [row_to_item(r) for r in rows.values()]
 
 
@@ -647,7 +662,7 @@ def _check_editable(item: MemoryItem) -> None:
 def memory_history(identity: Identity, memory_id: Any) -> Op[list[MemoryVersion]]:
     """The memory's wordings and its supersession chain, oldest first (what the caller may see)."""
     item = yield from get_memory(identity, memory_id)
-    return (yield from history.chain(queries.item_filter(identity, statuses=None), item.id))
+    return (yield from history.chain(identity, item.id))
 
 
 def purge_archived(identity: Identity) -> Op[int]:
@@ -764,7 +779,8 @@ def import_memories(
         for scope, positions in by_scope.items():
             yield Sql(*queries.lock_scope(scope, identity.scope_id(scope), identity.user_id), fetch="none")
             q, p = queries.find_duplicates_bulk(identity, scope, [vectors[i] for i in positions],
-                                                config.duplicate_threshold)
+                                                config.duplicate_threshold,
+                                                [accepted[i][1].visibility.value for i in positions])
             existing = {int(r["ord"]) - 1: r["id"] for r in (yield Sql(q, p))}
             kept_here: list[int] = []
             for j, pos in enumerate(positions):
@@ -772,11 +788,15 @@ def import_memories(
                 if j in existing:
                     result.duplicates.append((index, existing[j]))
                     continue
-                if kept_here:
-                    sims = matrix[kept_here] @ matrix[pos]
+                # only into one at least as visible (queries.merge_rank), as against the stored ones
+                least = queries.merge_rank(scope, accepted[pos][1].visibility.value)
+                wide = [k for k in kept_here
+                        if queries.VISIBILITY_RANK[accepted[k][1].visibility.value] >= least]
+                if wide:
+                    sims = matrix[wide] @ matrix[pos]
                     best = int(np.argmax(sims))
                     if float(sims[best]) >= config.duplicate_threshold:
-                        result.duplicates.append((index, rows[kept_here[best]]["id"]))
+                        result.duplicates.append((index, rows[wide[best]]["id"]))
                         continue
                 kept_here.append(pos)
             keep.extend(kept_here)

@@ -500,7 +500,7 @@ class AdminOps:
     members, and a user's data as a whole (export, import, forget, delete a scope).
 
     ``user_id`` names who acts (their role decides what they may do); :meth:`import_data`
-    is an operator's action and takes no identity."""
+    acts for one user (``user_id``) or, explicitly, as the operator (``as_operator=True``)."""
 
     __slots__ = ("config",)
 
@@ -618,13 +618,20 @@ class AdminOps:
         """
         return (yield from rights.export_data(check_identity(user_id), what))
 
-    def import_data(self, data: Mapping[str, Any]) -> Op[ImportReport]:
-        """Write an :meth:`export_data` dict into this database (an operator's action: no user
-        identity), keeping ids, timestamps, status and history; with the same embedding model,
-        searches answer as before. Malformed input raises before anything is written; rows
-        already present are skipped, so importing twice is harmless. Every row passes the gate:
-        refused ones (a secret, a memory too long) are listed in the report's ``rejected``."""
-        return (yield from rights.import_data(data, self.config))
+    def import_data(
+        self, data: Mapping[str, Any], *, user_id: str | None = None, as_operator: bool = False,
+    ) -> Op[ImportReport]:
+        """Write an :meth:`export_data` dict into this database, keeping ids, timestamps, status
+        and history; with the same embedding model, searches answer as before. ``user_id``: the
+        rows may name that user only (their own export); ``as_operator=True``: the operator's
+        import, writing ownership, memberships, shares and profiles of anyone as the file says.
+        A file naming anyone else raises :class:`PermissionDeniedError` listing the rows.
+
+        Malformed input (ids, keys and names by the API's rules) raises before anything is
+        written; rows already present are skipped, and so is anything that would hang on them
+        (versions, passages, members), so importing twice is harmless. Every row passes the
+        gate: refused ones (a secret, a memory too long) are listed in the report's ``rejected``."""
+        return (yield from rights.import_data(data, self.config, user_id=user_id, as_operator=as_operator))
 
     def forget_user(self, *, user_id: str) -> Op[ForgetReport]:
         """Erase a user for good (a deletion request): everything they own, episodic memory

@@ -80,7 +80,8 @@ class AddManyReport(Report):
 
 @dataclass(frozen=True, slots=True)
 class ImportReport(Report):
-    """Rows written, rows skipped (already in the database) and rows rejected, per section of
+    """Rows written, rows skipped (already in the database, or hanging on a row this import
+    did not write: a version, a passage, a membership, a share) and rows rejected, per section of
     the export. ``rejected[section]`` lists ``(position in the section, Rejection)``: a memory
     the gate refuses (a secret, too long, low confidence), any row with a secret in a value
     that can't be redacted (ids, metadata, profile fields), and the rows that belong to a

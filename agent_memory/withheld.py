@@ -57,14 +57,22 @@ def find_secret(text: str) -> str | None:
 
 
 def redact(text: str) -> str:
-    """``text`` with every secret span replaced by ``[withheld: <kind>]``, the rest kept as it was.
+    """``text`` with every secret span replaced by ``[withheld: <kind>]``, the rest kept as it was,
+    byte for byte: indentation, blank lines and line endings are the document's.
 
-    When the detector finds a secret only in the normalised form (a key with an invisible
-    character in it), the normalised text is redacted instead: the original would keep it.
+    The detector reads through invisible characters and escaped line breaks itself and
+    redacts where the secret stands (a key split by a zero-width space, a key file pasted
+    as a JSON string). Should the form the gate stores still show a secret, each line that
+    shows one is redacted in that form, and only when even that leaves one is the whole
+    text withheld.
     """
     if not text:
         return text
     out, _ = redact_sensitive(text)
+    if find_secret(out) is None:
+        return out
+    lines = out.split("\n")
+    out = "\n".join(redact_sensitive(normalize_content(line))[0] if find_secret(line) else line for line in lines)
     if find_secret(out) is None:
         return out
     out, _ = redact_sensitive(normalize_content(out))

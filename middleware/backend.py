@@ -4,9 +4,11 @@ Agents are invoked with ``invoke`` and ``ainvoke`` alike, so middleware,
 tools and nodes need both paths. A :class:`MemoryBackend` wraps a blocking
 :class:`~agent_memory.MemoryService` (used directly when sync, and from a
 worker thread when async, as LangGraph's store bridges ``abatch``) and/or an
-:class:`~agent_memory.AsyncMemoryService` (used natively when async). With
-nothing given it opens the default service (``DATABASE_URL`` or the embedded
-PostgreSQL, local embeddings) on first use, so building an agent is cheap.
+:class:`~agent_memory.AsyncMemoryService` (used natively when async, and on
+its own event loop when a blocking call comes from a thread: see
+:mod:`agent_memory.sync_bridge`). With nothing given it opens the default
+service (``DATABASE_URL`` or the embedded PostgreSQL, local embeddings) on
+first use, so building an agent is cheap.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from agent_memory.errors import ConfigurationError
 from agent_memory.models import Identity
 from agent_memory.principal import PrincipalOps
 from agent_memory.service import AsyncMemoryService, MemoryService
+from agent_memory.sync_bridge import run_async, run_blocking
 
 __all__ = ["MemoryBackend", "MemoryLike"]
 
@@ -66,7 +69,8 @@ class MemoryBackend:
 
     @property
     def has_sync(self) -> bool:
-        """Whether :meth:`call` works (anything but an AsyncMemoryService alone)."""
+        """Whether a blocking service is at hand (anything but an AsyncMemoryService alone, whose
+        blocking calls :meth:`run` sends to that service's event loop)."""
         return self._async is None or self._sync is not None
 
     @property
@@ -93,13 +97,17 @@ class MemoryBackend:
         return self.service.for_user(identity).ops
 
     def run(self, op: Op[T]) -> T:
-        """Run an operation on the blocking service."""
+        """Run an operation blocking: on the blocking service, or (given only an AsyncMemoryService)
+        on that service's event loop, from any thread but a running loop's
+        (:func:`~agent_memory.sync_bridge.run_blocking`)."""
+        if self._sync is None and self._async is not None:
+            return run_blocking(self._async, op)
         return self.sync_service().execute(op)
 
     async def arun(self, op: Op[T]) -> T:
         """Run an operation on asyncio: natively with an AsyncMemoryService, else on a worker thread."""
         if self._async is not None:
-            return await self._async.execute(op)
+            return await run_async(self._async, op)
         return await asyncio.to_thread(self.run, op)
 
     def close(self) -> None:

@@ -39,6 +39,7 @@ from .backend import MemoryBackend, MemoryLike
 from .context import ContextBuilder, MemoryContext
 from .identity import identity_from
 from .prompting import with_section
+from .toolless import without_tools
 from .tools import memory_tools
 
 __all__ = ["MemoryMiddleware", "MemoryState"]
@@ -79,15 +80,18 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     """Long-term memory for a LangChain agent: ``create_agent(model, tools, middleware=[MemoryMiddleware()])``.
 
     memory: a :class:`~agent_memory.MemoryService` (works with invoke and ainvoke), an
-        :class:`~agent_memory.AsyncMemoryService` (ainvoke only), a database URL, or ``None`` for
-        ``DATABASE_URL``/the embedded PostgreSQL, opened on first use.
+        :class:`~agent_memory.AsyncMemoryService` (ainvoke; invoke too, from any thread but its
+        event loop's), a database URL, or ``None`` for ``DATABASE_URL``/the embedded PostgreSQL,
+        opened on first use.
     k: how many memories to inject per model call. budget_chars: size limit of the injected
         text (default ``config.prompt_budget_chars``). min_relevance: leave out weaker matches
         (default ``config.min_relevance``).
     enable_memory: ``False`` turns off injection and the tools (the agent runs as if without it).
     require_user: a run without a ``user_id`` raises :class:`~agent_memory.MissingIdentityError`
         (default); ``False`` runs it without memory instead.
-    tools: add the four memory tools (default); ``False`` for injection only.
+    tools: add the four memory tools (default); ``False`` for injection only. A model that cannot
+        call tools (``bind_tools`` raises ``NotImplementedError``, as ``GenericFakeChatModel``'s
+        does) gets the memory without the tools, and one warning in the log.
     fail_open: if the database or embedder fails, log a warning and answer without memory
         instead of failing the run (default ``False``: failures surface).
     profiles: inject the user profile and (with a ``project_id``) the project profile before the
@@ -181,8 +185,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         self._texts.put(context.key, context.text)
         return context.text
 
-    @staticmethod
-    def _inject(request: ModelRequest[Any], text: str | None) -> ModelRequest[Any]:
+    def _inject(self, request: ModelRequest[Any], text: str | None) -> ModelRequest[Any]:
+        request = without_tools(request, self.tools)  # a model without tool calling: memory, no tools
         if not text:
             return request
         return request.override(system_message=with_section(request.system_message, text))

@@ -10,6 +10,8 @@ The tool bodies, descriptions and error texts are the agent tools' own (:mod:`.t
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,15 +25,29 @@ from agent_memory.db.requests import Op
 from agent_memory.errors import InvalidInputError
 from agent_memory.identity import IDENTITY_FIELDS
 from agent_memory.models import Identity, SearchResult
+from agent_memory.principal import PrincipalOps
 from agent_memory.validation import check_identity
 
 from .backend import MemoryBackend
-from .tools import MemoryTypeArg, ScopeArg, Toolkit, toolset
+from .tools import MemoryTypeArg, ScopeArg, Toolkit, bound_k, toolset
 
 __all__ = ["FixedRun", "MemoryRetriever", "bound_memory_tools"]
 
-#: what ``MemoryRetriever.search_kwargs`` may set: the keywords of ``MemoryHandle.search``
-_SEARCH_KEYWORDS = ("k", "memory_type", "scope", "status", "min_relevance", "as_of", "known_at")
+#: what ``MemoryRetriever.search_kwargs`` and a call's keywords may set: the keywords of the
+#: search itself (``k``, ``memory_type``, ``filter``...), read from it so the two never drift
+_SEARCH_KEYWORDS = tuple(name for name, p in inspect.signature(PrincipalOps.search).parameters.items()
+                         if p.kind is inspect.Parameter.KEYWORD_ONLY)
+#: keywords LangChain's ``invoke`` reads itself and still passes on: not search settings
+_RUN_KEYWORDS = ("verbose",)
+
+
+def _search_keywords(given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``given`` if every key is a search keyword; else :class:`InvalidInputError` naming them."""
+    unknown = set(given) - set(_SEARCH_KEYWORDS)
+    if unknown:
+        raise InvalidInputError(where, f"has keys search does not take: {sorted(unknown)}; use "
+                                       f"{', '.join(_SEARCH_KEYWORDS)} (the ids are fields of their own)")
+    return dict(given)
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,8 @@ def bound_memory_tools(
         return await kit.arun("memory_search", kit.search(run, query, k, memory_type, scope, include_history, tags),
                               run)
 
+    bound_k(max_k, memory_search, amemory_search)
+
     def memory_delete(memory_id: str) -> Any:
         return kit.run("memory_delete", kit.delete(run, memory_id), run)
 
@@ -110,9 +128,16 @@ class MemoryRetriever(BaseRetriever):
     ``MemoryHandle.search`` ranks them: ``MemoryRetriever(memory=service, user_id="alice", k=5)``.
 
     Each :class:`~langchain_core.documents.Document` is a memory: its content, and its id, type,
-    scope, confidence, score and creation time in ``metadata``. Works with a ``MemoryService``
-    or an ``AsyncMemoryService`` (``ainvoke`` awaits it); any other ``search`` keyword
-    (``memory_type``, ``scope``, ``status``) goes in ``search_kwargs``.
+    scope, confidence, score and creation time in ``metadata``. Any other ``search`` keyword
+    (``memory_type``, ``scope``, ``status``, ``filter``...) goes in ``search_kwargs``, and any of
+    them, ``k`` too, may also be given per call: ``retriever.invoke("coffee", k=2, memory_type=
+    "preference")`` (LangChain's retriever convention; the ids cannot, so a call never changes whose
+    memories it reads). A key search does not take raises
+    :class:`~agent_memory.errors.InvalidInputError`, and so does a bad value, when called.
+
+    Works with a ``MemoryService`` or an ``AsyncMemoryService``: ``ainvoke`` awaits it, and a
+    blocking ``invoke`` runs on its event loop from any thread but that loop's own
+    (:mod:`agent_memory.sync_bridge`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -131,21 +156,22 @@ class MemoryRetriever(BaseRetriever):
     def __init__(self, **fields: Any) -> None:
         # checked before pydantic sees them, so a bad id is our InvalidInputError naming the field
         identity = check_identity(*(fields.get(name) for name in IDENTITY_FIELDS))
-        unknown = set(fields.get("search_kwargs") or {}) - set(_SEARCH_KEYWORDS)
-        if unknown:
-            raise InvalidInputError("search_kwargs", f"has keys search does not take: {sorted(unknown)}; use "
-                                                     f"{', '.join(_SEARCH_KEYWORDS)} (the ids are fields of their own)")
+        _search_keywords(fields.get("search_kwargs") or {}, "search_kwargs")
         super().__init__(**fields)
         self._identity = identity
         self._backend = MemoryBackend.of(self.memory)
 
-    def _search(self, query: str) -> Op[list[SearchResult]]:
-        return self._backend.ops(self._identity).search(query, **{"k": self.k, **self.search_kwargs})
+    def _search(self, query: str, given: Mapping[str, Any]) -> Op[list[SearchResult]]:
+        """The search op: the retriever's ``k`` and ``search_kwargs``, then the call's keywords."""
+        per_call = _search_keywords({n: v for n, v in given.items() if n not in _RUN_KEYWORDS}, "invoke keywords")
+        return self._backend.ops(self._identity).search(query, **{"k": self.k, **self.search_kwargs, **per_call})
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return [_document(r) for r in self._backend.run(self._search(query))]
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any,
+    ) -> list[Document]:
+        return [_document(r) for r in self._backend.run(self._search(query, kwargs))]
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any,
     ) -> list[Document]:
-        return [_document(r) for r in await self._backend.arun(self._search(query))]
+        return [_document(r) for r in await self._backend.arun(self._search(query, kwargs))]

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import Field, ValidationError
 
 from agent_memory.errors import (
     AgentMemoryError,
+    ConfigurationError,
     IdentityConflictError,
     InvalidInputError,
     MemoryNotFoundError,
@@ -49,7 +51,8 @@ from .identity import identity_from
 
 __all__ = [
     "DELETE_DESCRIPTION", "MAX_TAGS", "MAX_TAG_LENGTH", "SAVE_DESCRIPTION", "SEARCH_DESCRIPTION", "STATS_DESCRIPTION",
-    "TOOL_NAMES", "RunInfo", "Toolkit", "check_tags", "describe_delete", "describe_error", "describe_item", "describe_save", "describe_search", "describe_stats",
+    "TOOL_NAMES", "RunInfo", "Toolkit", "bound_k", "check_tags", "describe_delete", "describe_error",
+    "describe_invalid_arguments", "describe_item", "describe_save", "describe_search", "describe_stats",
     "memory_tools", "one_line",
 ]
 
@@ -80,6 +83,20 @@ Body = Generator[Op[Any], Any, tuple[str, bool]]
 
 MemoryTypeArg = Literal["preference", "fact", "skill", "habit", "event", "context", "constraint", "decision"]
 ScopeArg = Literal["user", "project", "session", "team", "org"]
+
+
+def bound_k(max_k: int, *searches: Callable[..., Any]) -> None:
+    """Give ``memory_search``'s ``k`` its bounds (1 to ``max_k``) in the functions the tool's schema
+    is read from, so the model sees them; a call outside them is answered by
+    :func:`describe_invalid_arguments`. (Set on the functions themselves: ``max_k`` is known only
+    when the tools are built, and the annotations in this module are strings.)"""
+    if isinstance(max_k, bool) or not isinstance(max_k, int) or max_k < 1:
+        raise ConfigurationError(f"max_k must be a whole number >= 1 (the most memories one memory_search "
+                                 f"returns), got {shown(max_k)}")
+    k = Annotated[int, Field(ge=1, le=max_k, description=f"how many memories to return, 1 to {max_k}")]
+    for search in searches:
+        search.__annotations__["k"] = k
+
 
 SAVE_DESCRIPTION = """Save one lasting memory about the user or the project, so it is available in future conversations.
 Use it when the user asks you to remember something ("remember that...", "note that..."), says who they are or \
@@ -213,6 +230,20 @@ def describe_error(exc: Exception) -> str:
     return f"Memory is temporarily unavailable ({type(exc).__name__}). Continue without it."
 
 
+def describe_invalid_arguments(error: ValidationError) -> str:
+    """What the model is told when its arguments do not fit a tool's schema (``k`` out of its
+    bounds, an unknown ``memory_type``, a missing ``content``): each argument and what it must be,
+    worded as :func:`describe_error` words our own checks, instead of an exception."""
+    problems = []
+    for e in error.errors():
+        if e["loc"][:1] == ("runtime",):
+            continue  # injected by the agent, never the model's doing
+        field = ".".join(str(part) for part in e["loc"]) or "arguments"
+        got = "" if e["type"] == "missing" else f", got {shown(e.get('input'))}"
+        problems.append(f"{field}: {e['msg'][:1].lower()}{e['msg'][1:]}{got}")
+    return f"Invalid argument {one_line('; '.join(problems) or str(error), 1000)}. Fix the argument and try again."
+
+
 class Toolkit:
     """The tools' bodies, written once: each is a generator that yields one memory operation
     (built on the caller's :class:`~agent_memory.principal.PrincipalOps`) and turns its result
@@ -238,7 +269,7 @@ class Toolkit:
     def search(self, runtime: RunInfo, query: str, k: int, memory_type: str | None, scope: str | None,
                include_history: bool = False, tags: Sequence[str] | None = None) -> Body:
         if isinstance(k, int) and not isinstance(k, bool) and k > self.max_k:
-            k = self.max_k  # the model asked for a lot; give the most we allow rather than an error
+            k = self.max_k  # only the default (5) can get here, with a max_k below it: the schema bounds k
         status = ["active", "superseded"] if include_history is True else "active"
         # memories carrying any of the tags: a metadata filter, so the top k is exact among them
         narrow = {"$or": [{"tags": {"$contains": tag}} for tag in check_tags(tags)]} if tags else None
@@ -291,7 +322,8 @@ def toolset(*bodies: tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]) -
     """The four tools from their (sync, async) functions, in the order of ``TOOL_NAMES``."""
     descriptions = (SAVE_DESCRIPTION, SEARCH_DESCRIPTION, DELETE_DESCRIPTION, STATS_DESCRIPTION)
     return [
-        StructuredTool.from_function(func=sync, coroutine=coro, name=name, description=description)
+        StructuredTool.from_function(func=sync, coroutine=coro, name=name, description=description,
+                                     handle_validation_error=describe_invalid_arguments)
         for name, description, (sync, coro) in zip(TOOL_NAMES, descriptions, bodies, strict=True)
     ]
 
@@ -336,6 +368,8 @@ def memory_tools(
                              tags: list[str] | str | None = None) -> ToolMessage | str:
         return await kit.arun("memory_search", kit.search(runtime, query, k, memory_type, scope, include_history,
                                                           tags), runtime)
+
+    bound_k(max_k, memory_search, amemory_search)
 
     def memory_delete(memory_id: str, runtime: ToolRuntime) -> ToolMessage | str:
         return kit.run("memory_delete", kit.delete(runtime, memory_id), runtime)

@@ -55,6 +55,7 @@ from agent_memory.formatting import escape
 from agent_memory.prompts import render
 
 from .prompting import with_section
+from .toolless import without_tools
 
 __all__ = [
     "ADD_NOTE",
@@ -439,6 +440,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkingMemoryState, Any, Any]):
         return self.after_model(state, runtime)
 
     def _with_section(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        request = without_tools(request, self.tools)  # a model without tool calling gets the section only
         section = format_working_memory(
             request.state.get(WORKING_MEMORY_KEY), messages=request.messages, budget_chars=self.budget_chars
         )

@@ -21,6 +21,7 @@ Import it as ``from secrets_corpus import SECRETS, BENIGN``: pytest puts ``tests
 from __future__ import annotations
 
 import base64
+import json
 import random
 import string
 from collections.abc import Callable
@@ -780,7 +781,72 @@ _MAKERS: dict[str, Maker] = {
         "my passport number is {}",
         "numéro de passeport : {}",
     ], lambda rng: rng.choice(string.ascii_uppercase) + "".join(rng.choice(string.digits) for _ in range(8))),
+    # issue 28: multi-line secrets in the encodings people paste them in
+    "private_key_json_escaped": lambda rng: [pem_in_json(rng, nl) for nl in ("\n", "\r\n")],
+    "private_key_base64": lambda rng: [pem_in_base64(rng, wrap) for wrap in (0, 76)],
+    # issue 28: the account number beside a routing number or a sort code is the secret, not the code
+    "bank_account_beside_routing": _fill([
+        "Wire to routing number 021000021, account number {}.",
+        "Routing: 021000021\nAccount: {}",
+        "ACH details: ABA 011000015 acct {}",
+        "account {} / routing 021000021",
+    ], lambda rng: "".join(rng.choice(string.digits) for _ in range(rng.randrange(8, 13)))),
+    "bank_account_beside_sort_code": _fill([
+        "Pay into 60-16-13 {} please",
+        "sort code 40-47-84, account {}",
+        "Bank: Barclays, 20-32-06 {}",
+    ], lambda rng: _digits(rng, 8)),
+    # issue 28: credential words in their definite, plural and case forms
+    "password_inflected": _fill([
+        "Die Passwörter sind {} und noch eins",
+        "das Passworts lautet {}",
+        "lösenordet är {}",
+        "passordet er {}",
+        "adgangskoden er {}",
+        "de wachtwoorden zijn {}",
+        "las contraseñas son {}",
+        "les mots de passe : {}",
+        "le password sono {}",
+        "as senhas são {}",
+        "hasła: {}",
+        "zaloguj się hasłem {}",
+        "salasanan on {}",
+        "salasanat: {}",
+        "şifreniz: {}",
+        "kata sandinya {}",
+        "пароли: {}",
+        "heslá sú {}",
+    ], _PW),
+    # issue 28: an e-mail address and a password with no word for the password
+    "password_after_login_email": _fill([
+        "login: bob@example.com {}",
+        "bob@example.com:{}",
+        "Sign in with anna.k@corp.io / {}",
+    ], lambda rng: rng.choice(["Tr0ub4dor&", "Kestrel$", "Blue#Sky"]) + str(rng.randrange(10, 99))),
 }
+
+
+def pem_in_json(rng: random.Random, newline: str) -> tuple[str, str]:
+    """A service-account key file: the PEM key is a JSON string, its line breaks escaped."""
+    body = b64(rng, 600)
+    pem = "-----BEGIN " + "PRIVATE KEY-----" + newline + newline.join(
+        body[i:i + 64] for i in range(0, len(body), 64)) + newline + "-----END PRIVATE KEY-----" + newline
+    escaped = json.dumps(pem)[1:-1]
+    text = ('{\n  "type": "service_account",\n  "project_id": "demo-123",\n  "private_key": "' + escaped
+            + '",\n  "client_email": "bot@demo-123.iam.gserviceaccount.com"\n}')
+    return text, escaped[:escaped.rindex("-----") + 5]  # BEGIN to END, line breaks as escapes
+
+
+def pem_in_base64(rng: random.Random, wrap: int) -> tuple[str, str]:
+    """A key file encoded once more in base64, as a Kubernetes secret holds it, maybe wrapped."""
+    body = b64(rng, 300)
+    pem = "-----BEGIN RSA " + "PRIVATE KEY-----\n" + "\n".join(
+        body[i:i + 64] for i in range(0, len(body), 64)) + "\n-----END RSA PRIVATE KEY-----\n"
+    encoded = base64.b64encode(pem.encode()).decode()
+    if wrap:
+        encoded = "\n".join(encoded[i:i + wrap] for i in range(0, len(encoded), wrap))
+        return f"tls.key: |\n{encoded}\ntls.crt: none", encoded
+    return f"data:\n  tls.key: {encoded}\n  tls.crt: none", encoded
 
 
 # Written by hand, in other words than the generated ones: a check that the detector reads
@@ -870,6 +936,34 @@ _FIXED_SECRETS: list[Secret] = [
     Secret('codes', 'Recovery key: ABCD-EFGH-IJKL-MNOP-QRST-UVWX', 'ABCD-EFGH-IJKL-MNOP-QRST-UVWX'),
     Secret('pin', 'The combination to the safe is 12-34-56', '12-34-56'),
     Secret('generic', 'API key for OpenWeather: 8f7e6d5c4b3a29180716253443526170', '8f7e6d5c4b3a29180716253443526170'),
+    # issue 28, written by hand after the fixes: other phrasings of the same four gaps
+    Secret('bank28', 'Account: 73920418 Sort: 30-94-57', '73920418'),
+    Secret('bank28', 'Checking account 123456789, routing 021000021', '123456789'),
+    Secret('bank28', 'acct# 1234567890 / ABA 021000021', '1234567890'),
+    Secret('bank28', 'Account No.: 1234 5678 9012, IFSC: HDFC0001234', '1234 5678 9012'),
+    Secret('bank28', 'BSB 062-000 Acc 12345678', '12345678'),
+    Secret('bank28', 'Routing/Account: 021000021 / 000123456789', '000123456789'),
+    Secret('bank28', 'Direct deposit: RTN 021000021 ACCT 987654321001', '987654321001'),
+    Secret('bank28', 'Please pay 20-45-77 / 41234567 ref INV-2024', '41234567'),
+    Secret('bank28', 'UK bank: 60-16-13, 31926819', '31926819'),
+    Secret('bank28', 'BIC COBADEFFXXX Konto 1234567890', '1234567890'),
+    Secret('pw28', 'Unsere Passwörter: Sommer2024! (Server) und Winter!2023 (Backup)', 'Winter!2023'),
+    Secret('pw28', 'Das neue Kennwörter-Set: Alpha#2024', 'Alpha#2024'),
+    Secret('pw28', 'lösenorden är Sommar2024! och Vinter2023!', 'Vinter2023!'),
+    Secret('pw28', 'Passordene: Fjell2024!, Hav2023!', 'Hav2023!'),
+    Secret('pw28', 'Wachtwoorden: Tulp2021! en Roos2022!', 'Roos2022!'),
+    Secret('pw28', 'Hasłem do serwera jest Krakow#77', 'Krakow#77'),
+    Secret('pw28', 'Salasanani on Kissa2024!', 'Kissa2024!'),
+    Secret('pw28', 'Le password del server sono Pizza!2020 e Pasta#2021', 'Pasta#2021'),
+    Secret('pw28', 'Mis contraseñas: Pimienta_71 y Oregano_82', 'Oregano_82'),
+    Secret('pw28', 'As senhas do wifi: Cacau#4412', 'Cacau#4412'),
+    Secret('pw28', 'Пароли от серверов: Medved2020! и Volk2021!', 'Volk2021!'),
+    Secret('pw28', 'Şifreleri: Ankara06! ve Izmir35!', 'Izmir35!'),
+    Secret('pw28', 'Kata sandinya adalah Jakarta#45', 'Jakarta#45'),
+    Secret('login28', 'joe.bloggs@gmail.com:Summer2024!', 'Summer2024!'),
+    Secret('login28', 'Login → anna@firma.de / Geheim#2024', 'Geheim#2024'),
+    Secret('login28', 'creds: admin@corp.io Pa55w0rd!', 'Pa55w0rd!'),
+    Secret('key28', '{"private_key": "-----BEGIN EC PRIVATE KEY-----\\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5dLkSSVYRkT9MoAoGCCqGSM49\\nAwEHoUQDQgAEm2pIelvzHi1jvsW0IwlxT6gkI7eQhZkTQUNBtEbgEJmZ1KgB6Tl8\\n-----END EC PRIVATE KEY-----\\n"}', 'AwEHoUQDQgAEm2pIelvzHi1jvsW0IwlxT6gkI7eQhZkTQUNBtEbgEJmZ1KgB6Tl8'),
 ]
 
 
@@ -1134,6 +1228,139 @@ _BENIGN_FIXED = [
     'SKU 400-12-3456 is discontinued.',
     'Part no. 123-45-6789 fits the 2019 model.',
     'Version 2.14.0-rc.1 fixes the login bug.',
+    # issue 28: near misses (hashes and ids after "key", public bank codes, addresses, code, inflected words)
+    'Die Passwörter müssen mindestens 12 Zeichen lang sein.',
+    'Das Passwort wurde gestern zurückgesetzt.',
+    'Bitte ändere dein Passwort alle 90 Tage.',
+    'Lösenordet måste bytas varje månad.',
+    'Passordet ditt er utløpt, lag et nytt.',
+    'Adgangskoden skal have mindst 8 tegn.',
+    'De wachtwoorden worden versleuteld opgeslagen.',
+    'Las contraseñas deben tener al menos 10 caracteres.',
+    'Les mots de passe sont stockés dans un coffre.',
+    'Le password devono essere cambiate ogni 3 mesi.',
+    'As senhas expiram em 30 dias.',
+    'Hasła muszą mieć co najmniej 8 znaków.',
+    'Zapomniałem hasła do poczty.',
+    'Salasanan pitää olla vähintään 12 merkkiä pitkä.',
+    'Salasanat vaihdetaan kerran vuodessa.',
+    'Heslo musí mít alespoň 8 znaků.',
+    'Пароли хранятся в менеджере паролей.',
+    'Şifreler 90 günde bir değiştirilmeli.',
+    'Şifrenizi kimseyle paylaşmayın.',
+    'Kata sandinya harus diganti setiap bulan.',
+    '비밀번호는 주기적으로 변경하세요.',
+    '密码需要至少8个字符。',
+    'पासवर्ड कम से कम 8 अक्षरों का होना चाहिए।',
+    'كلمة المرور يجب أن تحتوي على 8 أحرف على الأقل.',
+    'The passwords are stored with argon2id and a per-user salt.',
+    'Passwords and PINs are never logged.',
+    'Two passwords were found in the breach dump, both already rotated.',
+    'Die PIN wird per Post geschickt.',
+    'Los PINs se envían por separado.',
+    'Commit 3f9c2a7e1b4d6f8a0c2e4b6d8f0a1c3e5b7d9f01 reverted the migration.',
+    'The ETag header was "33a64df551425fcc55e4d42a148795d9f25f89d4".',
+    'sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08',
+    'The cache key is user:42:profile:7d793037a0760186574b0282f2f435e7.',
+    'idempotency_key=6f1c2d3e4b5a69788796a5b4c3d2e1f0 was reused',
+    'Stripe returned the same response because the Idempotency-Key 4f9a1c2e-7b3d-4e5f-8a9b-0c1d2e3f4a5b matched.',
+    'The request id 0af7651916cd43dd8448eb211c80319c shows in the access log.',
+    'trace id 4bf92f3577b34da6a3ce929d0e0e4736, span id 00f067aa0ba902b7',
+    'Correlation ID: 9d8c7b6a5f4e3d2c1b0a99887766554433221100',
+    'Build ID a1b2c3d4e5f60718293a4b5c6d7e8f90 passed all checks.',
+    'The object key is invoices/2024/0f8e7d6c5b4a39281716f5e4d3c2b1a0.pdf',
+    'Docker image digest sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+    'git checkout 1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b',
+    'The md5 of the archive is d41d8cd98f00b204e9800998ecf8427e.',
+    'Session cache key 5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8 expired.',
+    'The primary key for the row is 7c9e6679-7425-40de-944b-e07fc1f90ae7.',
+    'partition key: tenant-42#2024-05',
+    'The token hash in the database is 2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae.',
+    'the hash of my password is 5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8',
+    'The public key is ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl alice@host',
+    'Host key fingerprint SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8.',
+    'GPG key ID 3AA5C34371567BD2 signs the releases.',
+    'Tag the image with a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6 before pushing.',
+    'The UUID 123e4567-e89b-12d3-a456-426614174000 is in the config.',
+    'Set the nonce to 8f14e45fceea167a5a36dedd4bea2543 for the test.',
+    'Our license key format is five groups of five letters.',
+    'Translation key checkout.button.confirm is missing in German.',
+    'The React key for each item is its id, e.g. 9b2c7f1e4a3d5b6c.',
+    'Call me at +1 (415) 555-0132 after 5pm.',
+    'The invoice total is 12,345.67 EUR, due 2024-06-30.',
+    'Flight LH 1234 departs at 07:45 from gate B42.',
+    'Tracking: 1Z999AA10123456784',
+    'Order #4532015112830366 was delivered.',
+    'Routing number for Chase in New York is 021000021.',
+    'Our sort code is 20-00-00 at Barclays Leicester.',
+    'The SWIFT code of Deutsche Bank is DEUTDEFF.',
+    'BSB 062-000 is Commonwealth Bank in Sydney.',
+    'IFSC code SBIN0000300 belongs to the Mumbai main branch.',
+    'Meeting on 12-03-24 at 10:30 in room 4.',
+    'Version 4.18.2 of express fixed the bug.',
+    'The part number is 12-34-56 and the lot is 2024.',
+    'Population 12345678 in 2020, up from 11-22-33 survey.',
+    'The ISBN 978-3-16-148410-0 is on the back cover.',
+    'Coordinates 52.5200, 13.4050 mark Berlin.',
+    'Contact bob@example.com / Bob Smith for access.',
+    'Send the report to alice@corp.io, cc carol@corp.io.',
+    'Email support@acme.com or call 555-0100.',
+    'Login with your work e-mail (e.g. bob@example.com) and SSO.',
+    'Reach me at jane.doe@example.org | Product Team',
+    'The account bob@example.com was created on 2024-05-01.',
+    'user: bob@example.com, role: Admin2',
+    'From: noreply@github.com Subject: [repo] PR #1234 merged',
+    'password = os.environ["DB_PASSWORD"]',
+    'api_key = settings.OPENAI_API_KEY',
+    'token = request.headers.get("Authorization")',
+    'if password != confirm_password: raise ValueError()',
+    'const secret = process.env.JWT_SECRET;',
+    'The key is in the vault under secret/data/prod/db.',
+    "Use key 'theme' to store the user's choice.",
+    'The AWS key pair is called prod-bastion-2024.',
+    'Keys: id, name, created_at, updated_at.',
+    'Secret Santa draw is on December 12th.',
+    'The answer key for test 3 is on page 42.',
+    'Press the hot key Ctrl+Shift+P to open the palette.',
+    # issue 28: a credential word, a colon, and prose; an address or a bank code beside ordinary words
+    'Password: must contain a number and a symbol.',
+    'Passwort: mindestens 12 Zeichen, ein Sonderzeichen.',
+    'Passwörter: mindestens 12 Zeichen.',
+    'Contraseña: mínimo 8 caracteres.',
+    'Mot de passe : au moins 12 caractères.',
+    'Senha: pelo menos 8 caracteres.',
+    'Hasło: minimum 8 znaków.',
+    'Lösenord: minst 12 tecken.',
+    'Wachtwoord: minimaal 8 tekens.',
+    'Salasana: vähintään 12 merkkiä.',
+    'Пароль: не менее 8 символов.',
+    'Password: see the vault entry for prod.',
+    'Password: ask Maria for it.',
+    'Passwords: stored in 1Password, never in the repo.',
+    'Die Passwörter der Nutzer werden mit bcrypt gehasht.',
+    'Passwörter und PINs gehören nicht in Tickets.',
+    'Lösenorden byts automatiskt var 90:e dag.',
+    'Adgangskoden udløber om 30 dage.',
+    'Salasanasi vanhenee 7 päivän kuluttua.',
+    'Hasłem jest zwykle data urodzenia, co jest złym pomysłem.',
+    'Şifreniz en az 8 karakter olmalıdır.',
+    'Email alice@example.com / Sales2 for the quote.',
+    'Questions? Write to help@acme.io | Mon-Fri 9-17',
+    'Logged in as bob@example.com at 09:14:22 from 10.0.0.4.',
+    'login: bob@example.com (SSO via Okta)',
+    'User: bob@example.com, Role: ReadOnly2',
+    'Routing number 021000021 is printed on every cheque, along with the cheque number 000123.',
+    'Sort code 20-00-00; call 0345 734 5345 for help.',
+    'SWIFT BIC: DEUTDEFFXXX, office phone 069 910 00.',
+    'The passwords are rotated and the old ones revoked.',
+    'Passwords must differ from the last 5 ones used.',
+    'The PINs are 4 digits long.',
+    'Meeting 12-03-24 10:30, room 12345678 booked.',
+    'Batch 12-34-56 shipped 12345678 units.',
+    'DB_PASSWORD = os.environ["DB_PASSWORD"]',
+    'export PGPASSWORD=$(cat /run/secrets/pg)',
+    'DB_PASSWORD=config.get("db", "password")',
+    'password=getpass.getpass()',
 ]
 
 

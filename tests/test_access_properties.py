@@ -14,7 +14,13 @@ rules on its own, in plain Python (nothing from ``agent_memory.access``). It che
 - reads (``list``, ``search``, ``stats``, ``get``, ``find_duplicate``
   and dedupe on save, ``memberships``, ``list_members``) return exactly what the model says the
   caller may see; after every step one user (in turn) lists under one identity (in turn), and
-  at the end of each example every user reads the whole world under several identities.
+  at the end of each example every user reads the whole world under several identities;
+- a save is deduplicated only into a memory at least as visible as it would be;
+- the past (``list`` and ``search`` with ``known_at``, ``history``): memories are put by key
+  again with another visibility (wider or narrower) and edited; each version keeps the
+  visibility it had, and a reader gets a memory as it was at an earlier moment only if they
+  can read it now and could read that version (the model keeps every version and the step
+  it was replaced in; the moments are the database's clock between steps).
 
 The same machine covers who a run is (:mod:`agent_memory.identity`) and who may use a thread:
 
@@ -32,6 +38,7 @@ module asserts that thousands of operations ran; ``pytest -s`` prints how many o
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -108,6 +115,9 @@ KINDS = ("project", "team", "org")
 ROLES = {"project": ("owner", "admin", "editor", "viewer"), "team": ("lead", "member"), "org": ("admin", "member")}
 FOUNDER = {"project": "owner", "team": "lead", "org": "admin"}
 VISIBILITIES = ("public", "members", "owner_only")
+#: who reads a memory of each visibility, fewest first: each reads what the one before does
+WIDTH = {"owner_only": 0, "members": 1, "public": 2}
+KEYS = ("plan", "status")  # few, so that puts find memories to replace
 IDENTITY_KEYS = ("project_id", "session_id", "team_id", "org_id")
 #: what change_memory does (deletes and restores twice as often, so that restores find archived memories)
 CHANGES = ("edit", "delete", "delete", "restore", "restore", "delete_hard", "purge")
@@ -125,6 +135,15 @@ class Item:
     session: str | None
     content: str
     status: str = "active"
+    key: str | None = None
+    made: int = 0  # the moment (index) before the step that wrote it
+    #: its earlier versions, oldest first: (content, visibility, the moment before the step that replaced it)
+    versions: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
+
+    def revise(self, moment: int, *, content: str, visibility: str | None = None) -> None:
+        self.versions.append((self.content, self.visibility, moment))
+        self.content = content
+        self.visibility = visibility or self.visibility
 
     def row(self) -> tuple[Any, ...]:
         return (self.scope, self.scope_id, self.creator, self.visibility, self.status, self.content, self.session)
@@ -220,6 +239,37 @@ class Model:
 
     def visible_ids(self, user: str, ident: Ident, subtree: bool = False) -> set[uuid.UUID]:
         return {i for i, item in self.items.items() if self.visible(user, ident, item, subtree)}
+
+    def then(self, item: Item, moment: int) -> tuple[str, str] | None:
+        """The wording and visibility ``item`` had at ``moment`` (None: it was not written yet)."""
+        if item.made >= moment:
+            return None
+        return next(((c, v) for c, v, replaced in item.versions if replaced >= moment),
+                    (item.content, item.visibility))
+
+    def past(self, user: str, ident: Ident, moment: int, *, rules_of_then: bool = True) -> dict[uuid.UUID, str]:
+        """What ``user`` reads of the world as it was at ``moment``, each memory in its wording of
+        then: a memory they read now, in a version they could read then (without
+        ``rules_of_then``: in any version, as reads did before versions kept their visibility)."""
+        seen = {}
+        for i, item in self.items.items():
+            then = self.then(item, moment)
+            if then is not None and self.visible(user, ident, item) and (
+                    not rules_of_then or self.visible(user, ident, dataclasses.replace(item, visibility=then[1]))):
+                seen[i] = then[0]
+        return seen
+
+    def history(self, user: str, ident: Ident, item: Item) -> list[str]:
+        """The wordings of ``item`` its history shows ``user`` (one they read now): the current
+        one, and each earlier one they could read while it held."""
+        return [c for c, v, _ in item.versions
+                if self.visible(user, ident, dataclasses.replace(item, visibility=v))] + [item.content]
+
+    @staticmethod
+    def merges(scope: str, new: str, stored: str) -> bool:
+        """A save of visibility ``new`` may be deduplicated into a memory of visibility ``stored``:
+        at least as visible (in a user's or session's memory visibility changes no reader)."""
+        return scope in ("user", "session") or WIDTH[stored] >= WIDTH[new]
 
     # writing
     def may_create(self, user: str, kind: str, sid: str) -> bool:
@@ -455,6 +505,8 @@ class AccessMachine(RuleBasedStateMachine):
             self.sessions = [f"s{tag}-1", f"s{tag}-2"]
         self.threads = [f"th{tag}-{i}" for i in range(3)]
         self.names = dict(zip(self.users, names))
+        self.moments: list[Any] = []
+        self._tick()
         self.identities = list(itertools.product(
             [None, *self.ids["project"]], [None, *self.sessions], [None, *self.ids["team"]], [None, *self.ids["org"]]))
         self.model = Model(self.users, self.ids, self.sessions)
@@ -498,6 +550,16 @@ class AccessMachine(RuleBasedStateMachine):
     def _step(self, name: str) -> None:
         STATS["steps"] += 1
         STATS[f"rule {name}"] += 1
+        self._tick()
+
+    def _tick(self) -> None:
+        """A moment between steps, by the database's clock (which stamps every write and version)."""
+        self.moments.append(self.conn.execute("SELECT clock_timestamp()").fetchone()[0])
+
+    @property
+    def moment(self) -> int:
+        """The moment before the current step: what it writes is newer."""
+        return len(self.moments) - 1
 
     @invariant()
     def one_reader_sees_exactly_their_memories(self) -> None:
@@ -625,12 +687,16 @@ class AccessMachine(RuleBasedStateMachine):
         content = again or self._content(actor)
         duplicate = None
         if again is not None:
-            duplicate = next((i for i, item in m.items.items() if item.status == "active" and item.scope == scope
-                              and item.content == again and m.visible(actor, ident, item)), None)
+            def repeated(new: str) -> uuid.UUID | None:
+                return next((i for i, item in m.items.items() if item.status == "active" and item.scope == scope
+                             and item.content == again and m.visible(actor, ident, item)
+                             and m.merges(scope, new, item.visibility)), None)
+
+            duplicate = repeated(visibility)
             found = self._call("check_duplicate", None, self.service.for_user(actor, **ident).find_duplicate,
-                               again, scope=scope)
-            assert (found and found.id) == duplicate, \
-                f"check_duplicate found {found}, the model says {duplicate and m.items[duplicate]}"
+                               again, scope=scope)  # as a save with the default visibility
+            assert (found and found.id) == repeated("members"), \
+                f"check_duplicate found {found}, the model says {repeated('members')}"
         result = self._call(f"save {scope}" + (" again" if again else ""), expected,
                             self.service.for_user(actor, **ident).add, content, scope=scope,
                             visibility=visibility, dedupe=again is not None)
@@ -647,7 +713,7 @@ class AccessMachine(RuleBasedStateMachine):
                     m.found("project", kind_id, actor, None)
                 scope_id = {"user": actor, "session": ident["session_id"]}.get(scope, kind_id)
                 item = Item(scope, scope_id, actor, visibility,
-                            ident["session_id"] if scope == "session" else None, content)
+                            ident["session_id"] if scope == "session" else None, content, made=self.moment)
                 assert _row(result) == item.row()
                 m.items[result.id] = item
         self._check_database()
@@ -682,6 +748,109 @@ class AccessMachine(RuleBasedStateMachine):
             scope = data.draw(st.sampled_from(["user", "session", *KINDS]))
         self._step(f"save {scope} again")
         self._save(data, scope, source)
+
+    @rule(data=st.data())
+    @capped
+    def put_by_key(self, data: st.DataObject) -> None:
+        """A put by key: a new memory, or the one that holds the key in the scope replaced (a new
+        wording and visibility, wider or narrower; active again if archived), by someone who may
+        see and change it; its earlier version keeps the visibility it had."""
+        m = self.model
+        # mostly a memory of a project, team or org (where visibility decides who reads it) put again
+        keyed = [i for i, item in m.items.items() if item.key is not None  # in the order written: replays draw alike
+                 for _ in range(4 if item.scope in KINDS else 1)]
+        source = m.items[data.draw(st.sampled_from(keyed))] if keyed and data.draw(st.integers(0, 3)) else None
+        scope = source.scope if source is not None else data.draw(st.sampled_from([*KINDS * 2, "user", "session"]))
+        key = source.key if source is not None else data.draw(st.sampled_from(KEYS))
+        self._step(f"put {scope}")
+        ident = self._ident(data)
+        kind_id = None
+        if scope in KINDS:
+            kind_id = source.scope_id if source is not None else data.draw(st.sampled_from(self.ids[scope]))
+            ident[f"{scope}_id"] = kind_id
+        elif scope == "session":
+            ident["session_id"] = source.scope_id if source is not None else data.draw(st.sampled_from(self.sessions))
+        actor = self._user(data, self._involved(source) if source is not None
+                           else m.members.get((scope, kind_id), {}) if kind_id else ())
+        visibility = data.draw(st.sampled_from(VISIBILITIES))
+        scope_id = {"user": actor, "session": ident["session_id"]}.get(scope, kind_id)
+        holder = next((i for i, item in m.items.items() if (item.scope, item.scope_id, item.key) == (scope, scope_id, key)
+                       and (scope != "session" or item.creator == actor)), None)
+        expected: Error = None
+        new_project = scope == "project" and not m.exists("project", kind_id)
+        if scope in KINDS and not new_project and not (m.exists(scope, kind_id) and m.may_create(actor, scope, kind_id)):
+            expected = PermissionDeniedError
+        elif holder is not None and not (m.visible(actor, ident, m.items[holder])
+                                         and m.may_change(actor, m.items[holder])):
+            expected = PermissionDeniedError
+        content = self._content(actor)
+        result = self._call(f"put {scope}" + (" again" if holder else ""), expected,
+                            self.service.for_user(actor, **ident).put, key, content, scope=scope,
+                            visibility=visibility)
+        if expected is None:
+            assert isinstance(result, MemoryItem), f"the gate refused {content!r}: {result}"
+            if holder is None:
+                if new_project:
+                    m.found("project", kind_id, actor, None)
+                item = Item(scope, scope_id, actor, visibility, ident["session_id"] if scope == "session" else None,
+                            content, key=key, made=self.moment)
+                m.items[result.id] = item
+            else:
+                assert result.id == holder, f"put {key!r} wrote {result}, the model says it replaces {m.items[holder]}"
+                item = m.items[holder]
+                item.revise(self.moment, content=content, visibility=visibility)
+                item.status = "active"
+                STATS["put again: replaced"] += 1
+            assert _row(result) == item.row()
+        self._check_database()
+
+    @precondition(lambda self: self.model.items)
+    @rule(data=st.data(), when=st.sampled_from(["known_at", "as_of"]))
+    @capped
+    def read_the_past(self, data: st.DataObject, when: str) -> None:
+        """``list`` and ``search`` at an earlier moment, and a memory's ``history``: exactly what
+        the model says the reader could read then and can read now, each in its wording of then."""
+        self._step("read_the_past")
+        m = self.model
+        # mostly a memory with earlier versions, read by someone it concerns while one of them held
+        def narrower(item: Item, visibility: str) -> bool:  # a version fewer could read than read it now
+            return item.scope in KINDS and WIDTH[visibility] < WIDTH[item.visibility]
+
+        revised = [i for i, item in m.items.items() if item.versions
+                   for _ in range(4 if any(narrower(item, v) for _, v, _ in item.versions) else 1)]
+        focus = m.items[data.draw(st.sampled_from(revised))] if revised and data.draw(st.integers(0, 3)) else None
+        if focus is not None:  # mostly a reader other than its creator, while a narrower version held
+            user = self._user(data, [u for u in self._involved(focus) if u != focus.creator])
+            ident = self._natural_ident(focus)
+            moment = data.draw(st.sampled_from([replaced for _, v, replaced in focus.versions
+                                                for _ in range(3 if narrower(focus, v) else 1)]))
+        else:
+            user, ident = self._user(data, [item.creator for item in m.items.values()]), self._ident(data)
+            moment = data.draw(st.integers(0, len(self.moments) - 2))
+        expected = m.past(user, ident, moment)
+        if expected != m.past(user, ident, moment, rules_of_then=False):
+            STATS["read_the_past: a narrower version withheld"] += 1
+        me = self.service.for_user(user, **ident)
+        at = {when: self.moments[moment]}
+        STATS["calls"] += 2
+        listed = {i.id: i.content for i in me.list(status=None, limit=1000, **at)}
+        assert listed == expected, (f"list({when}) as {user} {ident}: leaked "
+                                    f"{[(listed[i], m.items.get(i)) for i in listed if expected.get(i) != listed[i]]}, "
+                                    f"missing {[m.items[i] for i in expected if i not in listed]}")
+        k = self.service.config.max_k
+        hits = {h.item.id: h.item.content for h in me.search("note written for the shared world", k=k, status=None,
+                                                            min_relevance=0.0, **at)}
+        assert hits.items() <= expected.items(), f"search({when}) as {user} {ident} leaked {hits.items() - expected.items()}"
+        if len(expected) <= k:
+            assert hits == expected, f"search({when}) as {user} {ident} missed {expected.items() - hits.items()}"
+        readable = [i for i, item in m.items.items() if m.visible(user, ident, item)]
+        if readable:
+            memory_id = next((i for i in readable if m.items[i] is focus), None) or data.draw(st.sampled_from(readable))
+            STATS["calls"] += 1
+            shown = [v.content for v in me.history(memory_id)]
+            assert shown == m.history(user, ident, m.items[memory_id]), \
+                f"history of {m.items[memory_id]} as {user} {ident} showed {shown}"
+            STATS["read_the_past: history"] += 1
 
     def _memory_id(self, data: st.DataObject, status: str = "active") -> uuid.UUID:
         """Mostly a memory in ``status`` (when there is one), sometimes any, rarely a deleted one."""
@@ -723,7 +892,7 @@ class AccessMachine(RuleBasedStateMachine):
                                 content=content)
             if expected is None:
                 assert not isinstance(result, Rejection), result
-                m.items[memory_id].content = content
+                m.items[memory_id].revise(self.moment, content=content)
                 assert _row(result) == m.items[memory_id].row()
         elif action == "restore":
             expected = InvalidInputError if status not in (None, "archived") else expected

@@ -95,6 +95,10 @@ SEARCH_CASES = [
     ({"memory_type": []}, "memory_type", "empty list"),
     ({"scope": 7}, "scope", "must be"),
     ({"status": "deleted"}, "status", "active, archived, superseded"),
+    ({"filter": {"tag\x00": "billing"}}, "filter", "NUL"),            # reached PostgreSQL
+    ({"filter": {"tag\ud800": "billing"}}, "filter", "surrogate"),    # a raw UnicodeEncodeError
+    ({"filter": {"$or": [{"n": i} for i in range(65)]}}, "filter", "more than 64 conditions"),
+    ({"filter": {"n": {"$in": list(range(1001))}}}, "filter['n']", "the limit is 1000"),
 ]
 
 

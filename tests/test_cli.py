@@ -174,6 +174,13 @@ def test_help_imports_nothing_heavy_and_reads_as_plain_text():
         assert "examples:" in text and "DATABASE_URL" in text and "AGENT_MEMORY_DEBUG" in text, name
 
 
+@pytest.mark.parametrize("module", ["agent_memory.cli", "agent_memory"])
+def test_python_dash_m_runs_the_command_line(module):
+    done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: agent-memory ") and "examples:" in done.stdout
+
+
 def test_every_option_has_help_and_the_choices_match_the_models():
     for name, sub in _subparsers().items():
         for action in sub._actions:
@@ -269,11 +276,13 @@ def test_export_forget_and_import_round_trip(dsn, monkeypatch, capsys, tenant, t
     assert main(["forget-user", tenant.user, "--yes", "--json"]) == 0
     assert _json(capsys)["removed"]["memories"] == 2
     assert main(["list", "--json", *me]) == 0 and _json(capsys) == []
-    assert main(["import", str(file), "--json"]) == 0
+    assert main(["import", str(file)]) == 2  # whose rows: --user or --as-operator
+    assert "as_operator=True" in capsys.readouterr().err
+    assert main(["import", str(file), *me, "--json"]) == 0
     assert _json(capsys)["inserted"]["memories"] == 2
     assert main(["search", "what is my dog called", "-k", "1", "--json", *me]) == 0
     assert _json(capsys)[0]["content"] == "My dog is called Rex"
-    assert main(["import", str(file)]) == 0  # twice is harmless: everything is skipped
+    assert main(["import", str(file), "--as-operator"]) == 0  # twice is harmless: everything is skipped
     assert re.search(r"memories\s+0\s+2", capsys.readouterr().out)
 
 

@@ -104,6 +104,7 @@ BAD_VALUES = {
     "ephemeral_days": -1,
     "vector_cache_rows": -1,
     "vector_cache_mb": 0,
+    "max_document_passages": 0,
 }
 
 

@@ -88,6 +88,45 @@ def test_a_huge_code_block_is_cut_at_line_ends_and_hashes_follow_text_and_headin
     assert a[0].text != b[0].text and chunk_document("# A\n\nSame words.")[0].hash == a[0].hash
 
 
+def heading_file(n: int = 10_000) -> str:
+    """A markdown file of ``n`` one-line sections (about 104 KB at 10,000), one of which says
+    something worth finding."""
+    sections = [f"# {i}\nx{i % 100:02d}\n" for i in range(n)]
+    sections[n // 2] = "# Streams\nKafka settles events.\n"
+    return "".join(sections)
+
+
+def test_tiny_sections_share_passages_and_nothing_is_lost():
+    """10,000 headings each with a line under them were 10,000 passages (each embedded, stored and
+    read: minutes); consecutive tiny sections now share passages up to the size bound."""
+    text = heading_file()
+    assert 100_000 < len(text) < 110_000 and text.count("\n# ") == 9_999
+    passages = chunk_document(text)
+    assert len(passages) < 100
+    assert all(text[p.start:p.end] == p.text and len(p.text) <= 1500 for p in passages)
+    assert all(a.end < b.start for a, b in itertools.pairwise(passages))  # whole sections: no overlap needed
+    covered = "".join(p.text for p in passages)
+    assert covered.replace("\n", "") == text.replace("\n", "")  # every section, once, in order
+    assert all(p.headings == () for p in passages)  # the headings they share: none, at the top level
+    assert [p.text for p in passages if "Kafka" in p.text][0].count("# ") > 10
+    # under a common heading the shared passages keep it; a section's own passage keeps its path
+    glossary = "# Glossary\n\n" + "".join(f"## Term {i}\n\nShort {i}.\n\n" for i in range(300))
+    assert {p.headings for p in chunk_document(glossary)} == {("Glossary",)}
+    # sections with something to say stay passages of their own, whatever their neighbours
+    assert [p.headings for p in chunk_document(GUIDE)] == [
+        ("Payments service",), ("Payments service", "Storage"), ("Payments service", "Deploys"),
+        ("Payments service", "Testing")]
+    body = "We deploy on Tuesdays because traffic is lowest then, and never on Fridays. " * 3
+    mixed = f"# Ops\n\n## Deploys\n\n{body}\n\n## Stack\n\nWe use Redis.\n\n## Reviews\n\n{body}"
+    assert [(p.headings, p.text.split("\n")[0]) for p in chunk_document(mixed)] == [
+        (("Ops", "Deploys"), "# Ops"),          # a heading with nothing under it goes with what follows
+        (("Ops", "Stack"), "## Stack"),         # a tiny section between large ones is its own passage
+        (("Ops", "Reviews"), "## Reviews")]
+    assert len(chunk_document(text, min_section_chars=0)) == 10_000  # 0: every section on its own, as before
+    with pytest.raises(ValueError, match="min_section_chars"):
+        chunk_document(text, min_section_chars=2000)
+
+
 def test_bad_chunk_sizes_are_refused():
     with pytest.raises(ValueError, match="max_chars"):
         chunk_document("text", max_chars=10)
@@ -297,6 +336,63 @@ def test_bad_document_input_says_what_is_wrong(memory: MemoryService, tenant, kw
     assert raised.value.field == field
 
 
+@pytest.mark.slow  # ~100 passages through the local embedder (10,000 before)
+def test_a_file_of_ten_thousand_headings_is_learned_and_its_tiny_section_found(memory: MemoryService, tenant):
+    text = heading_file()
+    me = memory.for_user(tenant.user)
+    report = me.add_document(text, title="Notes", external_id="notes.md", llm=None)
+    assert report.status == "done" and report.passages_added == len(chunk_document(text)) < 100
+    [hit] = me.search_documents("Kafka settles events", k=1)
+    assert "# Streams\nKafka settles events." in hit.content and text[hit.start:hit.end] == hit.content
+
+
+class CountingEmbeddings:
+    """The real embedder, counting the texts it is asked for."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.texts = inner, 0
+
+    def embed_documents(self, texts):
+        self.texts += len(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        self.texts += 1
+        return self.inner.embed_query(text)
+
+
+def test_a_document_over_the_passage_limit_is_refused_before_anything_is_embedded(memory: MemoryService, tenant,
+                                                                                   dsn, config):
+    from agent_memory import documents
+    from agent_memory.db.requests import run
+    from agent_memory.validation import check_identity
+
+    def stored(user: str) -> tuple[int, int]:
+        with psycopg.connect(dsn) as conn:
+            return (conn.execute("SELECT count(*) FROM memory_resources WHERE user_id = %s", (user,)).fetchone()[0],
+                    conn.execute("SELECT count(*) FROM memory_passages WHERE user_id = %s", (user,)).fetchone()[0])
+
+    big = "".join(f"## Entry {i}\n\nEntry {i} is filed in the archive room.\n\n" for i in range(2_100))
+    assert len(chunk_document(big)) == 2_100 and config.max_document_passages == 2_000
+    with pytest.raises(InvalidInputError) as refused:
+        memory.for_user(tenant.user).add_document(big, external_id="big.md", llm=None)
+    assert refused.value.field == "content"
+    assert "2100 passages" in str(refused.value) and "at most 2000 (max_document_passages)" in str(refused.value)
+    assert "split it" in str(refused.value) and "MEMORY_MAX_DOCUMENT_PASSAGES" in str(refused.value)
+    assert stored(tenant.user) == (0, 0)  # the resource written first was rolled back
+    # the limit is a setting; a new version over it leaves the last one as it was, and nothing is embedded
+    first = memory.for_user(tenant.user).add_document(GUIDE, external_id="guide.md", llm=None)
+    counting = CountingEmbeddings(memory.embeddings)
+    op = documents.add_document(config.replace(max_document_passages=3), check_identity(tenant.user),
+                                GUIDE + "\n## Extra\n\nOne section too many for this limit.\n",
+                                external_id="guide.md")
+    with pytest.raises(InvalidInputError, match=r"at most 3 \(max_document_passages\)"):
+        run(op, memory.conn, counting)
+    assert counting.texts == 0
+    assert stored(tenant.user) == (1, first.passages_added)
+    assert memory.for_user(tenant.user).get_resource(first.resource.id).content == GUIDE
+
+
 # --- tenancy ----------------------------------------------------------------------------------
 
 
@@ -403,13 +499,13 @@ def test_documents_move_with_an_export(memory: MemoryService, tenant, fresh_dsn,
     assert {p["resource_id"] for p in data["passages"]} == {str(report.resource.id)}  # never another user's
     assert len(data["passages"]) == report.passages_added and all("embedding" not in p for p in data["passages"])
     with MemoryService(fresh_dsn(), config=config, embeddings=embeddings) as new:
-        imported = new.import_data(data)
+        imported = new.import_data(data, as_operator=True)  # a move of the database: the project's members too
         assert imported.inserted["passages"] == report.passages_added
         moved = new.for_user(tenant.user, project_id=tenant.project)
         before = [(h.content, h.headings, round(h.score, 6)) for h in alice.search_documents("when do we deploy?")]
         after = [(h.content, h.headings, round(h.score, 6)) for h in moved.search_documents("when do we deploy?")]
         assert after == before and before[0][1] == ("Runbook", "Deploys")
-        again = new.import_data(data)
+        again = new.import_data(data, as_operator=True)
         assert again.inserted["passages"] == 0 and again.skipped["passages"] == report.passages_added
         # a new version of the document after the move: kept passages are recognised, not read again
         update = moved.add_document(runbook.replace("16", "17"), title="Runbook", external_id="runbook",

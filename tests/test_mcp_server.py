@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,6 +22,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 mcp = pytest.importorskip("mcp")
@@ -28,7 +33,8 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from agent_memory.errors import ConfigurationError
+from agent_memory.db.embedded import stop_embedded_server
+from agent_memory.errors import ConfigurationError, InvalidInputError
 from agent_memory.middleware.tools import SAVE_DESCRIPTION, SEARCH_DESCRIPTION
 from agent_memory.models import Identity
 from agent_memory.servers.mcp import main
@@ -79,6 +85,30 @@ def test_hash_token_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     assert main(["hash-token"]) == 0
     assert capsys.readouterr().out.strip() == hash_token("s3cret")
     assert main(["hash-token", "s3cret"]) == 2  # never from argv (shell history, ps)
+
+
+def test_hash_token_refuses_what_http_cannot_carry(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28: hash-token hashed non-ASCII tokens as UTF-8, but the server reads a header as
+    Latin-1, so such a token never authenticated. hash-token refuses it now, and every token it
+    accepts is found when presented the way the server decodes it."""
+    import io
+    import random
+    import string
+
+    for token in ["pässwörd-1234", "токен-секрет", "two words", "tab\there", "trailing "]:
+        with pytest.raises(InvalidInputError, match="printable ASCII"):
+            hash_token(token)
+        monkeypatch.setattr(sys, "stdin", io.StringIO(token + "\n"))
+        assert main(["hash-token"]) == 2
+        error = capsys.readouterr().err
+        assert "printable ASCII" in error and token.strip() not in error  # the secret is not echoed
+    rng = random.Random(28)
+    visible = "".join(c for c in string.printable if "!" <= c <= "~")
+    tokens = ["".join(rng.choice(visible) for _ in range(40)) for _ in range(50)]
+    verifier = StaticTokenVerifier({hash_token(t): Identity(user_id=f"u{i}") for i, t in enumerate(tokens)})
+    for i, token in enumerate(tokens):
+        assert verifier.lookup(token.encode("utf-8").decode("latin-1")) == Identity(user_id=f"u{i}")
 
 
 def test_bad_flags_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -268,3 +298,91 @@ async def test_http_principals_see_only_their_own_memories(http_server: dict[str
         if not forged.is_error:  # an ignored user_id: the memory is alice's
             assert "goats near Porto" in listed
         assert "black" not in _text(await alice.call_tool("memory_search", {"query": "coffee"}))
+
+
+# --- the process ends: what it started stops ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def data_dir() -> Iterator[Path]:
+    """An embedded PostgreSQL data directory of this module's own (no DATABASE_URL): made with
+    mkdtemp, not under pytest's 0700 temp root, because as root the server runs as another user."""
+    base = Path(tempfile.mkdtemp(prefix="am-mcp-"))
+    try:
+        yield base / "pgdata"
+    finally:
+        stop_embedded_server(base / "pgdata")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _embedded_env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    return dict(env, MEMORY_DATA_DIR=str(data_dir))
+
+
+def _postmaster(data_dir: Path) -> int | None:
+    """The pid of the live postgres serving data_dir (None: none runs), read as an outsider would."""
+    try:
+        pid = int((data_dir / "postmaster.pid").read_text().splitlines()[0])
+        process = psutil.Process(pid)
+        return pid if process.name() == "postgres" and process.status() != psutil.STATUS_ZOMBIE else None
+    except (OSError, IndexError, ValueError, psutil.NoSuchProcess):
+        return None
+
+
+def _stops_its_postgres(proc: subprocess.Popen[bytes], data_dir: Path, sig: int) -> None:
+    """Signal a server that is answering; it exits cleanly and no postgres runs in data_dir after it."""
+    running = _postmaster(data_dir)
+    assert running is not None, "the server did not start the embedded postgres"
+    proc.send_signal(sig)
+    assert proc.wait(timeout=60) == 0
+    deadline = time.monotonic() + 10  # a stopped postmaster may take a moment to be reaped
+    while _postmaster(data_dir) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _postmaster(data_dir) is None, f"postgres {running} still runs in {data_dir} after {sig!r}"
+    assert not (data_dir / "postmaster.pid").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_http_server_stops_its_embedded_postgres_when_signalled(sig: int, data_dir: Path, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({hash_token("t0ken"): {"user_id": "alice"}}))
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_memory", "mcp", "--transport", "http", "--port", str(port),  # agent-memory mcp
+         "--tokens", str(tokens)], env=_embedded_env(data_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, "the server exited before answering"
+            try:
+                assert httpx2.get(f"http://127.0.0.1:{port}/mcp", timeout=2).status_code == 401
+                break
+            except httpx2.TransportError:
+                assert time.monotonic() < deadline, "the server did not answer"
+                time.sleep(0.3)
+        _stops_its_postgres(proc, data_dir, sig)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_stdio_server_stops_its_embedded_postgres_on_sigterm(data_dir: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_memory.servers.mcp", "--transport", "stdio", "--user", "alice"],
+        env=_embedded_env(data_dir), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        proc.stdin.write(json.dumps(init).encode() + b"\n")
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 90)
+        assert ready and json.loads(proc.stdout.readline())["id"] == 1
+        _stops_its_postgres(proc, data_dir, signal.SIGTERM)  # stdin still open: the signal ends it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()

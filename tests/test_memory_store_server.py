@@ -10,23 +10,33 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from agent_memory import MemoryService
+from agent_memory.db.embedded import stop_embedded_server
 from agent_memory.servers.memory_store import MANIFEST, main
 from agent_memory.servers.memory_store_scopes import (
     ScopeRef,
+    key_from,
+    key_of,
     namespace_of,
+    originals,
     project_of,
     scope_of,
 )
+from agent_memory.store.namespaces import MAX_KEY_LENGTH, encode_key
 
 TIMEOUT = 120.0
 
@@ -115,18 +125,27 @@ def test_manifest(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_scope_mapping_round_trips_and_keeps_lookalike_ids_apart() -> None:
-    ids = ["Acme Corp", "acme-corp", "acme corp", "ACME CORP", "a/b", "ünï code", "agent", "task", "x" * 256]
+    ids = ["Acme Corp", "acme-corp", "acme corp", "ACME CORP", "a/b", "ünï code", "agent", "task", "x" * 256,
+           "é" * 256, "日本" * 128, "#hash-looking", "#" + "0" * 32]
     namespaces = set()
     for project in ids:
         for scope in (ScopeRef(project), ScopeRef(project, project), ScopeRef(project, None, "t"),
-                      ScopeRef(project, "agent", "task")):
-            namespace = namespace_of(scope)
-            assert scope_of(namespace) == scope
+                      ScopeRef(project, "agent", "task"), ScopeRef(project, project, project)):
+            namespace = namespace_of(scope, "u")
+            kept = originals(scope, project)
+            assert scope_of(namespace, "u", kept) == scope
+            assert key_from(key_of(project), kept) == project
+            # every id of up to 256 characters fits the store's key, in any script (issue 28)
+            assert len(encode_key(namespace, key_of(project))) <= MAX_KEY_LENGTH
             namespaces.add(namespace)
-    assert len(namespaces) == 4 * len(ids)
-    assert project_of("webshop") == "webshop" and project_of("acme/web") == "acme/web"
-    assert project_of("Acme Corp") != project_of("acme corp") != project_of("acme-corp")
-    assert scope_of(("projects", "evil", "memory_store", "Acme Corp")) is None  # the project id must match
+    assert len(namespaces) == 5 * len(ids)
+    assert project_of("webshop", "u") == "webshop" and project_of("acme/web", "u") == "acme/web"
+    assert project_of("Acme Corp", "u") != project_of("acme corp", "u") != project_of("acme-corp", "u")
+    # a derived project is the user's own: another user's plugin maps the same label elsewhere
+    assert project_of("Acme Corp", "u") != project_of("Acme Corp", "v")
+    assert scope_of(("projects", "evil", "memory_store", "Acme Corp"), "u") is None  # the project id must match
+    assert scope_of(namespace_of(ScopeRef("Acme Corp"), "u"), "v") is None  # and be the user's
+    assert scope_of(namespace_of(ScopeRef("é" * 256), "u"), "u") is None  # a hashed id needs its originals
 
 
 # --- the methods ---------------------------------------------------------------------------------
@@ -152,7 +171,7 @@ def test_initialize_put_get_query_and_history(plugin: Plugin, memory: MemoryServ
     second = plugin.call("memory/put", {"scope": scope, "key": "db choice", "value": "The webshop moved to PostgreSQL 17"})
     assert second["record_id"] == first["record_id"]
     assert plugin.call("memory/get", {"scope": scope, "key": "db choice"})["value"] == "The webshop moved to PostgreSQL 17"
-    handle = memory.for_user(user, project_id=project_of(project))
+    handle = memory.for_user(user, project_id=project_of(project, user))
     wordings = [version.content for version in handle.history(first["record_id"])]
     assert any("PostgreSQL 16" in text for text in wordings) and any("PostgreSQL 17" in text for text in wordings)
 
@@ -195,7 +214,7 @@ def test_ttl_expiry_and_maintenance(plugin: Plugin, memory: MemoryService, user:
     assert plugin.call("memory/get", {"scope": scope, "key": "short"})["found"] is False
     hits = plugin.call("memory/query", {"scope": scope, "query": "deploy token rotates", "top_k": 10})["hits"]
     assert [h["key"] for h in hits] == ["long"]
-    handle = memory.for_user(user, project_id=project_of(project))
+    handle = memory.for_user(user, project_id=project_of(project, user))
     assert len(handle.list(scope="project", status=["active", "archived"], limit=100)) == 1
     assert memory.maintain().expired >= 1  # the sweep deletes it for good
     assert plugin.call("memory/get", {"scope": scope, "key": "short"})["found"] is False
@@ -300,6 +319,85 @@ def test_read_after_write_across_processes(plugin: Plugin, dsn: str, user: str) 
         assert plugin.call("memory/get", {"scope": scope, "key": "release"})["found"] is False
     finally:
         assert other.close() == 0
+
+
+def test_a_derived_project_is_the_plugin_users_own(plugin: Plugin, memory: MemoryService, user: str) -> None:
+    """Issue 28: a label that is not a project id of ours maps to a project anyone could compute.
+    Another user who made it first and added the plugin's user as an editor read everything the
+    plugin wrote there; now such a project is refused with -32307 and nothing reaches it."""
+    mallory = _uid("mallory")
+    secret = "The vault combination changes every Monday"
+
+    def nothing_reached(pid: str) -> None:
+        seen = memory.for_user(mallory, project_id=pid).list(scope="project", limit=100)
+        assert not any("vault" in item.content for item in seen)
+
+    # claimed before the plugin's first call
+    label = _uid("Team Notes")
+    pid = project_of(label, user)
+    memory.create_project(pid, user_id=mallory)
+    memory.add_member("project", pid, user, "editor", user_id=mallory)
+    code, message = plugin.error("initialize", {"project_id": label})
+    assert code == -32307 and "another user already owns" in message and pid in message
+    assert plugin.error("memory/put", {"scope": {"project_id": label}, "key": "k", "value": secret})[0] == -32307
+    nothing_reached(pid)
+
+    # claimed by the plugin, then gone and claimed by someone else while the session is bound
+    label = _uid("Ops Notes")
+    pid = project_of(label, user)
+    scope = {"project_id": label, "agent_id": "ops"}
+    plugin.call("initialize", {"project_id": label})
+    assert [(m.scope_id, m.role.value) for m in memory.memberships(user_id=user, scope="project", prefix=pid)] == [
+        (pid, "owner")]
+    plugin.call("memory/put", {"scope": scope, "key": "standup", "value": "The standup is at nine"})
+    memory.delete_scope("project", pid, user_id=user)
+    memory.create_project(pid, user_id=mallory)
+    memory.add_member("project", pid, user, "editor", user_id=mallory)
+    for method, params in [("memory/put", {"scope": scope, "key": "vault", "value": secret}),
+                           ("memory/get", {"scope": scope, "key": "standup"}),
+                           ("memory/query", {"scope": scope, "query": "standup"}),
+                           ("memory/list_scopes", {}),
+                           ("memory/delete_scope", {"scope": scope})]:
+        assert plugin.error(method, params)[0] == -32307, method
+    nothing_reached(pid)
+
+    # the same label from another user's plugin is another project, of that user's own
+    assert project_of(label, mallory) != pid
+    project_of_valid = _uid("shared-web")  # a project id of ours still names that very project
+    assert project_of(project_of_valid, user) == project_of_valid
+
+
+def test_ids_of_256_characters_in_any_script(plugin: Plugin) -> None:
+    """Issue 28: the 256-character limit was applied after the store escaped each non-ASCII
+    character to six, so a 43-character Japanese project id was already too long."""
+    long_ids = {"project_id": "プロジェクト" * 42 + "αβγδ", "agent_id": "é" * 256, "task_id": "#" + "т" * 255}
+    key = "鍵" * 256
+    plugin.call("initialize", {"project_id": long_ids["project_id"]})
+    plugin.call("memory/put", {"scope": long_ids, "key": key, "value": "A note kept under very long ids"})
+    plugin.call("memory/put", {"scope": {**long_ids, "task_id": "short"}, "key": "k", "value": "A note beside it"})
+    got = plugin.call("memory/get", {"scope": long_ids, "key": key})
+    assert got["found"] is True and got["value"] == "A note kept under very long ids" and got["scope"] == long_ids
+    hits = plugin.call("memory/query", {"scope": {"project_id": long_ids["project_id"]}, "query": "long ids"})["hits"]
+    assert {(h["key"], json.dumps(h["scope"])) for h in hits} == {
+        (key, json.dumps(long_ids)), ("k", json.dumps({**long_ids, "task_id": "short"}))}
+    listed = plugin.call("memory/list_scopes", {})["scopes"]
+    assert sorted(map(json.dumps, listed)) == sorted(map(json.dumps, [
+        {"project_id": long_ids["project_id"], "agent_id": long_ids["agent_id"], "task_id": task}
+        for task in (long_ids["task_id"], "short")]))
+    code, message = plugin.error("memory/put", {"scope": long_ids, "key": key + "x", "value": "too long a key"})
+    assert code == -32602 and "at most 256" in message
+    assert plugin.call("memory/delete_scope", {"scope": long_ids}) == {"deleted": 1}
+
+
+def test_ttl_secs_is_checked_in_seconds(plugin: Plugin) -> None:
+    project = _uid("ttl units")
+    plugin.call("initialize", {"project_id": project})
+    good = {"scope": {"project_id": project}, "key": "k", "value": "A value that expires"}
+    for ttl in [1e-9, 0.0001, 0, -1, 1e12, float("inf")]:
+        code, message = plugin.error("memory/put", {**good, "ttl_secs": ttl})
+        assert code == -32602 and message.startswith("ttl_secs:") and "seconds" in message, message
+        assert "minute" not in message
+    assert plugin.call("memory/put", {**good, "ttl_secs": 0.5})["indexed_immediately"] is True
 
 
 # --- malformed messages --------------------------------------------------------------------------
@@ -448,3 +546,51 @@ def test_the_user_is_named_when_the_plugin_starts(capsys: pytest.CaptureFixture[
             main(argv)
         assert exit_.value.code == 2
         assert "--user" in capsys.readouterr().err
+
+
+# --- the process ends: what it started stops ---------------------------------------------------
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_plugin_and_the_embedded_postgres_it_started(sig: int) -> None:
+    """Without DATABASE_URL the plugin starts the embedded server; a stop signal while the daemon
+    keeps the pipe open ends the plugin with status 0, and the server with it."""
+    base = Path(tempfile.mkdtemp(prefix="am-ms-"))  # not under pytest's 0700 root: as root postgres is another user
+    data_dir = base / "pgdata"
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    proc = subprocess.Popen([sys.executable, "-m", "agent_memory.servers.memory_store", "--user", "alice"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=dict(env, MEMORY_DATA_DIR=str(data_dir)))
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                     "params": {"project_id": "p"}}).encode() + b"\n")
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], TIMEOUT)
+        assert ready and "result" in json.loads(proc.stdout.readline())
+        running = _postmaster(data_dir)
+        assert running is not None, "the plugin did not start the embedded postgres"
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) == 0
+        deadline = time.monotonic() + 10  # a stopped postmaster may take a moment to be reaped
+        while _postmaster(data_dir) is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _postmaster(data_dir) is None, f"postgres {running} still runs after {sig!r}"
+        assert not (data_dir / "postmaster.pid").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+        stop_embedded_server(data_dir)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _postmaster(data_dir: Path) -> int | None:
+    """The pid of the live postgres serving data_dir (None: none runs), read as an outsider would."""
+    try:
+        pid = int((data_dir / "postmaster.pid").read_text().splitlines()[0])
+        process = psutil.Process(pid)
+        return pid if process.name() == "postgres" and process.status() != psutil.STATUS_ZOMBIE else None
+    except (OSError, IndexError, ValueError, psutil.NoSuchProcess):
+        return None

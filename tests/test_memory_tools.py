@@ -12,7 +12,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, ToolMessage
 from test_formatting import item
 
-from agent_memory import InvalidInputError, MemoryService, SearchResult
+from agent_memory import ConfigurationError, InvalidInputError, MemoryService, SearchResult
 from agent_memory.formatting import escape_line
 from agent_memory.middleware import MemoryMiddleware, memory_tools
 from agent_memory.middleware.tools import describe_error, describe_search
@@ -97,10 +97,30 @@ def test_bad_arguments_come_back_as_messages(memory, tenant, call, expected) -> 
     assert memory.for_user(tenant.user).list() == []
 
 
-def test_k_above_the_limit_is_clamped(memory, tenant) -> None:
+def test_k_has_its_bounds_in_the_schema_the_model_sees(memory, tenant) -> None:
+    """``k`` is 1 to ``max_k`` in the tool's schema; outside that the model is told the bounds."""
     memory.for_user(tenant.user).add("Enjoys hiking in the Alps")
-    [found] = run_tools(memory, [tool_call("memory_search", query="hiking", k=500)], cfg(tenant.user))
-    assert found.status == "success" and "Enjoys hiking" in found.text
+    for tools, limit in ((memory_tools(memory), 20), (memory_tools(memory, max_k=7, user_id=tenant.user), 7)):
+        k = tools[1].tool_call_schema.model_json_schema()["properties"]["k"]
+        assert (k["minimum"], k["maximum"], k["default"]) == (1, limit, 5)
+        assert f"1 to {limit}" in k["description"]
+    [too_many, none, enough] = run_tools(memory, [tool_call("memory_search", query="hiking", k=1000),
+                                                  tool_call("memory_search", query="hiking", k=0),
+                                                  tool_call("memory_search", query="hiking", k=20)], cfg(tenant.user))
+    assert too_many.status == "error" and too_many.text == (
+        "Invalid argument k: input should be less than or equal to 20, got 1000. Fix the argument and try again.")
+    assert none.status == "error" and "k: input should be greater than or equal to 1, got 0" in none.text
+    assert enough.status == "success" and "Enjoys hiking" in enough.text
+
+
+def test_a_small_max_k_caps_the_default(memory, tenant) -> None:
+    for text in ("Enjoys hiking in the Alps", "Enjoys hiking in the Dolomites", "Enjoys hiking in Scotland"):
+        memory.for_user(tenant.user).add(text)
+    search = memory_tools(memory, max_k=2, user_id=tenant.user)[1]
+    assert search.invoke({"query": "hiking"}).startswith("2 memories, best first:")  # k=5 by default
+    assert "less than or equal to 2" in search.invoke({"query": "hiking", "k": 3})
+    with pytest.raises(ConfigurationError, match="max_k must be a whole number >= 1"):
+        memory_tools(memory, max_k=0)
 
 
 def test_identity_comes_from_the_run_not_the_arguments(memory, tenant) -> None:

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from injection_payloads import PAYLOADS, ROLE_PREFIXES, lines
 from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -20,7 +22,13 @@ from agent_memory import (
     MemoryService,
     MissingIdentityError,
 )
-from agent_memory.middleware import TOOL_NAMES, MemoryBackend, MemoryMiddleware
+from agent_memory.middleware import (
+    TOOL_NAMES,
+    MemoryBackend,
+    MemoryMiddleware,
+    WorkingMemoryMiddleware,
+    create_memory_agent,
+)
 from agent_memory.testing import ScriptedChatModel, tool_call
 
 
@@ -266,8 +274,11 @@ async def test_async_service_works_with_ainvoke(amemory, seeded) -> None:
     agent = create_agent(model, [], middleware=[MemoryMiddleware(amemory)])
     await agent.ainvoke(ask("which language for my code examples?"), cfg(seeded.user))
     assert "Prefers Python" in model.system_prompts[0]
-    with pytest.raises(ConfigurationError, match="ainvoke"):
+    with pytest.raises(ConfigurationError, match="running event loop.*ainvoke"):  # it would stall this loop
         agent.invoke(ask("which language for my code examples?"), cfg(seeded.user))
+    # a blocking invoke from a worker thread runs the service's calls on its loop (this one)
+    await asyncio.to_thread(agent.invoke, ask("which language for my code examples?"), cfg(seeded.user, "t2"))
+    assert "Prefers Python" in model.system_prompts[-1] and len(model.system_prompts) == 2
 
 
 def test_database_failure_surfaces_or_fails_open(memory, pg_server_dsn, caplog) -> None:
@@ -345,3 +356,57 @@ def test_stored_injections_never_start_a_line_of_the_system_prompt(memory, tenan
             assert line.startswith(ours), line
         else:
             assert not line.lower().startswith(ROLE_PREFIXES), line
+
+
+class SeenPrompts(BaseCallbackHandler):
+    """The system prompt of every chat model call (for models that record nothing themselves)."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def on_chat_model_start(self, serialized: Any, messages: list[list[Any]], **kwargs: Any) -> None:
+        self.prompts += [m.text for batch in messages for m in batch if isinstance(m, SystemMessage)]
+
+
+def toolless_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "cannot call tools" in r.getMessage()]
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_model_without_tool_calling_gets_memory_without_the_tools(memory, seeded, caplog, use_async) -> None:
+    """GenericFakeChatModel (LangChain's test double) has no bind_tools: the run works, the model
+    sees the memories, and the log says once that the memory tools were left out."""
+    model = GenericFakeChatModel(messages=iter(["Use Python.", "Still Python."]))
+    agent = create_agent(model, [], system_prompt="You help.", middleware=[MemoryMiddleware(memory)])
+    seen = SeenPrompts()
+    config = {**cfg(seeded.user, project=seeded.project), "callbacks": [seen]}
+    with caplog.at_level(logging.WARNING, logger="agent_memory.middleware"):
+        for text in ("which language for my code examples?", "and for the tests?"):
+            result = asyncio.run(agent.ainvoke(ask(text), config)) if use_async else agent.invoke(ask(text), config)
+    assert result["messages"][-1].text == "Still Python."
+    assert len(seen.prompts) == 2 and all(p.startswith("You help.\n\n") for p in seen.prompts)
+    assert all("Prefers Python with type hints" in p for p in seen.prompts)
+    [warning] = toolless_warnings(caplog)  # once for this model, not once per call
+    assert "GenericFakeChatModel" in warning and all(name in warning for name in TOOL_NAMES)
+
+
+def test_a_model_that_calls_tools_still_gets_them(memory, seeded, caplog) -> None:
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=[tool_call("memory_stats")]), "done"])
+    agent = create_agent(model, [], middleware=[MemoryMiddleware(memory)])
+    with caplog.at_level(logging.WARNING, logger="agent_memory.middleware"):
+        result = agent.invoke(ask("how much do you remember?"), cfg(seeded.user))
+    assert any(isinstance(m, ToolMessage) and "active memories" in m.text for m in result["messages"])
+    assert toolless_warnings(caplog) == []
+
+
+def test_create_memory_agent_runs_a_model_without_tool_calling(memory, seeded, caplog) -> None:
+    """The whole stack (working memory's tools too) leaves its tools out, with one warning."""
+    model = GenericFakeChatModel(messages=iter(["Use Python."]))
+    agent = create_memory_agent(model, memory=memory, checkpointer=False)
+    seen = SeenPrompts()
+    with caplog.at_level(logging.WARNING, logger="agent_memory.middleware"):
+        result = agent.invoke(ask("which language for my code examples?"), {**cfg(seeded.user), "callbacks": [seen]})
+    assert result["messages"][-1].text == "Use Python."
+    assert "Prefers Python with type hints" in seen.prompts[0]
+    [warning] = toolless_warnings(caplog)
+    assert all(name in warning for name in (*TOOL_NAMES, "update_todos", "add_note"))

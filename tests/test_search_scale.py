@@ -398,7 +398,7 @@ def test_memory_terms_through_writes_at_every_level(dsn, memory):
     assert left == 0
     assert postings(dsn, mine.id) == [] and postings(dsn, org_rule.id) == []  # archived: carol's stays out
     assert_terms_true(dsn, "forget_user")
-    memory.import_data(exported)
+    memory.import_data(exported, as_operator=True)
     assert_terms_true(dsn, "import_data of the export")
     assert postings(dsn, sup.replaced.id) == [] and postings(dsn, sup.memory.id) != []
 

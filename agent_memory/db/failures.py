@@ -11,6 +11,7 @@ Everything here is pure (no I/O), so each verdict is tested without a server.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import psycopg
@@ -26,6 +27,7 @@ __all__ = [
     "first_line",
     "lost",
     "refused_by_server",
+    "server_answer",
     "server_down",
 ]
 
@@ -47,11 +49,46 @@ def connection_lost(exc: BaseException, connection: Any = None) -> bool:
     return not state  # no answer from a server at all
 
 
+#: how libpq words an error the server itself sent while we connected; psycopg gives a failed
+#: connection attempt no sqlstate, so this is the only sign that a server answered at all
+_SERVER_SAID = re.compile(r"\b(?:FATAL|ERROR|PANIC):  ")
+#: the server's words for 57P03 "cannot connect now" (starting, stopping, recovering)
+_NOT_NOW = ("database system is starting up", "database system is shutting down",
+            "database system is in recovery mode", "accepting connections")
+#: the server's words for 53300 "too many connections" (max_connections, a role's or a database's limit)
+_NO_ROOM = ("too many connections", "too many clients", "connection slots are reserved")
+
+
 def refused_by_server(exc: BaseException) -> bool:
     """A failed connection attempt that a running server answered (wrong password, no such
     database, too many clients): the server is up, only this attempt was refused."""
     state = getattr(exc, "sqlstate", None) or ""
-    return bool(state) and not state.startswith("08") and state not in _GONE_STATES
+    if state:
+        return not state.startswith("08") and state not in _GONE_STATES
+    text = str(exc)
+    return bool(_SERVER_SAID.search(text)) and not any(words in text for words in _NOT_NOW)
+
+
+#: a connection refused for lack of room (max_connections, a role's or database's CONNECTION LIMIT)
+_TOO_MANY = "53300"
+#: what libpq says when a listening socket's accept queue is full (EAGAIN): the server is swamped, not gone
+_SWAMPED = "resource temporarily unavailable"
+
+
+def server_answer(exc: BaseException | None) -> str:
+    """What one direct connection attempt (``exc``: how it failed, None: it worked) says about
+    the server: ``"up"`` (it answered, perhaps with "too many clients", or its socket is there
+    but its queue is full), ``"refused"`` (it answered and refused us: password, database) or
+    ``"down"`` (nothing answered). A busy server is never "down": that verdict restarts the
+    embedded server and fails calls that would have succeeded by waiting."""
+    if exc is None:
+        return "up"
+    text = str(exc)
+    if getattr(exc, "sqlstate", None) == _TOO_MANY or _SWAMPED in text.lower():
+        return "up"
+    if refused_by_server(exc) and any(words in text for words in _NO_ROOM):
+        return "up"
+    return "refused" if refused_by_server(exc) else "down"
 
 
 def first_line(exc: BaseException) -> str:

@@ -754,6 +754,40 @@ MIGRATIONS: tuple[Migration, ...] = (
             FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_scopes_truncated();
         """,
     ),
+    Migration(
+        "0017_history_visibility",
+        # The past is read under the rules of then: each kept wording keeps the scope and the
+        # visibility its memory had while it held, so a reader sees an earlier version only if they
+        # could read it then (and can read the memory now). A put by key that widens a memory
+        # (owner_only -> members -> public) would otherwise show its earlier, narrower wordings to
+        # every new reader. Versions kept before this get their memory's current scope and
+        # visibility (nothing better is known). An insert that names none of them (an import of an
+        # older export) gets its memory's too, from the trigger; a revision names them itself.
+        """
+        ALTER TABLE memory_item_history
+            ADD COLUMN scope      text CHECK (scope IN ('user', 'session', 'project', 'team', 'org')),
+            ADD COLUMN scope_id   text,
+            ADD COLUMN visibility text CHECK (visibility IN ('public', 'members', 'owner_only'));
+        UPDATE memory_item_history h SET scope = m.scope, scope_id = m.scope_id, visibility = m.visibility
+            FROM memory_items m WHERE m.id = h.memory_id;
+        ALTER TABLE memory_item_history
+            ALTER COLUMN scope SET NOT NULL,
+            ALTER COLUMN scope_id SET NOT NULL,
+            ALTER COLUMN visibility SET NOT NULL;
+        CREATE FUNCTION agent_memory_history_level() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            SELECT coalesce(NEW.scope, m.scope), coalesce(NEW.scope_id, m.scope_id),
+                   coalesce(NEW.visibility, m.visibility)
+              INTO NEW.scope, NEW.scope_id, NEW.visibility
+              FROM memory_items m WHERE m.id = NEW.memory_id;
+            RETURN NEW;
+        END
+        $fn$;
+        CREATE TRIGGER memory_item_history_level BEFORE INSERT ON memory_item_history
+            FOR EACH ROW WHEN (NEW.scope IS NULL OR NEW.scope_id IS NULL OR NEW.visibility IS NULL)
+            EXECUTE FUNCTION agent_memory_history_level();
+        """,
+    ),
 )
 
 

@@ -284,6 +284,16 @@ def _settle(resource: Resource, passages: Sequence[Passage], outcomes: Sequence[
 # --- the op -----------------------------------------------------------------------------------
 
 
+def _check_size(config: MemoryConfig, passages: Sequence[Passage]) -> None:
+    """Refuse a document of more passages than ``config.max_document_passages``: each one is
+    embedded, stored and read, so one huge file would hold the embedder for minutes."""
+    if len(passages) > config.max_document_passages:
+        raise InvalidInputError("content", f"is cut into {len(passages)} passages; a document may have at most "
+                                           f"{config.max_document_passages} (max_document_passages): split it into "
+                                           "several documents, or raise MemoryConfig(max_document_passages=...) "
+                                           "or MEMORY_MAX_DOCUMENT_PASSAGES")
+
+
 def add_document(
     config: MemoryConfig, identity: Identity, content: Any, *, model: Any = None, profile_model: Any = None,
     kind: Any = ResourceKind.DOCUMENT, scope: Any = Scope.USER, title: Any = None, external_id: Any = None,
@@ -298,6 +308,7 @@ def add_document(
     resource = yield from resources.add_resource(config, identity, content, kind=kind, scope=scope, title=title,
                                                  external_id=external_id, metadata=metadata)
     passages = chunk_document(resource.content)
+    _check_size(config, passages)  # raising here rolls the resource back: nothing stored, nothing embedded
     first = _plan(passages, (yield Sql(*queries.select_passages(resource.id))))
     yield Commit()  # no connection is held while the embedder works
     texts = {p.hash: _embedded_text(p) for p in first.new}

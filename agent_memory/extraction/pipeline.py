@@ -57,6 +57,7 @@ from ..models import (
     Scope,
     Source,
     Status,
+    Visibility,
 )
 from ..profiles.store import refresh_profiles
 from ..queries.rows import new_item_row, row_to_item
@@ -246,6 +247,11 @@ def _decide(
     return verdicts
 
 
+#: the visibility of the memories a run writes (:func:`_new_row`: the default); a proposal is a
+#: duplicate only of a memory at least as visible (:func:`agent_memory.queries.merge_rank`)
+_VISIBLE_TO = Visibility.MEMBERS.value
+
+
 def _new_row(config: MemoryConfig, identity: Identity, proposal: Proposal, vector: Sequence[float], *,
              source_id: str, consolidation: dict[str, Any], source: Source = Source.CONVERSATION,
              extra: Mapping[str, Any] | None = None) -> Op[dict[str, Any]]:
@@ -285,8 +291,15 @@ def _apply(
             reason = note + f"{verdict.reason}; the stored memory is another member's, so this one is added beside it"
         else:
             target = now
+    if (decision is Decision.NONE and target is not None
+            and queries.VISIBILITY_RANK[target.visibility.value] < queries.merge_rank(proposal.scope, _VISIBLE_TO)):
+        # "known already" only if everyone who would read the new one reads the stored one
+        reason = note + f"{verdict.reason}; the stored memory is {target.visibility.value}, so this one is added beside it"
+        decision, target = Decision.ADD, None
     if decision is Decision.ADD:
-        q, p = queries.find_duplicate(identity, proposal.scope, vector, config.duplicate_threshold)
+        # merged only into a memory at least as visible as the new one would be (_new_row: the default)
+        q, p = queries.find_duplicate(identity, proposal.scope, vector, config.duplicate_threshold,
+                                      visibility=_VISIBLE_TO)
         dup = yield Sql(q, p, fetch="one")
         if dup is not None:
             decision, target = Decision.NONE, row_to_item(dup)

@@ -121,14 +121,17 @@ def cache_load(scope: str, key: int) -> Query:
 
 
 def closest_among(identity: Identity, scopes: Sequence[Scope], ids: Sequence[Any], vector: Sequence[float],
-                  threshold: float, limit: int) -> Query:
+                  threshold: float, limit: int, visibilities: Sequence[str]) -> Query:
     """:func:`.search.similar_items` over the rows ``ids`` only (the rows a copy found near
     ``vector``): the ``limit`` active rows among them the caller sees in ``scopes`` at cosine
-    similarity >= threshold, closest (then oldest) first, measured with the full vectors."""
+    similarity >= threshold, of ``visibilities`` (:func:`.search.merge_visibilities`), closest
+    (then oldest) first, measured with the full vectors."""
     filt, params = item_filter(identity, scopes=scopes)
     query = sql.SQL(
         "SELECT {cols}, 1 - (m.embedding <=> %(d_vec)s::vector) AS similarity FROM memory_items m"
-        " WHERE m.id = ANY(%(d_ids)s::uuid[]) AND {filt} AND (m.embedding <=> %(d_vec)s::vector) <= 1 - %(d_thr)s::float8"
+        " WHERE m.id = ANY(%(d_ids)s::uuid[]) AND {filt} AND m.visibility = ANY(%(d_vis)s::text[])"
+        " AND (m.embedding <=> %(d_vec)s::vector) <= 1 - %(d_thr)s::float8"
         " ORDER BY m.embedding <=> %(d_vec)s::vector, m.created_at LIMIT %(d_limit)s"
     ).format(cols=item_columns(), filt=filt)
-    return query, dict(params, d_ids=list(ids), d_vec=vector_literal(vector), d_thr=threshold, d_limit=limit)
+    return query, dict(params, d_ids=list(ids), d_vec=vector_literal(vector), d_thr=threshold, d_limit=limit,
+                       d_vis=list(visibilities))

@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 
 from ..models import DecisionMethod, MemoryType
 from .items import item_columns, vector_literal
-from .types import Query, Statement
+from .types import Query
 
 __all__ = ["earlier_wordings", "revise_item", "supersede_item", "supersession_chain",
            "wordings_at"]
@@ -21,9 +21,10 @@ __all__ = ["earlier_wordings", "revise_item", "supersede_item", "supersession_ch
 def revise_item(memory_id: UUID, *, content: str, vector: Sequence[float] | None, memory_type: MemoryType,
                 confidence: float, metadata: Mapping[str, Any], change: str, decided_by: DecisionMethod,
                 reason: str | None, changed_by: str, valid_from: datetime | None = None) -> list[Query]:
-    """Keep the row's wording (and its vector) in its history, then revise it in place (``version``
-    + 1; a None ``vector`` keeps the embedding; a ``valid_from`` earlier than the row's moves the
-    start of its fact back); the second statement answers the new row."""
+    """Keep the row's wording (with its vector, and the scope and visibility it held under) in its
+    history, then revise it in place (``version`` + 1; a None ``vector`` keeps the embedding; a
+    ``valid_from`` earlier than the row's moves the start of its fact back); the second statement
+    answers the new row."""
     params = {
         "id": memory_id, "content": content, "memory_type": memory_type.value, "confidence": confidence,
         "metadata": Jsonb(dict(metadata)), "change": change, "decided_by": decided_by.value, "reason": reason,
@@ -32,10 +33,11 @@ def revise_item(memory_id: UUID, *, content: str, vector: Sequence[float] | None
     }
     keep = sql.SQL(
         "INSERT INTO memory_item_history (memory_id, version, content, memory_type, confidence, metadata,"
-        " recorded_at, change, decided_by, reason, changed_by, embedding)"
+        " recorded_at, change, decided_by, reason, changed_by, embedding, scope, scope_id, visibility)"
         " SELECT id, version, content, memory_type, confidence, metadata,"
         " coalesce((SELECT max(h.replaced_at) FROM memory_item_history h WHERE h.memory_id = m.id), m.created_at),"
-        " %(change)s, %(decided_by)s, %(reason)s, %(changed_by)s, embedding FROM memory_items m WHERE m.id = %(id)s"
+        " %(change)s, %(decided_by)s, %(reason)s, %(changed_by)s, embedding, scope, scope_id, visibility"
+        " FROM memory_items m WHERE m.id = %(id)s"
     )
     update = sql.SQL(
         "UPDATE memory_items SET content = %(content)s, memory_type = %(memory_type)s, confidence = %(confidence)s,"
@@ -59,14 +61,20 @@ def supersede_item(old_id: UUID, new_id: UUID, at: datetime) -> Query:
     )
 
 
-def wordings_at(ids: Sequence[UUID], as_of: datetime) -> Statement:
+def wordings_at(visible: Query, ids: Sequence[UUID], as_of: datetime) -> Query:
     """For items revised after ``as_of``, the wording they had at ``as_of`` (the first one they
-    were recorded with, when that was later: the fact may be older than the memory of it)."""
+    were recorded with, when that was later: the fact may be older than the memory of it), and
+    whether it passes ``visible`` (:func:`.visibility.version_visible`: the caller could read
+    that version then)."""
+    filt, params = visible
     return (
-        "SELECT DISTINCT ON (memory_id) memory_id, content, memory_type FROM memory_item_history"
-        " WHERE memory_id = ANY(%(ids)s) AND replaced_at > %(as_of)s"
-        " ORDER BY memory_id, replaced_at",
-        {"ids": list(ids), "as_of": as_of},
+        sql.SQL(
+            "SELECT DISTINCT ON (h.memory_id) h.memory_id, h.content, h.memory_type, {filt} AS visible"
+            " FROM memory_item_history h JOIN memory_items m ON m.id = h.memory_id"
+            " WHERE h.memory_id = ANY(%(ids)s) AND h.replaced_at > %(as_of)s"
+            " ORDER BY h.memory_id, h.replaced_at"
+        ).format(filt=filt),
+        dict(params, ids=list(ids), as_of=as_of),
     )
 
 
@@ -95,10 +103,15 @@ def supersession_chain(where: Query, memory_id: UUID) -> Query:
     )
 
 
-def earlier_wordings(ids: Sequence[UUID]) -> Statement:
-    """The kept wordings of ``ids``, by item and version."""
+def earlier_wordings(visible: Query, ids: Sequence[UUID]) -> Query:
+    """The kept wordings of ``ids`` that pass ``visible`` (:func:`.visibility.version_visible`
+    over ``h`` and its memory ``m``: the versions the caller could read then), by item and version."""
+    filt, params = visible
     return (
-        "SELECT memory_id, version, content, memory_type, recorded_at, replaced_at, change, decided_by, reason"
-        " FROM memory_item_history WHERE memory_id = ANY(%s) ORDER BY memory_id, version",
-        (list(ids),),
+        sql.SQL(
+            "SELECT h.memory_id, h.version, h.content, h.memory_type, h.recorded_at, h.replaced_at, h.change,"
+            " h.decided_by, h.reason, h.visibility FROM memory_item_history h JOIN memory_items m ON m.id = h.memory_id"
+            " WHERE h.memory_id = ANY(%(h_ids)s) AND {filt} ORDER BY h.memory_id, h.version"
+        ).format(filt=filt),
+        dict(params, h_ids=list(ids)),
     )

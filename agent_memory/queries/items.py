@@ -165,13 +165,21 @@ _RECALL = (
 def touch_items(ids: Sequence[Any]) -> Query:
     """Record use of search hits (a recall: :data:`_RECALL`) and read them in full. Usage stats
     are bookkeeping, so this transaction's commit does not wait for its WAL flush
-    (``synchronous_commit`` off, set in the same round trip)."""
+    (``synchronous_commit`` off, set in the same round trip).
+
+    A search must never fail or wait because of its bookkeeping: rows are locked in id order
+    and a row another transaction holds is skipped (``SKIP LOCKED``; its recall is not counted)
+    and read as it is. Locked in rank order, two searches over the same rows deadlocked."""
     return (
         sql.SQL(
-            "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))"
-            " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1, " + _RECALL +
-            " FROM async_commit WHERE id = ANY(%(ids)s) RETURNING {ret}"
-        ).format(ret=_RETURNING),
+            "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true)),"
+            " free AS (SELECT id AS free_id FROM memory_items WHERE id = ANY(%(ids)s)"
+            " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED),"
+            " touched AS (UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1, " + _RECALL +
+            " FROM async_commit, free WHERE id = free_id RETURNING {ret})"
+            " SELECT * FROM touched UNION ALL SELECT {cols} FROM memory_items m"
+            " WHERE m.id = ANY(%(ids)s) AND m.id NOT IN (SELECT id FROM touched)"
+        ).format(ret=_RETURNING, cols=_COLS),
         {"ids": list(ids)},
     )
 

@@ -25,12 +25,15 @@ __all__ = [
     "GENERIC_PLANS",
     "HALF_ERROR",
     "QUERY_LEXEMES",
+    "VISIBILITY_RANK",
     "coverage_flag",
     "cross_level_neighbours",
     "find_duplicate",
     "find_duplicates_bulk",
     "indexed_search",
     "keyword_key_sql",
+    "merge_rank",
+    "merge_visibilities",
     "scope_priority_sql",
     "scoring_params",
     "search_candidates",
@@ -487,10 +490,33 @@ def _uncopied_statistics_sql(identity: Identity, scopes: tuple[Scope, ...] | Non
     return sql.SQL(query.as_string())
 
 
+#: who may read a memory, from the fewest readers to the most: each reads what the one before does
+VISIBILITY_RANK = {"owner_only": 0, "members": 1, "public": 2}
+_ANY_VISIBILITY = tuple(VISIBILITY_RANK)
+#: SQL: ``m``'s :data:`VISIBILITY_RANK`
+_RANK_SQL = "(CASE m.visibility WHEN 'public' THEN 2 WHEN 'members' THEN 1 ELSE 0 END)"
+
+
+def merge_rank(scope: Scope, visibility: str) -> int:
+    """The least :data:`VISIBILITY_RANK` a memory of ``scope`` needs for a new one of ``visibility``
+    to be merged into it as a duplicate: at least as visible, or the new one's readers would be
+    left without it (a public note folded into a members-only one). In a user's or a session's
+    memory visibility changes no reader: any (0)."""
+    return 0 if scope in (Scope.USER, Scope.SESSION) else VISIBILITY_RANK[visibility]
+
+
+def merge_visibilities(scope: Scope, visibility: str) -> list[str]:
+    """The visibilities a memory of ``scope`` may have for a new one of ``visibility`` to be
+    merged into it (:func:`merge_rank`)."""
+    least = merge_rank(scope, visibility)
+    return [v for v, rank in VISIBILITY_RANK.items() if rank >= least]
+
+
 def similar_items(identity: Identity, scopes: Sequence[Scope] | None, vector: Sequence[float], threshold: float,
-                  limit: int) -> Query:
+                  limit: int, visibilities: Sequence[str] = _ANY_VISIBILITY) -> Query:
     """The ``limit`` active rows the caller sees in ``scopes`` closest to ``vector`` at cosine
-    similarity >= threshold, closest (then oldest) first, each with its ``similarity``.
+    similarity >= threshold, closest (then oldest) first, each with its ``similarity``; only rows
+    of ``visibilities`` (a duplicate check: :func:`merge_visibilities`).
 
     Exact, from the search index: the ``halfvec`` distances (within :data:`HALF_ERROR`) pick
     every row that can be among them (within ``2 * HALF_ERROR`` of the ``limit``-th estimate);
@@ -498,7 +524,8 @@ def similar_items(identity: Identity, scopes: Sequence[Scope] | None, vector: Se
     branches, params = _keyed_union(
         identity, scopes,
         "SELECT id, d FROM (SELECT m.id, m.embedding_half <=> q.h AS d FROM memory_items m, q"
-        " WHERE {part} AND " + _ACTIVE + " OFFSET 0) x WHERE d <= 1 - %(d_thr)s::float8 + %(d_err)s")
+        " WHERE {part} AND " + _ACTIVE + " AND m.visibility = ANY(%(d_vis)s::text[]) OFFSET 0) x"
+        " WHERE d <= 1 - %(d_thr)s::float8 + %(d_err)s")
     filt, check = item_filter(identity, scopes=scopes)
     query = sql.SQL(
         "WITH q AS MATERIALIZED (SELECT %(d_vec)s::vector AS v, %(d_vec)s::halfvec AS h),"
@@ -507,11 +534,11 @@ def similar_items(identity: Identity, scopes: Sequence[Scope] | None, vector: Se
         "         + 2 * %(d_err)s AS d)"
         " SELECT {cols}, 1 - (m.embedding <=> q.v) AS similarity FROM memory_items m, q"
         " WHERE m.id = ANY(ARRAY(SELECT est.id FROM est, cut WHERE est.d <= cut.d)) AND {filt}"
-        " AND (m.embedding <=> q.v) <= 1 - %(d_thr)s::float8"
+        " AND m.visibility = ANY(%(d_vis)s::text[]) AND (m.embedding <=> q.v) <= 1 - %(d_thr)s::float8"
         " ORDER BY m.embedding <=> q.v, m.created_at LIMIT %(d_limit)s"
     ).format(branches=branches, cols=_COLS, filt=filt)
     return query, dict(params, **check, d_vec=vector_literal(vector), d_thr=threshold, d_limit=limit,
-                       d_err=HALF_ERROR)
+                       d_err=HALF_ERROR, d_vis=list(visibilities))
 
 
 def cross_level_neighbours(identity: Identity, ids: Sequence[Any], threshold: float, per_item: int) -> Query:
@@ -548,26 +575,30 @@ def cross_level_neighbours(identity: Identity, ids: Sequence[Any], threshold: fl
     return query, dict(params, **check, n_ids=list(ids), n_thr=threshold, n_per=per_item, n_err=HALF_ERROR)
 
 
-def find_duplicate(identity: Identity, scope: Scope, vector: Sequence[float], threshold: float) -> Query:
-    """The closest active row of ``scope`` the caller sees at cosine similarity >= threshold."""
-    return similar_items(identity, (scope,), vector, threshold, 1)
+def find_duplicate(identity: Identity, scope: Scope, vector: Sequence[float], threshold: float, *,
+                   visibility: str) -> Query:
+    """The closest active row of ``scope`` the caller sees at cosine similarity >= threshold that
+    a new memory of ``visibility`` may be merged into (:func:`merge_visibilities`)."""
+    return similar_items(identity, (scope,), vector, threshold, 1, merge_visibilities(scope, visibility))
 
 
 def find_duplicates_bulk(identity: Identity, scope: Scope, vectors: Sequence[Sequence[float]],
-                         threshold: float) -> Query:
+                         threshold: float, visibilities: Sequence[str]) -> Query:
     """For each vector (by 1-based ordinal), the id of its closest duplicate among the active
-    rows of ``scope`` the caller sees, if any: one pass over the scope in the search index
-    measures every row against every vector by the ``halfvec`` copies; the rows within
-    ``2 * HALF_ERROR`` of each vector's best estimate are measured exactly."""
+    rows of ``scope`` the caller sees, if any, that the new memory (its visibility at the same
+    place in ``visibilities``) may be merged into (:func:`merge_rank`): one pass over the scope
+    in the search index measures every row against every vector by the ``halfvec`` copies; the
+    rows within ``2 * HALF_ERROR`` of each vector's best estimate are measured exactly."""
     branches, params = _keyed_union(
         identity, (scope,),
         "SELECT ord, id, d FROM (SELECT t.ord, m.id, m.embedding_half <=> t.h AS d"
-        " FROM memory_items m JOIN t ON TRUE WHERE {part} AND " + _ACTIVE + " OFFSET 0) x"
+        " FROM memory_items m JOIN t ON " + _RANK_SQL + " >= t.vis_min WHERE {part} AND " + _ACTIVE + " OFFSET 0) x"
         " WHERE d <= 1 - %(b_thr)s::float8 + %(b_err)s")
     filt, check = item_filter(identity, scopes=(scope,))
     query = sql.SQL(
-        "WITH t AS MATERIALIZED (SELECT ord, v, v::halfvec AS h"
-        "                        FROM unnest(%(b_vecs)s::vector[]) WITH ORDINALITY AS u(v, ord)),"
+        "WITH t AS MATERIALIZED (SELECT ord, v, v::halfvec AS h, vis_min"
+        "                        FROM unnest(%(b_vecs)s::vector[], %(b_vis_min)s::int[]) WITH ORDINALITY"
+        "                        AS u(v, vis_min, ord)),"
         " est AS MATERIALIZED ({branches}),"
         " cand AS (SELECT ord, id FROM (SELECT ord, id, d, min(d) OVER (PARTITION BY ord) AS best FROM est) e"
         "          WHERE d <= best + 2 * %(b_err)s)"
@@ -576,4 +607,4 @@ def find_duplicates_bulk(identity: Identity, scope: Scope, vectors: Sequence[Seq
         " ORDER BY c.ord, m.embedding <=> t.v, m.created_at"
     ).format(branches=branches, filt=filt)
     return query, dict(params, **check, b_vecs=[vector_literal(v) for v in vectors], b_thr=threshold,
-                       b_err=HALF_ERROR)
+                       b_err=HALF_ERROR, b_vis_min=[merge_rank(scope, v) for v in visibilities])

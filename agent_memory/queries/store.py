@@ -24,13 +24,16 @@ from ..filters import Filter
 from .filters import filter_sql
 from .items import vector_literal
 from .types import Query
+from .visibility import granted_to
 
 __all__ = [
     "STORE_FIELD",
     "like_prefix",
     "list_store_namespaces",
     "namespace_expression",
+    "readable_projects",
     "refresh_store_expiry",
+    "renewal_savepoint",
     "search_store",
     "store_filter",
     "value_expression",
@@ -196,13 +199,41 @@ def list_store_namespaces(
 
 def refresh_store_expiry(ids: Sequence[Any]) -> Query:
     """Start the TTL of store items again (a read with ``refresh_on_read``): each of ``ids``
-    that has a TTL expires that many minutes from now."""
+    that has a TTL expires that many minutes from now.
+
+    A read must never fail or wait because it renews: rows are locked in id order, and a row
+    another transaction holds is skipped (``SKIP LOCKED``: a reader holding it is renewing it
+    now, a writer is about to write it, which renews it too). Locked in the order each search
+    found them, two searches over the same items deadlocked (issue 28)."""
     return (
         sql.SQL(
             "UPDATE memory_items SET expires_at = now() + make_interval(secs =>"
             f" (metadata->'{STORE_FIELD}'->>'ttl')::float8 * 60)"
-            f" WHERE id = ANY(%(ids)s) AND expires_at IS NOT NULL AND jsonb_typeof(metadata->'{STORE_FIELD}'->'ttl')"
-            " = 'number'"
+            " FROM (SELECT id AS free_id FROM memory_items WHERE id = ANY(%(ids)s) AND expires_at IS NOT NULL"
+            f" AND jsonb_typeof(metadata->'{STORE_FIELD}'->'ttl') = 'number'"
+            " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED) AS free WHERE id = free_id"
         ),
         {"ids": list(ids)},
+    )
+
+
+def renewal_savepoint(action: str) -> Query:
+    """``SAVEPOINT`` / ``RELEASE SAVEPOINT`` / ``ROLLBACK TO SAVEPOINT`` (``action``: ``"set"``,
+    ``"release"``, ``"undo"``) around a renewal, so a renewal that fails undoes only itself and
+    the batch's transaction goes on."""
+    verb = {"set": "SAVEPOINT", "release": "RELEASE SAVEPOINT", "undo": "ROLLBACK TO SAVEPOINT"}[action]
+    return sql.SQL(verb + " store_renewal"), None
+
+
+def readable_projects(user_id: str) -> Query:
+    """The ids of the projects ``user_id`` reads something of (``project_id``): those
+    they are a member of and those shared with them (or a team or org of theirs). A listing of
+    ``("projects", "*")`` reads each of them under the tenancy rule with that project named."""
+    return (
+        sql.SQL(
+            "SELECT mm.scope_id AS project_id FROM memory_members mm WHERE mm.kind = 'project'"
+            " AND mm.user_id = %(rp_user)s UNION SELECT ps.project_id FROM memory_project_shares ps"
+            " WHERE " + granted_to("%(rp_user)s")
+        ),
+        {"rp_user": user_id},
     )

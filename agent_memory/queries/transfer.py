@@ -15,7 +15,10 @@ from psycopg.types.json import Jsonb
 from .types import Query, Statement
 from .visibility import granted_to, member_of, shared_with
 
-__all__ = ["existing_memory_ids", "existing_passage_ids", "export_section", "import_section", "link_superseded"]
+__all__ = [
+    "existing_memory_ids", "existing_passage_ids", "existing_resource_ids", "export_section", "import_section",
+    "link_superseded",
+]
 
 
 def _member(kind: str, scope_id: str) -> str:
@@ -53,6 +56,11 @@ _WHERE: dict[str, dict[str, str]] = {
         "scopes": "(" + _member("x.kind", "x.scope_id") + " OR (x.kind = 'project' AND "
                   + shared_with("x.scope_id", "%(u)s") + "))",
         "shares": granted_to("%(u)s"),
+        # the versions of the exported memories the user could read when they held, under the
+        # scope and visibility of then (:func:`.visibility.version_visible`)
+        "history": "h.memory_id = ANY(%(ids)s::uuid[]) AND EXISTS (SELECT FROM (SELECT h.scope, h.scope_id,"
+                   " h.visibility, o.user_id FROM memory_items o WHERE o.id = h.memory_id) m WHERE "
+                   + _READABLE_ITEMS + ")",
     },
     "owned": {
         "memories": "m.user_id = %(u)s",
@@ -63,16 +71,18 @@ _WHERE: dict[str, dict[str, str]] = {
                   " memory_project_shares ps WHERE ps.project_id = x.scope_id AND ps.grantee_kind = 'user'"
                   " AND ps.grantee_id = %(u)s)))",
         "shares": "(ps.grantee_kind = 'user' AND ps.grantee_id = %(u)s)",
+        "history": "h.memory_id = ANY(%(ids)s::uuid[])",  # their own memories' versions, all of them
     },
 }
-#: the same in both: the user's memberships, and the history of the memories exported
-_EITHER = {"members": "mm.user_id = %(u)s", "history": "h.memory_id = ANY(%(ids)s::uuid[])"}
+#: the same in both: the user's memberships
+_EITHER = {"members": "mm.user_id = %(u)s"}
 
 
 def export_section(section: str, what: Literal["visible", "owned"], user_id: str, *, table: str,
                    columns: Sequence[str], order: str) -> Query:
     """The statement that reads one section of ``user_id``'s export, ordered by ``order`` (a
-    column list). ``history`` reads the rows of the memories whose ids its params take as ``ids``."""
+    column list). ``history`` reads the rows of the memories whose ids its params take as ``ids``
+    (in a visible export, only the versions the user could read then)."""
     alias = _ALIAS[section]
     where = _EITHER.get(section) or _WHERE[what][section]
     return (
@@ -80,16 +90,17 @@ def export_section(section: str, what: Literal["visible", "owned"], user_id: str
             cols=sql.SQL(", ").join(sql.SQL(alias + ".") + sql.Identifier(c) for c in columns),
             table=sql.Identifier(table), alias=sql.SQL(alias), where=sql.SQL(where),
             order=sql.SQL(", ").join(sql.SQL(f"{alias}.{c.strip()}") for c in order.split(","))),
-        {"ids": []} if section == "history" else {"u": user_id},
+        {"ids": [], "u": user_id} if section == "history" else {"u": user_id},
     )
 
 
 def import_section(table: str, columns: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]], *,
-                   vectors: bool = False, returning: str | None = None,
+                   vectors: bool = False, returning: Sequence[str] = (),
                    requires: tuple[str, str, str] | None = None) -> Statement:
     """Insert ``rows`` (``columns``: name and SQL type), passed as one JSON array; rows whose key
     is taken already are skipped. With ``vectors`` each row also has an ``embedding`` (pgvector's
-    text form); ``returning`` names a column to answer for each row written. ``requires``
+    text form); ``returning`` names the columns to answer for each row written (an import hangs
+    a row's children only on rows it wrote itself). ``requires``
     (``(table, column, its key)``): only rows whose ``column`` names a row of that table are
     written (a passage whose document was not imported is skipped, never a foreign-key error)."""
     names = [name for name, _ in columns] + (["embedding"] if vectors else [])
@@ -106,22 +117,31 @@ def import_section(table: str, columns: Sequence[tuple[str, str]], rows: Sequenc
         " ON CONFLICT DO NOTHING{returning}"
     ).format(table=sql.Identifier(table), cols=sql.SQL(", ").join(sql.Identifier(c) for c in names),
              values=sql.SQL(", ").join(values), defs=sql.SQL(", ").join(defs), where=where,
-             returning=sql.SQL("") if returning is None else sql.SQL(" RETURNING ") + sql.Identifier(returning))
+             returning=sql.SQL(" RETURNING ") + sql.SQL(", ").join(map(sql.Identifier, returning)) if returning
+             else sql.SQL(""))
     return query, (Jsonb(list(rows)),)
 
 
-def link_superseded(links: Sequence[Mapping[str, Any]]) -> Statement:
-    """Point imported memories (``id``) at what replaced them (``target``), where that memory exists."""
+def link_superseded(links: Sequence[Mapping[str, Any]], written: Sequence[str]) -> Statement:
+    """Point imported memories (``id``) at what replaced them (``target``), where that memory
+    exists and is one this import ``written`` or one of the same user's: a file cannot tie its
+    rows to another user's memory."""
     return (
         "UPDATE memory_items m SET superseded_by = l.target FROM jsonb_to_recordset(%s) AS l(id uuid, target uuid)"
-        " WHERE m.id = l.id AND EXISTS (SELECT 1 FROM memory_items t WHERE t.id = l.target)",
-        (Jsonb(list(links)),),
+        " WHERE m.id = l.id AND EXISTS (SELECT 1 FROM memory_items t WHERE t.id = l.target"
+        " AND (t.id = ANY(%s::uuid[]) OR t.user_id = m.user_id))",
+        (Jsonb(list(links)), list(written)),
     )
 
 
 def existing_passage_ids(ids: Sequence[str]) -> Statement:
     """Which of ``ids`` (passages of an import) are in the database already."""
     return "SELECT id FROM memory_passages WHERE id = ANY(%s::uuid[])", (list(ids),)
+
+
+def existing_resource_ids(ids: Sequence[str]) -> Statement:
+    """Which of ``ids`` (resources of an import) are in the database already."""
+    return "SELECT id FROM memory_resources WHERE id = ANY(%s::uuid[])", (list(ids),)
 
 
 def existing_memory_ids(ids: Sequence[str]) -> Statement:

@@ -26,6 +26,7 @@ __all__ = [
     "member_of",
     "scope_key",
     "shared_with",
+    "version_visible",
     "visible_filter",
     "visible_parts",
 ]
@@ -184,6 +185,42 @@ def visible_filter(identity: Identity, scopes: Sequence[Scope] | None = None, *,
     return sql.SQL("(") + sql.SQL(" OR ").join(parts.values()) + sql.SQL(")"), params
 
 
+#: a kept version of ``m`` as a row the tenancy rule reads: the scope and visibility the memory
+#: had while the version held (``memory_item_history``), and the memory's creator
+_VERSION_ROW = "SELECT {h}.scope, {h}.scope_id, {h}.visibility, {m}.user_id"
+
+
+def _version_rule(identity: Identity, scopes: Sequence[Scope] | None = None, *,
+                  subtree: bool = False) -> Query:
+    """SQL over a row ``v`` (scope, scope_id, visibility, user_id): the caller may read it; the
+    rule of :func:`visible_filter`, for a version of a memory as it was (:func:`version_visible`)."""
+    parts, params = visible_parts(identity, scopes, alias="v", subtree=subtree)
+    if not parts:
+        return sql.SQL("FALSE"), params
+    return sql.SQL("(") + sql.SQL(" OR ").join(parts.values()) + sql.SQL(")"), params
+
+
+def version_visible(identity: Identity, *, version: str = "h", item: str = "m", subtree: bool = False) -> Query:
+    """SQL: the caller could read the kept version ``version`` (a ``memory_item_history`` row) of
+    the memory ``item`` under the scope and visibility it had then. A memory widened later
+    (owner_only, then members) must not show its earlier wordings to its new readers; every read
+    of the past asks this as well as :func:`visible_filter` of the memory now."""
+    rule, params = _version_rule(identity, subtree=subtree)
+    row = sql.SQL(_VERSION_ROW.format(h=version, m=item))
+    return sql.SQL("EXISTS (SELECT FROM ({row}) v WHERE {rule})").format(row=row, rule=rule), params
+
+
+def _then_visible(identity: Identity, scopes: Sequence[Scope] | None, subtree: bool) -> Query:
+    """SQL: ``m``'s version at ``%(f_then)s`` (the first wording kept that was replaced after then;
+    none: the current row, which the caller reads now) is one the caller could read then."""
+    rule, params = _version_rule(identity, scopes, subtree=subtree)
+    row = sql.SQL(_VERSION_ROW.format(h="h", m="m"))
+    return sql.SQL(
+        "(m.version = 1 OR coalesce((SELECT {rule} FROM ({row} FROM memory_item_history h"
+        " WHERE h.memory_id = m.id AND h.replaced_at > %(f_then)s ORDER BY h.replaced_at LIMIT 1) v), TRUE))"
+    ).format(rule=rule, row=row), params
+
+
 def item_filter(
     identity: Identity,
     *,
@@ -199,7 +236,10 @@ def item_filter(
     status; with ``as_of`` (event time), only items whose fact held in the world at that time
     (``valid_from <= as_of < valid_to``); with ``known_at`` (record time), only items the memory
     held at that time (``recorded_at <= known_at < known_to``). With both: the world at ``as_of``
-    as the memory knew it at ``known_at`` (an end of validity recorded later does not count)."""
+    as the memory knew it at ``known_at`` (an end of validity recorded later does not count).
+    In the past a memory is read only if the caller could read it then as well: the version it
+    had then (the one a past read shows, ``%(f_then)s`` = ``known_at`` or ``as_of``) under that
+    version's scope and visibility (:func:`version_visible`)."""
     where, params = visible_filter(identity, scopes, subtree=subtree)
     clauses = [where, sql.SQL(live())]
     if narrow is not None:  # metadata, time ranges, origin (:func:`.filters.narrowing`)
@@ -215,6 +255,11 @@ def item_filter(
         clauses.append(sql.SQL("coalesce(m.recorded_at, m.created_at) <= %(f_known_at)s"
                                " AND (m.known_to IS NULL OR m.known_to > %(f_known_at)s)"))
         params["f_known_at"] = known_at
+    if as_of is not None or known_at is not None:  # and in the past, each memory as it was then
+        then, then_params = _then_visible(identity, scopes, subtree)
+        clauses.append(then)
+        params.update(then_params)
+        params["f_then"] = known_at or as_of
     if types is not None:
         clauses.append(sql.SQL("m.memory_type = ANY(%(f_types)s)"))
         params["f_types"] = [t.value for t in types]

@@ -3,6 +3,8 @@
 - :mod:`.format`: the export format (sections, columns, the checks an import makes) and the
   reports the ops answer.
 - :mod:`.transfer`: :func:`export_data` and :func:`import_data`.
+- :mod:`.authority`: whom an import's rows name, and the refusal of a file naming anyone the
+  importing call may not act for (``user_id`` or ``as_operator=True``).
 - :mod:`.erase`: :func:`forget_user` and :func:`delete_scope`.
 
 Their SQL is built in :mod:`agent_memory.queries` (``transfer``, ``erase``), over the tables of

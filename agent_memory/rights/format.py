@@ -21,9 +21,18 @@ from ..config import MemoryConfig
 from ..errors import InvalidInputError
 from ..gate import check_content, normalize_content
 from ..models import ROLES, MemoryType, Rejection, RejectionReason, ResourceKind, Scope, Source, Status, Visibility
+from ..profiles.fields import check_profile_fields
 from ..queries.tables import table_of
 from ..reports import DeleteReport, ForgetReport, ImportReport
-from ..validation import MAX_ID_LENGTH, check_as_of, check_confidence, check_text
+from ..validation import (
+    check_as_of,
+    check_confidence,
+    check_id,
+    check_key,
+    check_metadata,
+    check_scope_name,
+    check_text,
+)
 from ..withheld import redact, secret_in_json
 
 __all__ = [
@@ -70,9 +79,38 @@ def _text_or_empty(path: str, value: Any) -> str:
     return check_text(path, value, allow_empty=True)
 
 
+# Ids, keys and names pass the API's own checks (:mod:`agent_memory.validation`): an import
+# never stores a row the API would have refused, so nothing it writes is out of reach of the
+# calls that read, edit or delete it.
+
+
+def _id(path: str, value: Any) -> str:
+    """A user, session, source or external id, as :func:`~agent_memory.validation.check_id`."""
+    return check_id(path, value)
+
+
+def _scope_name(path: str, value: Any) -> str:
+    """A project, team or org id, as :func:`~agent_memory.validation.check_scope_name`."""
+    return check_scope_name(path, value)
+
+
 def _name(path: str, value: Any) -> str:
-    """An id as it was stored (user, scope, source): checked for what PostgreSQL can hold."""
-    return check_text(path, value, max_length=MAX_ID_LENGTH)
+    """An id whose kind another column of the row says (see :data:`_ID_KIND`): checked as text
+    here and by its kind's rule once the row is read (:func:`_check_row`)."""
+    return check_text(path, value)
+
+
+def _key(path: str, value: Any) -> str:
+    return check_key(value, path)
+
+
+def _title(path: str, value: Any) -> str:
+    """A resource's title, as ``add_resource`` takes it (at most 500 characters, trimmed)."""
+    return check_text(path, value, max_length=_MAX_TITLE).strip()
+
+
+def _metadata(path: str, value: Any) -> dict[str, Any]:
+    return check_metadata(value, path)
 
 
 def _time(path: str, value: Any) -> str:
@@ -154,31 +192,31 @@ _OWN_SCOPES = ("user", "project", "session")  # where a resource or a profile li
 
 _SECTIONS: dict[str, _Section] = {
     "scopes": _Section(table_of("scopes"), (
-        _Col("kind", "text", _one_of(_SHARED)), _Col("scope_id", "text", _name),
-        _Col("created_by", "text", _name), _Col("created_at", "timestamptz", _time),
+        _Col("kind", "text", _one_of(_SHARED)), _Col("scope_id", "text", _scope_name),
+        _Col("created_by", "text", _id), _Col("created_at", "timestamptz", _time),
         _Col("settings", "jsonb", _object),
     ), ("kind", "scope_id"), "kind, scope_id"),
     "members": _Section(table_of("members"), (
-        _Col("kind", "text", _one_of(_SHARED)), _Col("scope_id", "text", _name), _Col("user_id", "text", _name),
-        _Col("role", "text", _text), _Col("added_by", "text", _name, True), _Col("added_at", "timestamptz", _time),
+        _Col("kind", "text", _one_of(_SHARED)), _Col("scope_id", "text", _scope_name), _Col("user_id", "text", _id),
+        _Col("role", "text", _text), _Col("added_by", "text", _id, True), _Col("added_at", "timestamptz", _time),
     ), ("kind", "scope_id", "user_id"), "kind, scope_id, user_id"),
     "shares": _Section(table_of("shares"), (
-        _Col("project_id", "text", _name), _Col("grantee_kind", "text", _one_of(("user", "team", "org"))),
-        _Col("grantee_id", "text", _name), _Col("shared_by", "text", _name, True),
+        _Col("project_id", "text", _scope_name), _Col("grantee_kind", "text", _one_of(("user", "team", "org"))),
+        _Col("grantee_id", "text", _name), _Col("shared_by", "text", _id, True),
         _Col("shared_at", "timestamptz", _time),
     ), ("project_id", "grantee_kind", "grantee_id"), "project_id, grantee_kind, grantee_id"),
     "memories": _Section(table_of("memories"), (
         _Col("id", "uuid", _uuid), _Col("content", "text", _text),
         _Col("memory_type", "text", _one_of(MemoryType.values())), _Col("scope", "text", _one_of(Scope.values())),
-        _Col("scope_id", "text", _name), _Col("user_id", "text", _name), _Col("project_id", "text", _name, True),
-        _Col("session_id", "text", _name, True), _Col("source", "text", _one_of(Source.values())),
-        _Col("source_id", "text", _name, True), _Col("confidence", "double precision", _unit),
+        _Col("scope_id", "text", _name), _Col("user_id", "text", _id), _Col("project_id", "text", _scope_name, True),
+        _Col("session_id", "text", _id, True), _Col("source", "text", _one_of(Source.values())),
+        _Col("source_id", "text", _id, True), _Col("confidence", "double precision", _unit),
         _Col("visibility", "text", _one_of(Visibility.values())), _Col("status", "text", _one_of(Status.values())),
         _Col("created_at", "timestamptz", _time), _Col("updated_at", "timestamptz", _time),
         _Col("last_used_at", "timestamptz", _time, True), _Col("access_count", "integer", _whole(0)),
-        _Col("metadata", "jsonb", _object), _Col("valid_from", "timestamptz", _time),
+        _Col("metadata", "jsonb", _metadata), _Col("valid_from", "timestamptz", _time),
         _Col("valid_to", "timestamptz", _time, True), _Col("superseded_by", "uuid", _uuid, True),
-        _Col("version", "integer", _whole(1)), _Col("key", "text", _text, True),
+        _Col("version", "integer", _whole(1)), _Col("key", "text", _key, True),
         _Col("expires_at", "timestamptz", _time, True),
         _Col("retention", "text", _one_of(("keep", "decay", "ephemeral")), default="decay"),
         _Col("recorded_at", "timestamptz", _time, True), _Col("known_to", "timestamptz", _time, True),
@@ -186,22 +224,24 @@ _SECTIONS: dict[str, _Section] = {
     "history": _Section(table_of("history"), (
         _Col("memory_id", "uuid", _uuid), _Col("version", "integer", _whole(1)), _Col("content", "text", _text),
         _Col("memory_type", "text", _one_of(MemoryType.values())), _Col("confidence", "double precision", _unit),
-        _Col("metadata", "jsonb", _object), _Col("recorded_at", "timestamptz", _time),
+        _Col("metadata", "jsonb", _metadata), _Col("recorded_at", "timestamptz", _time),
         _Col("replaced_at", "timestamptz", _time), _Col("change", "text", _one_of(("update", "edit"))),
         _Col("decided_by", "text", _one_of(("llm", "similarity", "user")), True),
-        _Col("reason", "text", _text_or_empty, True), _Col("changed_by", "text", _name),
+        _Col("reason", "text", _text_or_empty, True), _Col("changed_by", "text", _id),
+        # who could read the version while it held (absent in older exports: the memory's own)
+        _Col("visibility", "text", _one_of(Visibility.values()), True),
     ), ("memory_id", "version"), "memory_id, version"),
     "resources": _Section(table_of("resources"), (
         _Col("id", "uuid", _uuid), _Col("kind", "text", _one_of(ResourceKind.values())),
-        _Col("user_id", "text", _name), _Col("scope", "text", _one_of(_OWN_SCOPES)),
-        _Col("scope_id", "text", _name), _Col("project_id", "text", _name, True),
-        _Col("session_id", "text", _name, True), _Col("external_id", "text", _name, True),
-        _Col("title", "text", _text_or_empty, True), _Col("content", "text", _text_or_empty),
-        _Col("metadata", "jsonb", _object), _Col("cursor", "text", _text_or_empty, True),
+        _Col("user_id", "text", _id), _Col("scope", "text", _one_of(_OWN_SCOPES)),
+        _Col("scope_id", "text", _name), _Col("project_id", "text", _scope_name, True),
+        _Col("session_id", "text", _id, True), _Col("external_id", "text", _id, True),
+        _Col("title", "text", _title, True), _Col("content", "text", _text_or_empty),
+        _Col("metadata", "jsonb", _metadata), _Col("cursor", "text", _text_or_empty, True),
         _Col("created_at", "timestamptz", _time), _Col("updated_at", "timestamptz", _time),
     ), ("id",), "created_at, id"),
     "passages": _Section(table_of("passages"), (
-        _Col("id", "uuid", _uuid), _Col("resource_id", "uuid", _uuid), _Col("user_id", "text", _name),
+        _Col("id", "uuid", _uuid), _Col("resource_id", "uuid", _uuid), _Col("user_id", "text", _id),
         _Col("scope", "text", _one_of(_OWN_SCOPES)), _Col("scope_id", "text", _name),
         _Col("position", "integer", _whole(0)), _Col("char_start", "integer", _whole(0)),
         _Col("char_end", "integer", _whole(0)), _Col("headings", "text[]", _strings),
@@ -213,10 +253,19 @@ _SECTIONS: dict[str, _Section] = {
         _Col("kind", "text", _one_of(("user", "project"))), _Col("subject_id", "text", _name),
         _Col("fields", "jsonb", _object), _Col("manual", "jsonb", _object), _Col("dirty", "boolean", _flag),
         _Col("built_by", "text", _one_of(("llm", "rules")), True), _Col("built_at", "timestamptz", _time, True),
-        _Col("edited_by", "text", _name, True), _Col("edited_at", "timestamptz", _time, True),
+        _Col("edited_by", "text", _id, True), _Col("edited_at", "timestamptz", _time, True),
         _Col("updated_at", "timestamptz", _time),
     ), ("kind", "subject_id"), "kind, subject_id"),
 }
+
+#: ids whose rule another column of the row decides: a shared scope's id is a scope path
+#: (``check_scope_name``), a user's or a session's an id (``check_id``)
+_ID_KIND = {
+    "memories": ("scope_id", "scope"), "resources": ("scope_id", "scope"), "passages": ("scope_id", "scope"),
+    "shares": ("grantee_id", "grantee_kind"), "profiles": ("subject_id", "kind"),
+}
+#: a resource's title is at most this long (as ``add_resource`` takes it)
+_MAX_TITLE = 500
 
 
 # --- export: rows as plain JSON values --------------------------------------------------------
@@ -258,6 +307,15 @@ def _check_row(section: str, index: int, row: Any) -> dict[str, Any]:
             out[col.name] = None
         else:
             out[col.name] = col.check(path, value)
+    if section in _ID_KIND:
+        column, kind = _ID_KIND[section]
+        check = _scope_name if out[kind] in _SHARED else _id
+        out[column] = check(f"{where}.{column}", out[column])
+    if section == "profiles":  # fields set by hand: names update_profile takes (values meet the gate later)
+        try:
+            check_profile_fields(out["kind"], dict.fromkeys(out["manual"]))
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{where}.manual.{exc.field}", str(exc)[len(exc.field) + 2:]) from None
     return out
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 
-from .checks import is_placeholder
+from .checks import is_placeholder, password_like
+from .context import data_key, names_data
 from .rules import Rule, Span, anchored_rule
 from .values import (
     COMPOUND,
@@ -132,12 +133,17 @@ def _keyword_rule(
     before: bool = False,
     plausible: re.Pattern[str] | None = None,
     skip: re.Pattern[str] | None = None,
+    data: bool = False,
+    more: bool = False,
 ) -> Rule:
     """A rule that finds one of ``words`` around each stem, then reads its value with ``value``.
 
     ``plausible``, when given, must match somewhere in the 80 characters after the
     word for the value to be read at all: a cheap test that keeps the per-word
-    cost low in a long text that mentions "key" thousands of times.
+    cost low in a long text that mentions "key" thousands of times. With ``data``, a
+    key of a cache or a table ("cache key", "partition key") is no credential word and a
+    digest or id named by the words around it is no value (:mod:`.context`). With
+    ``more``, further values listed after the first are read too ("the passwords are X and Y").
     """
     pattern = re.compile(words)
 
@@ -156,16 +162,23 @@ def _keyword_rule(
                     break
                 done = m.end()
                 end = _word_end(text, m.end()) if word[-1].isascii() else m.end()
-                if end < 0:
+                if end < 0 or (data and data_key(word, low, m.start())):
                     break
                 if plausible is not None and not plausible.search(text, end, end + 80):
                     break
                 span = value(text, end)
                 if span is None and before:
                     span = password_before(text, m.start())
+                if span is not None and data and names_data(text, low, word, m.start(), span):
+                    span = None
                 if span is not None:
                     done = max(done, span[1])
                     yield span
+                    while more and span is not None:
+                        span = _listed_after(text, span[1])
+                        if span is not None:
+                            done = max(done, span[1])
+                            yield span
                 elif skip is not None:
                     run = skip.match(text, m.end())
                     if run is not None:
@@ -175,8 +188,32 @@ def _keyword_rule(
     return Rule(kind, find, stems)
 
 
+# What joins a second value to the first: "X and Y", "X, Y", "X / Y", "X und Y", "X и Y"...
+_LIST_JOIN = re.compile(
+    r"[ \t]*(?:\([^()\n]{1,30}\)[ \t]*)?(?:(?:[,/&+;]|-(?=[ \t]))[ \t]*)?"
+    r"(?:(?:and|und|y|et|e|i|och|og|en|и|ve|dan|oraz|ja|és|a|или|or|oder|o|ou)"
+    r"[ \t]+)?(?P<value>[!-~]{6,64})"
+)
+
+
+def _listed_after(text: str, end: int) -> Span | None:
+    """A further password listed right after the one ending at ``end``, or None."""
+    m = _LIST_JOIN.match(text, end)
+    if m is None or m.end() == end:
+        return None
+    value = m.group("value").rstrip(".,;:\"'`")
+    while value.endswith(")") and value.count(")") > value.count("("):
+        value = value[:-1].rstrip(".,;:\"'`")  # a bracket the value did not open: "(X and Y)"
+    if not password_like(value, min_length=6) or not any(c.isdigit() for c in value):
+        return None
+    start = m.start("value")
+    return start, start + len(value)
+
+
 def _plain_value(m: re.Match[str]) -> bool:
     value = m.group("value")
+    if value.endswith(("[", "(")) or value.startswith(("$(", "`")):
+        return False  # read by code ("os.environ[", "config.get(", "$(cat ...)"), not written in it
     return len(value) >= 3 and value.lower() not in NOT_A_VALUE and not is_placeholder(value) and value[0] != "["
 
 
@@ -198,7 +235,7 @@ RULES: tuple[Rule, ...] = (
     # Passwords on a command line and in environment variables: PGPASSWORD=..., --password=..., sshpass -p ...
     anchored_rule(
         PASSWORD,
-        [*((word, 0, word + r"[A-Z0-9_]*[ \t]*[:=][ \t]*[\"']?(?P<value>[^\s\"']+)")
+        [*((word, 0, word + r"[A-Z0-9_]*[ \t]*[:=][ \t]*[\"']?(?P<value>(?:[^\s\"'\\]|\\(?![nrt]))+)")
            for word in ("PASSWORD", "PASSWD", "PASSPHRASE", "_PWD", "_PASS")),
          ("--pass", 0, r"--pass(?:word)?[= ][\"']?(?P<value>[^\s\"']+)"),
          ("sshpass", 0, r"sshpass\s+-p\s*[\"']?(?P<value>[^\s\"']+)"),
@@ -211,15 +248,15 @@ RULES: tuple[Rule, ...] = (
     _keyword_rule(CVV, CVV_WORDS, CVV_STEMS, digits_value(3, 4)),
     _keyword_rule(PIN, PIN_WORDS, PIN_STEMS, digits_value(4, 8)),
     _keyword_rule(PIN, CODE_WORDS, CODE_STEMS, digits_value(3, 8)),
-    _keyword_rule(PASSWORD, PASSWORD_WORDS, PASSWORD_STEMS, password_value, before=True),
+    _keyword_rule(PASSWORD, PASSWORD_WORDS, PASSWORD_STEMS, password_value, before=True, data=True, more=True),
     _keyword_rule(PASSWORD, SHORT_PASSWORD_WORDS, SHORT_PASSWORD_STEMS, short_password_value),
     _keyword_rule(PASSWORD, latin("wi-?fi", "wlan", "ssid", "hotspot", "wireless", "network"), WIFI_STEMS, wifi_value),
     _keyword_rule(PASSWORD, latin("login", "logins", "creds", "credentials", "user(?:name)?", "account", "superuser",
                                   "admin(?:istrator)?", "root"), PAIR_STEMS,
                   pair_value),
     _keyword_rule(ACCESS_TOKEN, ACCESS_TOKEN_WORDS, ACCESS_TOKEN_STEMS, token_value, plausible=_PLAUSIBLE_KEY,
-                  skip=_KEY_RUN),
-    _keyword_rule(API_KEY, KEY_WORDS, KEY_STEMS, token_value, plausible=_PLAUSIBLE_KEY, skip=_KEY_RUN),
+                  skip=_KEY_RUN, data=True),
+    _keyword_rule(API_KEY, KEY_WORDS, KEY_STEMS, token_value, plausible=_PLAUSIBLE_KEY, skip=_KEY_RUN, data=True),
     _keyword_rule(PASSPORT, PASSPORT_WORDS, PASSPORT_STEMS, passport_value),
     _keyword_rule(NATIONAL_ID, ID_WORDS, ID_STEMS, number_value(6, id_check)),
     _keyword_rule(ACCOUNT, ACCOUNT_WORDS, ACCOUNT_STEMS, number_value(6, account_check)),

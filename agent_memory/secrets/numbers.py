@@ -45,8 +45,16 @@ def _last(pattern: re.Pattern[str], text: str, lo: int, hi: int) -> int:
     return end
 
 
+def _inside_token(text: str, start: int, end: int) -> bool:
+    """Digits that are part of a longer letters-and-digits token (a hex tag, a hash): not a card's shape."""
+    return (start > 0 and text[start - 1].isascii() and text[start - 1].isalpha()) or (
+        end < len(text) and text[end].isascii() and text[end].isalpha())
+
+
 def _cards(text: str) -> Iterator[Span]:
     for m in _CARD_CANDIDATE.finditer(text):
+        if _inside_token(text, *m.span()):
+            continue
         number = re.sub(r"\D", "", m.group())
         if not 12 <= len(number) <= 19 or not luhn_valid(number):
             continue
@@ -66,6 +74,29 @@ def _iban_check(m: re.Match[str]) -> bool:
     return iban_valid(m.group())
 
 
+# The length of each country's IBAN (the SWIFT registry, and the countries that use the form
+# without being in it). A checksum that holds on a string of another length is chance: one in 97.
+_IBAN_LENGTHS: dict[str, int] = {
+    **dict.fromkeys("no".split(), 15), **dict.fromkeys("be".split(), 16),
+    **dict.fromkeys("dk fi fo gl nl sd fk".split(), 18), **dict.fromkeys("mk si".split(), 19),
+    **dict.fromkeys("at ba ee kz lt lu xk mn".split(), 20), **dict.fromkeys("ch hr li lv".split(), 21),
+    **dict.fromkeys("bg bh cr de ge gb ie me rs va".split(), 22),
+    **dict.fromkeys("ae gi il iq om so tl".split(), 23),
+    **dict.fromkeys("ad cz es md pk ro sa se sk tn vg".split(), 24),
+    **dict.fromkeys("pt st ly ao cv gw mz".split(), 25), **dict.fromkeys("is tr dz ir".split(), 26),
+    **dict.fromkeys("fr gr it mc mr sm bi dj cm cf td km cg gq ga mg".split(), 27),
+    **dict.fromkeys("al az by cy do gt hu lb pl sv ni bj bf ci hn ml ma ne sn tg".split(), 28),
+    **dict.fromkeys("br eg ps qa ua".split(), 29), **dict.fromkeys("jo kw mu ye".split(), 30),
+    **dict.fromkeys("mt sc".split(), 31), "lc": 32, "ru": 33,
+}
+
+
+def _iban_shaped(candidate: str) -> bool:
+    """A known country's code, its check digits and the country's length; the checksum then decides."""
+    compact = re.sub(r"\s", "", candidate)
+    return _IBAN_LENGTHS.get(compact[:2]) == len(compact) and iban_valid(compact)
+
+
 def _ibans(low: str) -> Iterator[Span]:
     """IBAN candidates, shortened group by group until the checksum holds (a word may follow the last group)."""
     for m in _IBAN_CANDIDATE.finditer(low):
@@ -73,7 +104,7 @@ def _ibans(low: str) -> Iterator[Span]:
             continue
         candidate = m.group()
         while len(re.sub(r"\s", "", candidate)) >= 15:
-            if iban_valid(candidate):
+            if _iban_shaped(candidate):
                 yield m.start(), m.start() + len(candidate)
                 break
             cut = candidate.rfind(" ")

@@ -77,6 +77,56 @@ def _der(m: re.Match[str]) -> bool:
     return private_der(m.group(0))
 
 
+# A key file encoded once more in base64 (a Kubernetes secret's ``tls.key``, ``base64 key.pem``):
+# "-----BEGIN" encodes to "LS0tLS1CRUdJTi", and the lines may be wrapped, raw or escaped.
+_B64_PEM = re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/]*={0,2}(?:[ \t]*(?:\r?\n|\\+[rn])+[ \t]*[A-Za-z0-9+/]+={0,2})*")
+_B64_CHAR = re.compile(r"[A-Za-z0-9+/=]")
+_B64_RUN = re.compile(r"[A-Za-z0-9+/]*")
+_PEM_PRIVATE = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY")
+_PEM_END = re.compile(rb"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+
+
+def _base64_pem(text: str, low: str, anchors: Sequence[int]) -> Iterator[Span]:
+    """A private key file in base64, up to the end of its END line (a certificate is left alone)."""
+    done = -1
+    for p in anchors:
+        if p < done or (p and (text[p - 1].isalnum() or text[p - 1] in "+/")):
+            continue  # inside a run already read, or inside another token
+        m = _B64_PEM.match(text, p)
+        if m is None:
+            continue
+        done = m.end()
+        run = _B64_RUN.match(text, p, p + 64)  # the start of the first line: is it a private key?
+        first = run.group() if run else ""
+        try:
+            head = base64.b64decode(first[:len(first) // 4 * 4])
+        except (binascii.Error, ValueError):
+            continue
+        if _PEM_PRIVATE.match(head) is None:
+            continue
+        chars = [(c.start(), c.group()) for c in _B64_CHAR.finditer(text, m.start(), m.end())]
+        encoded = "".join(c for _, c in chars)
+        try:
+            raw = base64.b64decode(encoded[:len(encoded) // 4 * 4])
+        except (binascii.Error, ValueError):
+            continue
+        end = _PEM_END.search(raw)
+        if end is None:
+            yield m.span()
+            continue
+        used = min(len(chars), -(-end.end() // 3) * 4)  # base64 characters that encode the key
+        while used < len(chars) and chars[used][1] == "=":
+            used += 1
+        stop = chars[used - 1][0] + 1
+        while stop < m.end() and _B64_CHAR.match(text, stop):
+            stop += 1  # the rest of that line's run: the encoded line break after END
+        yield m.start(), stop
+
+
+# A PuTTY key file: the private part is the base64 after "Private-Lines: N", then its MAC.
+_PUTTY_PRIVATE = r"Private-Lines:\s*\d+(?:\s|\\+[rn])+(?P<value>[A-Za-z0-9+/=]+(?:(?:\s|\\+[rn])+(?!Private-)[A-Za-z0-9+/=]+)*(?:(?:\s|\\+[rn])+Private-(?:MAC|Hash):\s*[0-9a-fA-F]+)?)"
+
+
 _DB_SCHEMES = (
     r"(?:postgres(?:ql)?|mysql|mariadb|mssql|sqlserver|oracle|mongodb(?:\+srv)?|rediss?|amqps?|clickhouse"
     r"|cockroachdb|neo4j(?:\+s)?|bolt|couchdb|cassandra|elasticsearch|influxdb|memcached|snowflake)"
@@ -177,12 +227,15 @@ RULES: tuple[Rule, ...] = (
         PRIVATE_KEY,
         [("-----BEGIN ", 0,
           r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-          r"(?:\s*(?:Proc-Type|DEK-Info|Comment):[^\n]*)*[A-Za-z0-9+/=\s]*"
+          r"(?:\s*(?:Proc-Type|DEK-Info|Comment|Version|Hash|Charset):[^\n\\]*)*"
+          r"(?:[A-Za-z0-9+/=\s]|[\"'][ \t]*\+?[ \t]*\r?\n[ \t]*\+?[ \t]*[\"'])*"
           r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?")],
         left=None,
         case_sensitive=False,
         flags=re.IGNORECASE,
     ),
+    Rule(PRIVATE_KEY, _base64_pem, ("LS0tLS1CRUdJTi",), case_sensitive=True),
+    anchored_rule(PRIVATE_KEY, [("Private-Lines:", 0, _PUTTY_PRIVATE)], left=None),
     regex_rule(PRIVATE_KEY, r"b3BlbnNzaC1rZXktdjE[A-Za-z0-9+/=]*", left=r"[A-Za-z0-9+/]"),
     regex_rule(PRIVATE_KEY, r"AGE-SECRET-KEY-1[02-9AC-HJ-NP-Z]{58}"),
     regex_rule(
@@ -190,7 +243,9 @@ RULES: tuple[Rule, ...] = (
         rf"(?:5[HJK][{_B58}]{{49}}|[KL][{_B58}]{{51}}|[xt]prv[{_B58}]{{107,108}})(?![A-Za-z0-9])",
         left=r"[A-Za-z0-9]",
     ),
-    regex_rule(PRIVATE_KEY, r"M[A-Za-z0-9+/]{60,}={0,2}", _der, left=r"[A-Za-z0-9+/]"),
+    # a bare key body, with the lines that follow it when they are base64 and nothing else
+    regex_rule(PRIVATE_KEY, r"M[A-Za-z0-9+/]{60,}={0,2}(?:[ \t]*\r?\n[ \t]*(?:[A-Za-z0-9+/]{16,}={0,2}|"
+                            r"[A-Za-z0-9+/]{2,}={1,2})(?=[ \t]*(?:\r?\n|\Z)))*", _der, left=r"[A-Za-z0-9+/]"),
     regex_rule(JWT, r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*", left=r"[A-Za-z0-9_-]"),
     Rule(SEED_PHRASE, lambda text, low, anchors: find_seed_phrases(text, low)),
     anchored_rule(

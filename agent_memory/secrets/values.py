@@ -97,6 +97,14 @@ def _clause_ends(text: str, raw_end: int, raw: str) -> bool:
     return raw[-1] in ".,;!?" or rest.strip() == "" or rest[0] == "\n"
 
 
+# A value read from code, not written in it: os.environ["DB_PASSWORD"], getpass(), settings.DB_PASS
+_CODE_VALUE = re.compile(
+    r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?:\[\s*[\"'][^\]]*[\"']\s*\]|\(\s*(?:[\"'][^)]*[\"'])?\s*\))[\w.]*"
+    r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+[(\[][\"'].*"
+    r"|(?:os\.environ|process\.env|settings|config|env|ENV|secrets|self|this)\.[A-Za-z_][\w.]*"
+)
+
+
 def _plain_password(tok: str, low: str) -> bool:
     """A word stated as a password ("banana"), not prose about one ("required", "expiring", "safely")."""
     return (
@@ -105,6 +113,23 @@ def _plain_password(tok: str, low: str) -> bool:
         and not low.endswith(("ed", "ing", "ly", "able", "ible"))
         and not is_placeholder(tok)
     )
+
+
+# Words that may follow a password given as a plain word: "password: swordfish for the wifi"
+_AFTER_A_WORD = frozenset(
+    "for für fur para pour per voor för til do dla od от для на au du del de da dei des zum zur on at in to".split()
+)
+
+
+def _introduces(text: str, end: int) -> bool:
+    """What follows a plain word after "password:" says the word was the value: another label
+    ("user: bob"), a preposition ("for the wifi"), a bracket or a dash. Prose goes on with words
+    ("password: must contain a number", "Passwort: mindestens 12 Zeichen")."""
+    m = _TOKEN.search(text, end, end + 40)
+    if m is None or "\n" in text[end:m.start()]:
+        return True
+    nxt = m.group()
+    return nxt[-1] in ":=" or nxt[0] in "([{<-–|/" or nxt.lower() in _AFTER_A_WORD
 
 
 def password_value(text: str, start: int) -> Span | None:
@@ -127,6 +152,8 @@ def password_value(text: str, start: int) -> Span | None:
         tok, s, e = _strip(raw, a)
         if not tok:
             continue
+        if _CODE_VALUE.fullmatch(tok):
+            return None
         low = tok.lower()
         if low in COPULAS:
             sep = sep or ("verb" if low in ("is", "was") else "verb_other")
@@ -136,7 +163,8 @@ def password_value(text: str, start: int) -> Span | None:
                 return None
             if sep and _plain_password(tok, low):
                 ends = _clause_ends(text, b, raw)
-                if (sep == "punct" and (fillers == 0 or ends)) or (sep == "verb" and fillers <= 3 and ends):
+                if (sep == "punct" and (ends or (fillers == 0 and _introduces(text, b)))) or (
+                        sep == "verb" and fillers <= 3 and ends):
                     return s, e
             if sep:
                 return None
@@ -202,14 +230,28 @@ def digits_value(lo: int, hi: int) -> Callable[[str, int], Span | None]:
     return value
 
 
+# Words right after a key word that say the value is about the key, not the key:
+# "key fingerprint is SHA256:...", "token hash 8a10...", "key id ABCD..."
+_ABOUT_THE_KEY = frozenset(
+    "fingerprint fingerprints hash hashes hashed digest checksum id ids name names type size length format version "
+    "prefix suffix rotation policy path file location filename pair pairs".split()
+)
+# A public key follows its algorithm's name: "ssh-ed25519 AAAAC3...", "ecdsa-sha2-nistp256 AAAA..."
+_PUBLIC_KEY_TYPE = re.compile(r"(?:sk-)?(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp\d+)(?:@openssh\.com)?")
+# "uploads/3f9c....png", "sha256:9f86...": a file path or a labelled digest, not a key
+_NOT_A_KEY = re.compile(r"[\w.-]+(?:/[\w.-]+)+\.[A-Za-z][A-Za-z0-9]{0,4}|(?i:sha\d*|md5|blake2\w*)[:=-].*")
+
+
 def token_value(text: str, start: int) -> Span | None:
     seen = 0
     for raw, a, _b, _gap in _window(text, start, limit=80, tokens=_KEY_TOKEN):
         tok, s, e = _strip(raw, a)
         if not tok:
             continue
+        if (seen == 0 and tok.lower() in _ABOUT_THE_KEY) or _PUBLIC_KEY_TYPE.fullmatch(tok):
+            return None
         if len(tok) >= 16 and not tok.isalpha() and "://" not in tok and looks_random(tok):
-            return s, e
+            return None if _NOT_A_KEY.fullmatch(tok) else (s, e)
         seen += 1
         if seen > 5:
             return None

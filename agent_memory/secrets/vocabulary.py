@@ -42,16 +42,23 @@ def latin(*words: str) -> str:
 PASSWORD_WORDS = "|".join([
     latin(
         r"passwords?", r"passwd", r"passcodes?", r"pass ?phrases?", r"pass ?words?",
-        r"contrase[ñn]as?", r"clave", r"mots? de passe", r"senhas?", r"palavras?[ -]passe",
-        r"passw[oö]rt", r"kennwort", r"parola(?: d'ordine)?", r"parolam?", r"parolă",
-        r"kata ?sandi", r"sandi", r"kata laluan", r"[şs]ifre(?:m|si|niz|n)?", r"wachtwoord",
-        r"has[łl]o", r"l[öo]senord", r"passord", r"adgangskode", r"salasana", r"jelsz[óo]", r"heslo",
-        r"m[ậa]t kh[ẩa]u", r"nenosiri", r"κωδικός",
-        r"парол[ьяеюи]м?", r"код доступа",
+        r"contrase[ñn]as?", r"claves?", r"mots? de passe", r"senhas?", r"palavras?[ -]passe",
+        # with the endings of the definite, plural and case forms: "das Passworts", "die Passwörter",
+        # "lösenordet", "passordene", "adgangskoden", "wachtwoorden", "hasła", "hasłem", "salasanat"...
+        r"passw(?:ort(?:e[sn]?|s)?|[öo]rter(?:n)?)", r"kennw(?:ort(?:e[sn]?|s)?|[öo]rter(?:n)?)",
+        r"parola(?: d'ordine)?", r"parolam?", r"parolă", r"parolei", r"parolele",
+        r"kata ?sandi(?:nya|mu|ku)?", r"sandi(?:nya|mu|ku)?", r"kata laluan(?:nya|mu|ku)?",
+        r"[şs]ifre[a-zçğıöşü]{0,7}", r"wachtwoord(?:en|je|s)?",
+        r"has(?:[łl](?:o|a|em|u|ami|ach|om)|e[łl]|[śs]le)", r"l[öo]senord(?:et|en|ets|ens)?",
+        r"passord(?:et|ene|a|s)?", r"adgangskode(?:n|r|rne|ns)?", r"kodeord(?:et|ene|s)?",
+        r"salasan[a-zäö]{1,6}", r"jelsz(?:[óo][a-zé]{0,3}|av[a-zá]{0,5})", r"hesl(?:o|a|á|em|e|u|ům|ech|ách)",
+        r"lozink(?:a|e|i|u|om|ama)", r"gesl(?:o|a|u|om)",
+        r"m[ậa]t kh[ẩa]u", r"nenosiri", r"κωδικ(?:ός|ού|ό|οί|ών|ούς)",
+        r"парол[ьяеюиі](?:м|ми|х|й|ей|ями|ях)?", r"код доступа",
     ),
     r"密码|密碼|口令|パスワード|パスコード|暗証番号|비밀번호|비번|암호|패스워드",
     r"पासवर्ड|पास वर्ड|कूटशब्द",
-    r"كلمة المرور|كلمة السر|كلمة مرور|كلمه المرور|كلمه السر|رمز المرور|رمز عبور|گذرواژه|کلمه\u200c?\s?عبور|رمز",
+    r"كلمة المرور|كلمة السر|كلمة مرور|كلمات المرور|كلمات السر|كلمات مرور|كلمه المرور|كلمه السر|رمز المرور|رمز عبور|گذرواژه|کلمه\u200c?\s?عبور|رمز",
     r"পাসও(?:য়|য়)ার্ড|পাসওয়ার্ড",
     r"پاس\s?ورڈ|پاسورڈ",
     r"รหัสผ่าน|סיסמה|סיסמא",
@@ -62,8 +69,8 @@ SHORT_PASSWORD_WORDS = latin(r"pwd", r"pw", r"pass", r"mdp", r"psw", r"pswd", r"
 
 # Words that name a PIN: the value is digits.
 PIN_WORDS = "|".join([
-    latin(r"pin(?:[ -]?(?:code|number|nummer|no|#))?", r"code pin", r"c[óo]digo pin", r"пин(?:-?код)?",
-          r"pin-код", r"pinkod"),
+    latin(r"pins?(?:[ -]?(?:codes?|numbers?|nummer[n]?|no|#))?", r"code pin", r"c[óo]digo pin", r"пин(?:-?код(?:а|ом|у)?)?",
+          r"pin-код(?:а|ом|у)?", r"pinkod(?:u|um)?"),
     latin(r"geheimzahl", r"geheimnummer", r"kartenpin"),
     r"الرقم السري|رقم سري|رقم التعريف الشخصي|पिन|পিন|پن کوڈ|PIN码|PIN碼|支付密码|取款密码",
 ])
@@ -138,7 +145,7 @@ PASSPORT_WORDS = latin(
 ACCOUNT_WORDS = "|".join([
     latin(
         r"account (?:number|no\.?|#)", r"acct\.? ?(?:number|no\.?|#)", r"a/c(?: no\.?)?", r"bank account",
-        r"routing(?: number| no\.?)?", r"aba", r"sort code", r"kontonummer", r"konto", r"n[úu]mero de cuenta",
+        r"kontonummer", r"konto", r"n[úu]mero de cuenta",
         r"cuenta(?: bancaria)?", r"num[ée]ro de compte", r"compte bancaire", r"n[úu]mero da conta", r"conta",
         r"номер сч[её]та", r"сч[её]т", r"rekening", r"nomor rekening", r"hesap (?:numaras[ıi]|no)",
         r"conto corrente", r"numero di conto",
@@ -168,7 +175,7 @@ TOTP_WORDS = latin(
 ACCESS_TOKEN_WORDS = "|".join([
     latin(
         r"(?:api|access|auth|refresh|session|bearer|bot|id|oauth|personal access|pat|github|slack|discord|telegram)?"
-        r"[ _-]?tokens?", r"токен(?:а|ы)?",
+        r"[ _-]?tokens?", r"token(?:[ıi]|nya)", r"токен(?:а|ы|ом|ов|у)?",
     ),
     r"令牌|トークン|토큰|टोकन|توكن|رمز الوصول|টোকেন|ٹوکن",
 ])
@@ -179,9 +186,10 @@ KEY_WORDS = "|".join([
         r"session[ _-]?(?:secret|key)", r"private[ _-]?keys?", r"priv[ _-]?key", r"signing[ _-]?(?:secret|key)",
         r"webhook[ _-]?secret", r"keys?", r"sid", r"credentials?", r"creds", r"license[ _-]?key", r"product[ _-]?key",
         r"app[ _-]?secret", r"consumer[ _-]?secret", r"master[ _-]?key", r"encryption[ _-]?key",
-        r"cl[ée]s?", r"cl[ée] (?:api|secr[èe]te|priv[ée]e)", r"clave (?:api|secreta|privada)", r"llave",
-        r"chave(?: (?:api|secreta|privada))?", r"schl[üu]ssel", r"api-schl[üu]ssel", r"chiave", r"kunci", r"anahtar[ıi]?",
-        r"ключ(?:а|и)?",
+        r"cl[ée]s?", r"cl[ée] (?:api|secr[èe]te|priv[ée]e)", r"claves? (?:api|secretas?|privadas?)",
+        r"chaves?(?: (?:api|secretas?|privadas?))?", r"schl[üu]ssel[sn]?", r"api-schl[üu]ssel[sn]?", r"chiav[ei]",
+        r"kunci(?:nya)?", r"anahtar(?:[ıi]|ım|ımız|lar[ıi]?)?", r"llaves?",
+        r"ключ(?:а|и|ом|ей|у)?",
     ),
     r"密钥|秘钥|私钥|密鑰|私鑰|キー|秘密鍵|シークレット|키|कुंजी|مفتاح|কী|کلید",
 ])
@@ -204,7 +212,7 @@ NOT_A_VALUE = frozenset(
     broken outdated obsolete temporary complicated predictable guessable insecure secure safe unsafe great
     terrible awful annoying useless fine important private personal mine yours ours theirs btw lol thanks
     thx please pls though anyway haha
-    none null nil undefined true false yes""".split()
+    none null nil undefined true false yes raise return await yield throw lambda self""".split()
 )
 
 
@@ -212,10 +220,11 @@ NOT_A_VALUE = frozenset(
 # The scanner finds these first (all lists in one pass), then matches the list only around them.
 
 PASSWORD_STEMS = (
-    "pass", "contrase", "clave", "senha", "palavra", "kennwort", "parol", "sandi", "laluan", "şifre", "sifre",
-    "wachtwoord", "hasło", "haslo", "senord", "adgangskode", "salasana", "jelsz", "heslo", "khẩu", "khau",
+    "pass", "contrase", "clave", "senha", "palavra", "kennw", "parol", "sandi", "laluan", "şifre", "sifre",
+    "wachtwoord", "hasł", "hasl", "hase", "haśl", "senord", "adgangskode", "kodeord", "salasan", "jelsz", "hesl",
+    "lozink", "gesl", "khẩu", "khau",
     "nenosiri", "κωδικ", "парол", "код доступа", "密码", "密碼", "口令", "パスワード", "パスコード", "暗証番号", "비밀번호",
-    "비번", "암호", "패스워드", "पासवर्ड", "पास वर्ड", "कूटशब्द", "كلمة", "كلمه", "کلمه", "رمز", "گذرواژه", "পাসও", "پاس",
+    "비번", "암호", "패스워드", "पासवर्ड", "पास वर्ड", "कूटशब्द", "كلمة", "كلمات", "كلمه", "کلمه", "رمز", "گذرواژه", "পাসও", "پاس",
     "รหัสผ่าน", "סיסמ",
 )
 SHORT_PASSWORD_STEMS = ("pwd", "pw", "pass", "mdp", "psw", "pword", "p/w")
@@ -236,7 +245,7 @@ ID_STEMS = (
 PASSPORT_STEMS = ("passport", "passeport", "pasaporte", "passaporte", "reisepass", "passaporto", "paspor",
                   "pasaport", "паспорт", "护照", "護照", "パスポート", "여권", "पासपोर्ट", "جواز", "পাসপোর্ট", "پاسپورٹ")
 ACCOUNT_STEMS = (
-    "account", "acct", "a/c", "bank", "routing", "aba", "sort code", "konto", "cuenta", "compte", "conta", "счёт",
+    "account", "acct", "a/c", "bank", "konto", "cuenta", "compte", "conta", "счёт",
     "счет", "rekening", "hesap", "conto", "账", "帳", "口座", "계좌", "खाता", "الحساب", "হিসাব", "অ্যাকাউন্ট", "اکاؤنٹ",
 )
 BACKUP_CODE_STEMS = (

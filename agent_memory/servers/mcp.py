@@ -15,6 +15,8 @@ starts (``--user`` and the other flags); over streamable HTTP every request carr
 token that the token file maps to one principal (:mod:`.mcp_auth`), and a request without a
 valid one is answered 401 by the SDK's bearer middleware. The HTTP transport is stateless: the
 server holds nothing but its database pool, so several processes can serve one database.
+SIGTERM, SIGHUP and SIGINT end either transport cleanly, closing the pool and stopping the
+embedded PostgreSQL the process started (:mod:`.shutdown`).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from agent_memory.models import Identity, MemoryItem, MemoryVersion
 from agent_memory.validation import check_identity
 
 from .mcp_auth import StaticTokenVerifier, hash_token, identity_of, load_tokens
+from .shutdown import exit_on_signals
 
 __all__ = ["build_server", "describe_history", "describe_list", "describe_passages", "main"]
 
@@ -306,21 +309,22 @@ def main(argv: list[str] | None = None) -> int:
     except AgentMemoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    backend = MemoryBackend(args.database_url)
-    try:
-        backend.sync_service()  # open the pool and migrate now: fail at start, not at the first call
-        if verifier is None:
-            server = build_server(backend, identity)
-            asyncio.run(server.run_stdio_async())
-        else:
-            asyncio.run(_serve_http(backend, verifier, args.host, args.port))
-    except KeyboardInterrupt:
-        pass
-    except AgentMemoryError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        backend.close()
+    with exit_on_signals():  # SIGTERM too ends with backend.close() and the atexit hooks (the embedded server)
+        backend = MemoryBackend(args.database_url)
+        try:
+            backend.sync_service()  # open the pool and migrate now: fail at start, not at the first call
+            if verifier is None:
+                server = build_server(backend, identity)
+                asyncio.run(server.run_stdio_async())
+            else:
+                asyncio.run(_serve_http(backend, verifier, args.host, args.port))
+        except KeyboardInterrupt:
+            pass
+        except AgentMemoryError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            backend.close()
     return 0
 
 

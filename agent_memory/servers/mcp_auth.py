@@ -33,10 +33,25 @@ _PREFIX = "sha256:"
 
 
 def hash_token(token: str) -> str:
-    """The hex sha256 of ``token``: what the token file stores instead of the token."""
+    """The hex sha256 of ``token``: what the token file stores instead of the token.
+
+    A token is printable ASCII without spaces. HTTP carries a header as bytes that servers
+    decode as Latin-1, so a token with other characters arrived as another string than the one
+    hashed here and could never authenticate; it is refused here, where it is made. RFC 6750's
+    bearer tokens are narrower still; ``secrets.token_urlsafe()`` makes good ones.
+    """
     if not isinstance(token, str) or not token.strip():
         raise InvalidInputError("token", "must be a non-empty string")
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+    if not all("!" <= c <= "~" for c in token):
+        raise InvalidInputError(
+            "token", "may hold only printable ASCII without spaces (letters, digits, - . _ ~ + / =), which is "
+                     "all an HTTP header carries intact; make one with: "
+                     "python3 -c \"import secrets; print(secrets.token_urlsafe(32))\"")
+    return _digest(token)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _parse_hash(key: Any) -> str:
@@ -102,7 +117,7 @@ class StaticTokenVerifier:
 
     def lookup(self, token: str) -> Identity | None:
         """The principal of ``token``, comparing its hash with every stored one in constant time."""
-        presented = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest().encode("ascii")
+        presented = _digest(token).encode("ascii")
         found: Identity | None = None
         for digest, identity in self._tokens:  # no early exit: every lookup does the same work
             if hmac.compare_digest(presented, digest):
@@ -114,6 +129,6 @@ class StaticTokenVerifier:
         if identity is None:
             return None
         return AccessToken(
-            token=hash_token(token), client_id=identity.user_id, subject=identity.user_id, scopes=[],
+            token=_digest(token), client_id=identity.user_id, subject=identity.user_id, scopes=[],
             claims={"identity": identity.kwargs()},
         )

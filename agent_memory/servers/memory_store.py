@@ -12,9 +12,17 @@ namespaces (:mod:`.memory_store_scopes`); every call is a thin adapter over
 :class:`~agent_memory.store.AgentMemoryStore` and the principal's handle, so the process keeps
 no state but the binding: two processes on one database see each other's writes at once.
 
+A protocol project id that is not one of ours gets a *derived* project, named after the user
+and the id. Its name can be computed, so anyone could create it first and make the plugin's
+user a member, then read what the plugin writes there: ``initialize`` claims it for the user
+(creating it as theirs), every call checks it is still theirs, and one owned by anyone else
+answers -32307 without a read or a write.
+
 ``memory/put`` is the store's put (a keyed memory revised in place, its earlier value kept in
-its history, passing the gate); ``ttl_secs`` is the memory's expiry, never renewed by reads
-(expired values are filtered at read time, and ``maintain`` / ``purge_expired`` delete them).
+its history, passing the gate); ``ttl_secs`` is the memory's expiry in seconds (checked and
+explained in seconds, from a millisecond to 100 years), never renewed by reads (expired values
+are filtered at read time, and ``maintain`` / ``purge_expired`` delete them). A stop signal
+ends the process cleanly, closing the service and whatever it started (:mod:`.shutdown`).
 ``memory/query`` and ``memory/delete_scope`` cover the scope and every scope below it (a
 project's agents and tasks, an agent's tasks). ``memory/list_scopes`` pages with an opaque
 ``cursor`` in a stable order (ids by code point). No rate limit is applied here, so -32305 is
@@ -46,15 +54,20 @@ from ..models import Identity
 from ..service import MemoryService
 from ..store import AgentMemoryStore
 from ..store.namespaces import encode_key
-from ..validation import check_id, check_metadata, check_ttl, shown
+from ..validation import check_id, check_metadata, shown
 from .memory_store_scopes import (
     ScopeRef,
     check_scope,
     check_scope_id,
+    is_derived,
+    key_from,
+    key_of,
     namespace_of,
+    originals,
     project_of,
     scope_of,
 )
+from .shutdown import exit_on_signals
 
 __all__ = ["MANIFEST", "Server", "main"]
 
@@ -71,6 +84,9 @@ MANIFEST: dict[str, Any] = {
 MAX_LINE_BYTES = 1 << 20
 #: the most scopes one list_scopes page holds
 MAX_LIST_LIMIT = 1000
+#: the shortest and longest ttl_secs (expiry times are kept to the microsecond; a TTL shorter than
+#: a millisecond expires before its put answers)
+MIN_TTL_SECS, MAX_TTL_SECS = 0.001, 100 * 366 * 86400
 #: items deleted per transaction by delete_scope
 _DELETE_BATCH = 500
 
@@ -99,6 +115,18 @@ def _params(params: Mapping[str, Any], allowed: tuple[str, ...], required: tuple
 
 def _time(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
+
+
+def _check_ttl_secs(value: Any) -> float | None:
+    """``ttl_secs`` in seconds, checked and explained in seconds (the store counts minutes)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RpcError(INVALID_PARAMS, f"ttl_secs: must be a number of seconds, got {shown(value)}")
+    if not MIN_TTL_SECS <= value <= MAX_TTL_SECS:  # NaN fails both
+        raise RpcError(INVALID_PARAMS, f"ttl_secs: must be between {MIN_TTL_SECS:g} (a millisecond) and "
+                                       f"{MAX_TTL_SECS} seconds (100 years), got {shown(value)}")
+    return float(value)
 
 
 def _check_int(field: str, value: Any, low: int, high: int, *, default: int) -> int:
@@ -161,7 +189,31 @@ class Server:
             self._bound("")
         scope = check_scope(field, params.get(field))
         self._bound(scope.project_id)
+        self._owned(scope.project_id)
         return scope
+
+    def _namespace(self, scope: ScopeRef) -> tuple[str, ...]:
+        return namespace_of(scope, self.user_id)
+
+    def _claim(self, project: str) -> None:
+        """Make the derived project of ``project`` this user's (idempotent for them); -32307 when
+        someone else made it first, so nothing is written where another user can read it."""
+        pid = project_of(project, self.user_id)
+        try:
+            self.memory.create_project(pid, user_id=self.user_id)
+        except PermissionDeniedError as error:
+            raise RpcError(NOT_BOUND, f"project_id {project!r} is kept in the project {pid!r}, which another "
+                                      f"user already owns, so this plugin will not read or write there; use "
+                                      f"another project_id, or have {pid!r} deleted") from error
+
+    def _owned(self, project: str) -> None:
+        """Before every call in a derived project: it is still this user's (claimed again if it is gone)."""
+        if not is_derived(project):
+            return  # one of our projects: its members and roles decide, as everywhere
+        pid = project_of(project, self.user_id)
+        mine = self.memory.memberships(user_id=self.user_id, scope="project", prefix=pid)
+        if not any(m.scope_id == pid and m.role.value == "owner" for m in mine):
+            self._claim(project)
 
     # --- dispatch ------------------------------------------------------------------------------
 
@@ -219,6 +271,8 @@ class Server:
         project = check_scope_id("project_id", params["project_id"])
         agent = None if params.get("agent_id") is None else check_scope_id("agent_id", params["agent_id"])
         top_k = self.memory.config.max_k
+        if is_derived(project):
+            self._claim(project)
         self.project_id, self.agent_id = project, agent
         return {
             "protocol_version": PROTOCOL_VERSION,
@@ -236,25 +290,27 @@ class Server:
         if value is None or (isinstance(value, str) and not value.strip()):
             raise RpcError(INVALID_PARAMS, f"value: must be a non-empty string or a JSON value other than null, "
                                            f"got {shown(value)}")
-        ttl = check_ttl(params.get("ttl_secs"), "ttl_secs")
+        ttl = _check_ttl_secs(params.get("ttl_secs"))
         metadata = params.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
             raise RpcError(INVALID_PARAMS, f"metadata: must be an object, got {type(metadata).__name__}")
         metadata = dict(check_metadata(metadata or {}, "metadata"))
-        namespace = namespace_of(scope)
+        namespace = self._namespace(scope)
         field = "text" if isinstance(value, str) else "json"  # what is embedded: the text, or the JSON
-        stored = {field: value, "metadata": metadata}
-        self.store.put(namespace, key, stored, index=[field],
-                       ttl=None if ttl is None else ttl.total_seconds() / 60)
-        handle = self.memory.for_user(self.user_id, project_id=project_of(scope.project_id))
-        item = handle.get_by_key(encode_key(namespace, key), scope="project")
+        stored: dict[str, Any] = {field: value, "metadata": metadata}
+        ids = originals(scope, key)
+        if ids is not None:
+            stored["ids"] = ids
+        self.store.put(namespace, key_of(key), stored, index=[field], ttl=None if ttl is None else ttl / 60)
+        handle = self.memory.for_user(self.user_id, project_id=project_of(scope.project_id, self.user_id))
+        item = handle.get_by_key(encode_key(namespace, key_of(key)), scope="project")
         return {"record_id": str(item.id), "indexed_immediately": True}
 
     def get(self, params: dict[str, Any]) -> dict[str, Any]:
         _params(params, ("scope", "key"), ("scope", "key"))
         scope = self._scope(params)
         key = check_scope_id("key", params["key"])
-        item = self.store.get(namespace_of(scope), key, refresh_ttl=False)
+        item = self.store.get(self._namespace(scope), key_of(key), refresh_ttl=False)
         if item is None:
             return {"found": False, "key": key, "scope": scope.to_json()}
         return {"found": True, "key": key, "scope": scope.to_json(), "value": _value(item.value),
@@ -275,11 +331,12 @@ class Server:
         if top_k < 1:
             raise RpcError(INVALID_PARAMS, f"top_k: must be at least 1, got {top_k}")
         hits = []
-        for found in self.store.search(namespace_of(scope), query=query, limit=top_k, refresh_ttl=False):
-            where = scope_of(found.namespace)
-            if where is None:
+        for found in self.store.search(self._namespace(scope), query=query, limit=top_k, refresh_ttl=False):
+            ids = found.value.get("ids")
+            where, key = scope_of(found.namespace, self.user_id, ids), key_from(found.key, ids)
+            if where is None or key is None:
                 continue
-            hits.append({"key": found.key, "value": _value(found.value), "score": found.score,
+            hits.append({"key": key, "value": _value(found.value), "score": found.score,
                          "scope": where.to_json(), "metadata": found.value.get("metadata") or {},
                          "updated_at": _time(found.updated_at)})
         return {"hits": hits}
@@ -292,9 +349,11 @@ class Server:
         if prefix is None:
             assert self.project_id is not None
             scope = ScopeRef(self.project_id)
+            self._owned(scope.project_id)
         elif isinstance(prefix, str):
             scope = ScopeRef(check_scope_id("prefix", prefix))
             self._bound(scope.project_id)
+            self._owned(scope.project_id)
         else:
             scope = self._scope(params, "prefix")
         limit = _check_int("limit", params.get("limit"), 1, MAX_LIST_LIMIT, default=100)
@@ -305,13 +364,20 @@ class Server:
             offset = int(cursor)
         else:
             raise RpcError(INVALID_PARAMS, f"cursor: must be a next_cursor this server returned, got {shown(cursor)}")
-        found = self.store.list_namespaces(prefix=namespace_of(scope), limit=limit + 1, offset=offset)
-        scopes = [where.to_json() for where in map(scope_of, found[:limit]) if where is not None]
+        found = self.store.list_namespaces(prefix=self._namespace(scope), limit=limit + 1, offset=offset)
+        scopes = [where.to_json() for where in map(self._listed, found[:limit]) if where is not None]
         return {"scopes": scopes, "next_cursor": str(offset + limit) if len(found) > limit else None}
+
+    def _listed(self, namespace: tuple[str, ...]) -> ScopeRef | None:
+        """The scope of a listed namespace; one that keeps an id as its hash is read from an item in it."""
+        if not any(segment.startswith("#") for segment in namespace[3:]):
+            return scope_of(namespace, self.user_id)
+        items = self.store.search(namespace, limit=1, refresh_ttl=False)
+        return scope_of(namespace, self.user_id, items[0].value.get("ids")) if items else None
 
     def delete_scope(self, params: dict[str, Any]) -> dict[str, Any]:
         _params(params, ("scope",), ("scope",))
-        namespace = namespace_of(self._scope(params))
+        namespace = self._namespace(self._scope(params))
         deleted = 0
         while True:
             items = self.store.search(namespace, limit=_DELETE_BATCH, refresh_ttl=False)
@@ -388,12 +454,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--user {error}")
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but answers may reach the peer
-    try:
-        serve(server, sys.stdin.buffer, out)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
+    with exit_on_signals():  # SIGTERM too ends with close() and the atexit hooks (the embedded server)
+        try:
+            serve(server, sys.stdin.buffer, out)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.close()
     return 0
 
 

@@ -10,19 +10,24 @@ the access rules and the history of a memory apply to the store as to every entr
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from langgraph.store.base import Item, SearchItem
+from psycopg import errors as pg_errors
 
 from .. import queries
 from ..config import MemoryConfig
 from ..db.requests import Embed, Op, Sql
-from ..errors import InvalidInputError, MemoryNotFoundError
-from ..models import Identity, MemoryItem, Rejection, Status
+from ..errors import AgentMemoryError, InvalidInputError, MemoryNotFoundError
+from ..models import Identity, MemoryItem, Rejection, Scope, Status
+from ..ops import _gate as gate_memory
+from ..ops import make_new_memory
 from ..principal import PrincipalOps
 from ..queries.store import STORE_FIELD
 from ..validation import (
@@ -43,6 +48,7 @@ __all__ = [
     "get_item",
     "list_namespaces",
     "put_item",
+    "put_text",
     "search_items",
 ]
 
@@ -53,6 +59,8 @@ MAX_LIMIT = 1000
 DEFAULT_FIELDS: tuple[str, ...] = ()
 
 Principal = Callable[[Identity], PrincipalOps]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +116,29 @@ def _holder(ops: PrincipalOps, target: Target, namespace: Sequence[str], key: st
     return item
 
 
+def _renew(ids: list[Any]) -> Op[None]:
+    """Start the TTL of ``ids`` again after a read (``refresh_on_read``), never failing the read.
+
+    The renewal skips rows others hold (:func:`~agent_memory.queries.refresh_store_expiry`), so
+    it does not wait; it also runs under a savepoint, so should another transaction still get in
+    its way (a deadlock, a serialization failure) only the renewal is undone, and, being safe to
+    repeat, it is tried once more before it is left for the next read."""
+    q, p = queries.refresh_store_expiry(ids)
+    failure: Exception | None = None
+    for _ in range(2):
+        yield Sql(*queries.renewal_savepoint("set"), fetch="none")
+        try:
+            yield Sql(q, p, fetch="none")
+        except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure) as exc:  # 40P01, 40001
+            failure = exc
+            yield Sql(*queries.renewal_savepoint("undo"), fetch="none")
+            continue
+        yield Sql(*queries.renewal_savepoint("release"), fetch="none")
+        return
+    logger.warning("renewing the TTL of %d store items after a read failed twice (%s); the next read renews "
+                   "them", len(ids), failure)
+
+
 def _value_of(item: MemoryItem) -> dict[str, Any]:
     stored = item.metadata.get(STORE_FIELD)
     if isinstance(stored, Mapping) and isinstance(stored.get("value"), Mapping):
@@ -123,7 +154,7 @@ def get_item(settings: StoreSettings, target: Target, namespace: Sequence[str], 
     if item is None:
         return None
     if refresh and item.expires_at is not None:
-        yield Sql(*queries.refresh_store_expiry([item.id]), fetch="none")
+        yield from _renew([item.id])
     return Item(value=_value_of(item), key=key, namespace=tuple(namespace), created_at=item.created_at,
                 updated_at=item.updated_at)
 
@@ -139,32 +170,70 @@ def delete_item(settings: StoreSettings, target: Target, namespace: Sequence[str
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Put:
+    """A checked ``PutOp``: the memory it saves (``content`` under ``key``, with ``metadata``)."""
+
+    key: str
+    content: str
+    metadata: dict[str, Any]
+    ttl: float | None
+
+
+def _checked_put(settings: StoreSettings, namespace: Sequence[str], key: Any, value: Any, index: Any,
+                 ttl: Any) -> _Put:
+    key = check_key(key)
+    value = check_value(value)
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0):
+        raise InvalidInputError("ttl", f"must be a number of minutes above 0 or None, got {ttl!r}")
+    content, indexed = _content(settings, value, index)
+    metadata = check_metadata({STORE_FIELD: {"ns": list(namespace), "value": value, "ttl": ttl, "indexed": indexed}},
+                              "value")  # the value with its namespace must fit a memory's metadata
+    return _Put(key, content, metadata, ttl)
+
+
+def _put_args(target: Target, namespace: Sequence[str], put: _Put) -> dict[str, Any]:
+    """The arguments of the principal's ``put`` (and of :func:`agent_memory.ops.make_new_memory`)."""
+    assert target.scope is not None
+    return {"key": encode_key(namespace, put.key), "scope": target.scope.value, "source": "ai",
+            "metadata": put.metadata, "ttl": None if put.ttl is None else put.ttl * 60}
+
+
+def put_text(settings: StoreSettings, target: Target, namespace: Sequence[str], key: Any, value: Any, *,
+             index: Any = None, ttl: Any = None) -> str | None:
+    """The text :func:`put_item` would have embedded for this put, or None when it would stop
+    before embedding (a bad argument, a value the gate refuses: a secret is never sent to an
+    embedding provider). Pure: a batch embeds the texts of all its puts in one call."""
+    if target.scope is None:
+        return None
+    try:
+        put = _checked_put(settings, namespace, key, value, index, ttl)
+        args = _put_args(target, namespace, put)
+        text, rejection = gate_memory(settings.config, make_new_memory(put.content, **args))
+    except AgentMemoryError:
+        return None
+    return None if rejection is not None else text
+
+
 def put_item(settings: StoreSettings, target: Target, namespace: Sequence[str], key: str, value: Any, *,
              index: Any = None, ttl: float | None = None) -> Op[None]:
     """``PutOp``: store ``value`` under ``key`` (the memory holding it is revised, its earlier
     wording kept in its history); ``ttl`` minutes from now, renewed by reads with
     ``refresh_on_read``. A value the gate refuses (a secret, ...) raises :class:`InvalidInputError`."""
     assert target.scope is not None
-    key = check_key(key)
-    value = check_value(value)
-    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0):
-        raise InvalidInputError("ttl", f"must be a number of minutes above 0 or None, got {ttl!r}")
-    content, indexed = _content(settings, value, index)
+    put = _checked_put(settings, namespace, key, value, index, ttl)
     ops = settings.principal(target.identity)
-    metadata = check_metadata({STORE_FIELD: {"ns": list(namespace), "value": value, "ttl": ttl, "indexed": indexed}},
-                              "value")  # the value with its namespace must fit a memory's metadata
-    encoded = encode_key(namespace, key)
     if len(namespace) == 2:
         try:
-            UUID(key)
+            UUID(put.key)
         except ValueError:
             pass
         else:  # a memory saved another way, addressed by its id: replaced by this item
-            other = yield from _holder(ops, target, namespace, key)
+            other = yield from _holder(ops, target, namespace, put.key)
             if other is not None and STORE_FIELD not in other.metadata:
                 yield from ops.delete(other.id)
-    result = yield from ops.put(encoded, content, scope=target.scope.value, source="ai", metadata=metadata,
-                                ttl=None if ttl is None else ttl * 60)
+    args = _put_args(target, namespace, put)
+    result = yield from ops.put(args.pop("key"), put.content, **args)
     if isinstance(result, Rejection):
         raise InvalidInputError("value", f"was not stored: {result.message}")
     return None
@@ -204,7 +273,7 @@ def search_items(
     rows = yield Sql(q, p)
     renew = [row["id"] for row in rows if row["renewable"]] if refresh else []
     if renew:
-        yield Sql(*queries.refresh_store_expiry(renew), fetch="none")
+        yield from _renew(renew)
     found = []
     for row in rows:
         namespace = tuple(row["namespace"])
@@ -216,16 +285,33 @@ def search_items(
 
 def list_namespaces(
     target: Target, *, prefix: Sequence[str] | None, suffix: Sequence[str] | None, max_depth: Any,
-    limit: Any, offset: Any,
+    limit: Any, offset: Any, every_project: bool = False,
 ) -> Op[list[tuple[str, ...]]]:
-    """``ListNamespacesOp``: the namespaces the caller's items are in, matched by whole segments."""
+    """``ListNamespacesOp``: the namespaces the caller's items are in, matched by whole segments.
+
+    ``every_project``: the listing names no project (``("projects", "*")``, or no level at all),
+    so the projects the caller reads besides the identity's own are listed too, each under the
+    tenancy rule with that project named (as ``get`` and ``search`` of ``("projects", P)`` read it)."""
     if max_depth is not None:
         max_depth = check_int("max_depth", max_depth, 1, 1000)
     limit = check_int("limit", limit, 1, MAX_LIMIT)
     offset = check_offset(offset)
     scopes = None if target.scope is None else (target.scope,)
-    q, p = queries.list_store_namespaces(
-        queries.item_filter(target.identity, scopes=scopes), roots=NAMESPACE_ROOTS, prefix=prefix, suffix=suffix,
-        max_depth=max_depth, limit=limit, offset=offset)
-    rows = yield Sql(q, p)
-    return [tuple(row["ns"]) for row in rows]
+
+    def listing(who: Identity, levels: tuple[Scope, ...] | None, first: int, count: int) -> Sql:
+        return Sql(*queries.list_store_namespaces(
+            queries.item_filter(who, scopes=levels), roots=NAMESPACE_ROOTS, prefix=prefix, suffix=suffix,
+            max_depth=max_depth, limit=count, offset=first))
+
+    if not every_project:
+        rows = yield listing(target.identity, scopes, offset, limit)
+        return [tuple(row["ns"]) for row in rows]
+    found: set[tuple[str, ...]] = set()
+    mine = target.identity.project_id
+    if target.scope is None or mine is not None:
+        found.update(tuple(row["ns"]) for row in (yield listing(target.identity, scopes, 0, offset + limit)))
+    for row in (yield Sql(*queries.readable_projects(target.identity.user_id))):
+        if row["project_id"] != mine:
+            who = dataclasses.replace(target.identity, project_id=row["project_id"])
+            found.update(tuple(r["ns"]) for r in (yield listing(who, (Scope.PROJECT,), 0, offset + limit)))
+    return sorted(found)[offset:offset + limit]  # tuple order, segments by code point, as the statement orders

@@ -43,7 +43,7 @@ from ..errors import (
     InvalidInputError,
 )
 from ..identity import identity_from
-from ..models import Identity
+from ..models import Identity, Scope
 from ..principal import AdminOps, PrincipalOps
 from ..service import AsyncMemoryService, MemoryService
 from ..validation import check_identity
@@ -54,9 +54,11 @@ from .ops import (
     get_item,
     list_namespaces,
     put_item,
+    put_text,
     search_items,
 )
 from .values import check_fields
+from .vectors import RecentVectors, answered, embed_first
 
 __all__ = ["AgentMemoryStore"]
 
@@ -121,10 +123,14 @@ class AgentMemoryStore(BaseStore):
         fields = (() if index is None or index.get("fields") is None
                   else check_fields("index['fields']", index["fields"]))
         self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields)
-        self._loop: asyncio.AbstractEventLoop | None = None
+        try:  # built in async code: the loop an AsyncMemoryService set up here will serve
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
         self._sweeper: concurrent.futures.Future[None] | None = None
         self._sweeper_task: asyncio.Task[None] | None = None
         self._stop = threading.Event()
+        self._recent = RecentVectors()  # the vectors of the texts this store embedded last
 
     # --- configuration --------------------------------------------------------------------
 
@@ -179,6 +185,7 @@ class AgentMemoryStore(BaseStore):
         caller = self.caller if self.caller is not None else _run_identity()
         settings, trusted = self._settings, self.trusted
         steps: list[Operation[Any]] = []
+        texts: list[str] = []  # what the batch's puts embed, embedded in one call before anything else
         for i, op in enumerate(ops):
             if isinstance(op, GetOp):
                 namespace = check_segments("namespace", op.namespace)
@@ -191,6 +198,9 @@ class AgentMemoryStore(BaseStore):
                     steps.append(delete_item(settings, target, namespace, op.key))
                 else:
                     steps.append(put_item(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl))
+                    text = put_text(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl)
+                    if text is not None:
+                        texts.append(text)
             elif isinstance(op, SearchOp):
                 prefix = check_segments("namespace_prefix", op.namespace_prefix)
                 target = resolve(prefix, caller, trusted=trusted, exact=False, field="namespace_prefix")
@@ -200,7 +210,7 @@ class AgentMemoryStore(BaseStore):
                 steps.append(self._listing(op, caller))
             else:
                 raise InvalidInputError(f"ops[{i}]", f"is not a store op: {type(op).__name__}")
-        return _sequence(steps)
+        return _sequence(steps, texts, self._recent)
 
     def _listing(self, op: ListNamespacesOp, caller: Identity | None) -> Operation[list[tuple[str, ...]]]:
         paths: dict[str, tuple[str, ...]] = {}
@@ -214,8 +224,9 @@ class AgentMemoryStore(BaseStore):
         prefix = paths.get("prefix", ())
         fixed = prefix[: prefix.index("*")] if "*" in prefix else prefix  # who acts: what is spelled out
         target = resolve(fixed, caller, trusted=self.trusted, exact=False, field="prefix")
+        every_project = len(fixed) < 2 and target.scope in (None, Scope.PROJECT)  # no project named
         return list_namespaces(target, prefix=paths.get("prefix"), suffix=paths.get("suffix"),
-                               max_depth=op.max_depth, limit=op.limit, offset=op.offset)
+                               max_depth=op.max_depth, limit=op.limit, offset=op.offset, every_project=every_project)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order, in one transaction; results in the same order."""
@@ -224,15 +235,39 @@ class AgentMemoryStore(BaseStore):
         if isinstance(memory, MemoryService):
             return memory.execute(operation)
         try:
-            asyncio.get_running_loop()
+            loop = self._service_loop()
+        except BaseException:
+            operation.close()
+            raise
+        return asyncio.run_coroutine_threadsafe(memory.execute(operation), loop).result()
+
+    def _service_loop(self) -> asyncio.AbstractEventLoop:
+        """The running event loop a blocking call on an :class:`AsyncMemoryService` runs on: the
+        one the service was set up on (its connections belong to it), else the one this store was
+        built in or last served ``abatch`` on. Refused on that loop's own thread (the call would
+        wait for the loop it blocks)."""
+        assert isinstance(self.memory, AsyncMemoryService)
+        loop = self.memory.loop or self._loop
+        try:
+            here = asyncio.get_running_loop()
         except RuntimeError:
-            loop = self._loop
-            if loop is not None and loop.is_running():
-                return asyncio.run_coroutine_threadsafe(memory.execute(operation), loop).result()
-        operation.close()
-        raise ConfigurationError(
-            "this store wraps an AsyncMemoryService: in async code use its async methods (aget, aput, asearch, "
-            "alist_namespaces, adelete), or build the store on a MemoryService")
+            here = None
+        if here is not None:
+            raise ConfigurationError(
+                "this store wraps an AsyncMemoryService and was called with a blocking method on a thread that "
+                "runs an event loop, which the call would block: await its async methods here (aget, aput, "
+                "asearch, alist_namespaces, adelete); the blocking ones work from other threads")
+        if loop is None:
+            raise ConfigurationError(
+                "this store wraps an AsyncMemoryService that no event loop has set up yet, so a blocking call from "
+                "this thread has no loop to run on: build the store inside the running event loop, or "
+                "`await memory.setup()` there first; or build the store on a MemoryService")
+        if not loop.is_running():
+            raise ConfigurationError(
+                "the event loop this store's AsyncMemoryService runs on is not running (it ended or is closed), so "
+                "a blocking call has nothing to run on: call from a thread while that loop runs, or build the store "
+                "on a MemoryService")
+        return loop
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` for asyncio (a blocking service runs it in a worker thread)."""
@@ -419,8 +454,14 @@ class AgentMemoryStore(BaseStore):
         return True
 
 
-def _sequence(steps: list[Operation[Any]]) -> Operation[list[Result]]:
-    results: list[Result] = []
-    for step in steps:
-        results.append((yield from step))
-    return results
+def _sequence(steps: list[Operation[Any]], texts: list[str], recent: RecentVectors) -> Operation[list[Result]]:
+    """The batch's ops in order, in one transaction, after one embedding call for all its puts."""
+    try:
+        batch = (yield from embed_first(texts, recent)) if texts else {}
+        results: list[Result] = []
+        for step in steps:
+            results.append((yield from answered(step, recent, batch)))
+        return results
+    finally:
+        for step in steps:
+            step.close()
