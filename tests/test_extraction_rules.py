@@ -114,9 +114,19 @@ def test_user_statements(said, content, memory_type, scope):
     assert statements_in(said) == [Statement(content, memory_type, scope)]
 
 
+#: what is said of "our team", "my team", "the team" belongs to the team (the run places it at the
+#: project when it has no team); "we" is the project's team
+SAID_OF_THE_TEAM = {"Our team uses Go.", "The team lead is Maria.", "The team always writes tests first.",
+                    "Our team's deadline is June.", "My team decided to use Kafka because it scales."}
+
+
+def _level(said: str) -> str:
+    return "team" if said in SAID_OF_THE_TEAM else "project"
+
+
 @pytest.mark.parametrize(("said", "content", "memory_type"), TEAM_STATEMENTS)
-def test_team_statements_are_project_memories(said, content, memory_type):
-    assert statements_in(said) == [Statement(content, memory_type, "project")]
+def test_team_statements_are_project_or_team_memories(said, content, memory_type):
+    assert statements_in(said) == [Statement(content, memory_type, _level(said))]
 
 
 @pytest.mark.parametrize("said", [
@@ -152,13 +162,13 @@ def test_a_turn_gives_its_statements_in_order_with_their_sentences_as_evidence()
 
 
 @pytest.mark.parametrize(("said", "memory_type", "scope"), [(s, t, sc) for s, _, t, sc in USER_STATEMENTS]
-                         + [(s, t, "project") for s, _, t in TEAM_STATEMENTS])
+                         + [(s, t, _level(s)) for s, _, t in TEAM_STATEMENTS])
 def test_proposals_are_statements_with_enums_evidence_and_confidence(said, memory_type, scope):
     [proposal] = extract_proposals(said)
     [statement] = statements_in(said)
     assert proposal.content == statement.content
     assert proposal.memory_type is MemoryType(memory_type) and proposal.scope is Scope(scope)
-    assert proposal.scope in (Scope.USER, Scope.PROJECT)
+    assert proposal.scope in (Scope.USER, Scope.PROJECT, Scope.TEAM)
     assert proposal.confidence == 0.9 and proposal.evidence == said.strip()
 
 
