@@ -309,3 +309,10 @@ def test_statements_said_of_a_group_are_proposed_at_its_level_never_as_the_users
 
 def test_a_first_person_statement_after_a_level_is_not_the_groups():
     assert statements_in("In this repo, I prefer tabs.") == []
+
+
+def test_the_offline_model_saves_a_teams_statement_for_the_project():
+    """memory_save has the project in the demo's runs; extraction places by the run's levels."""
+    [call] = offline_reply([HumanMessage("Our team always squash-merges pull requests.")]).tool_calls
+    assert call["args"]["scope"] == "project"
+    assert call["args"]["content"] == "The team always squash-merges pull requests."
