@@ -316,3 +316,12 @@ def test_the_offline_model_saves_a_teams_statement_for_the_project():
     [call] = offline_reply([HumanMessage("Our team always squash-merges pull requests.")]).tool_calls
     assert call["args"]["scope"] == "project"
     assert call["args"]["content"] == "The team always squash-merges pull requests."
+
+
+@pytest.mark.parametrize(("said", "content"), [
+    ("I want peace and love.", "Wants peace and love."),  # a noun after "and" is not a second verb
+    ("I like coffee and work.", "Likes coffee and work."),
+    ("I use Vim and love it.", "Uses Vim and loves it."),
+])
+def test_a_second_verb_is_told_from_a_noun_by_its_complement(said, content):
+    assert [s.content for s in statements_in(said)] == [content]

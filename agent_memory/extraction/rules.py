@@ -3,9 +3,15 @@
 When no LLM is configured these rules stand in for one, and the offline demo model uses them
 to decide what to save. They only catch what the user states outright ("remember that...",
 "I prefer...", "we use...", "we decided... because...") and write it in the third person,
-the way memories are stored ("Prefers concise answers.", "The team uses PostgreSQL.").
-Questions, greetings and one-off requests give nothing. Everything here is pure; secrets are
-not looked for, the gate after extraction does that.
+the way memories are stored ("Prefers concise answers.", "The team uses PostgreSQL."), keeping
+its grammar and meaning: the subject left out and the verbs agreeing with it ("Lives in Lisbon
+and works remotely."), "The user and ..." when the user is one of several subjects, quoted words
+as said, the tense as said. A statement about a group is proposed at its level: "we" and "our
+project / repo" the project's, "our team" the team's, "our org / company" the organisation's,
+and so is what follows "for the team:" or "in this repo,". Questions (with or without "?"),
+maybes and conditions ("should I...", "if I...", "I might..."), greetings and one-off requests
+give nothing. ``benchmarks/rules_accuracy.py`` measures all this on a labelled set. Everything
+here is pure; secrets are not looked for, the gate after extraction does that.
 """
 
 from __future__ import annotations
@@ -81,7 +87,7 @@ _BASE_VERBS = frozenset(
     "travel read eat drink go do want build code commute walk lead manage test deploy maintain ship avoid "
     "volunteer train practise practice sing paint swim ride take keep spend care coach mentor review".split())
 _AND_VERB = _rx(r"\b(?P<conj>and|but|or) (?:(?P<adverb>also|often|usually|never|always|still|now|mostly|rarely"
-                r"|sometimes) )?(?P<verb>[a-z]+)\b")
+                r"|sometimes) )?(?P<verb>[a-z]+)\b(?=\s+\w)")  # with a complement: not "peace and love"
 
 
 def _outside_quotes(text: str, rewrite: Callable[[str], str]) -> str:
