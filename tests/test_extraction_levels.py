@@ -114,6 +114,10 @@ def test_without_a_team_a_teams_statement_goes_to_the_project(memory, tenant) ->
     assert {o.memory.metadata["said_of"] for o in report.added} == {"team", "org"}
     assert all("kept at the project level" in o.reason and "this run has no" in o.reason for o in report.added)
     assert report.kept_as_user == []
+    # each profile from its own level: Go is the project's stack, not the user's tool
+    profiles = memory.for_user(tenant.user, project_id=tenant.project).profiles()
+    assert "Go" in profiles.project.fields["tech_stack"]
+    assert "Go" not in str(profiles.user.fields) and "SSO" not in str(profiles.user.fields)
 
 
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])

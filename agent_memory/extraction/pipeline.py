@@ -411,7 +411,7 @@ def _consolidate(
                             and float(s @ v) >= config.duplicate_threshold), None)
             if earlier is not None:  # said twice in one run: the first one stands for both
                 outcomes[i] = Outcome(proposal, Decision.NONE, DecisionMethod.SIMILARITY, earlier.memory,
-                                      reason="repeats an earlier proposal of this run")
+                                      reason="repeats an earlier proposal of this run", said_of=said_of.get(i))
                 continue
             target = candidates[j][verdict.target][0] if verdict.target is not None else None
             extra = None if extras is None else extras[i]
