@@ -375,14 +375,17 @@ _HYPOTHETICAL = _rx(r"^(?:if|suppose|supposing|imagine|assuming|assume|let's say
                     r"|hypothetically|in theory|in case)\b")
 
 
+_DETERMINER = _rx(r"^(?:the|this|that|there)\b")
+
+
 def _said_of_level(level: str, rest: str) -> Statement | None:
     """What follows "For the team:" / "In this repo," at that level ("the project" for a repo)."""
     scope = _LEVEL_OF.get(level.lower(), "project")
     if _TEAM_SUBJECT.match(rest):
         inner = _team_statement(rest)
         return None if inner is None else Statement(inner.content, inner.memory_type, scope)
-    if _NOT_IMPERATIVE.match(rest) and not re.match(r"(?i)^(?:the|this|that|there)\b", rest) or rest.endswith("?"):
-        return None  # "In this repo, I prefer tabs": the user's own, or a question
+    if rest.endswith("?") or (_NOT_IMPERATIVE.match(rest) and not _DETERMINER.match(rest)):
+        return None  # a question, or "In this repo, I prefer tabs": the user's own
     return _team(_sentence(_team_voice(rest)), "constraint" if _RULE_WORDS.search(rest) else "fact", scope)
 
 
