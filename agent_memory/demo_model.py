@@ -152,7 +152,10 @@ def offline_reply(messages: Sequence[BaseMessage], *, save_with_tool: bool = Tru
     if statements and not save_with_tool:
         return AIMessage(ACKNOWLEDGEMENT)
     if statements:
-        calls = [tool_call("memory_save", content=s.content, memory_type=s.memory_type, scope=s.scope)
+        # a team's or an organisation's statement is saved for the project: the one shared level
+        # the demo's runs have (extraction places such statements by the run's levels instead)
+        calls = [tool_call("memory_save", content=s.content, memory_type=s.memory_type,
+                           scope="project" if s.scope in ("team", "org") else s.scope)
                  for s in statements]
         return AIMessage("", tool_calls=calls)
     return AIMessage(_answer(injected_memories(_system_prompt(messages))))

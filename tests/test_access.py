@@ -591,17 +591,19 @@ def test_a_member_saving_to_a_leads_only_team_through_the_tools_is_not_allowed(m
     assert memory.for_user(lead, team_id=team).list() == []
 
 
-async def test_extraction_rejects_what_the_role_may_not_write(svc, memory, crew) -> None:
+async def test_extraction_keeps_what_the_role_may_not_write_as_the_users_own_flagged(svc, memory, crew) -> None:
     said = ["I prefer short answers. We use PostgreSQL for everything."]
     report = await call(svc.for_user(session_id=fresh("s"), **crew.ids("viewer")), "extract", said, llm=None)
-    assert report.status == "done"
-    [rejected] = report.rejected
-    assert rejected.proposal.scope is Scope.PROJECT and "PostgreSQL" in rejected.proposal.content
-    assert rejected.rejection.reason is RejectionReason.NOT_PERMITTED
-    assert "needs the role owner, admin or editor; you are a viewer" in rejected.rejection.message
-    [added] = report.added  # the user-level statement is the viewer's own
-    assert added.memory.scope is Scope.USER
+    assert report.status == "done" and report.rejected == []
+    [flagged] = report.kept_as_user
+    assert flagged.said_of is Scope.PROJECT and "PostgreSQL" in flagged.memory.content
+    assert flagged.memory.scope is Scope.USER and flagged.memory.metadata["said_of"] == "project"
+    assert "needs the role owner, admin or editor; you are a viewer" in flagged.reason
+    assert {o.memory.scope for o in report.added} == {Scope.USER}  # both the viewer's own
     assert project_ids(memory, crew, "owner") == set()
+    # not the viewer's background: the user profile leaves it out
+    profile = memory.for_user(crew.viewer).profile("user")
+    assert "PostgreSQL" not in str(profile.fields) and "short" in str(profile.fields)
     # an editor saying the same thing stores it for the project
     report = await call(svc.for_user(session_id=fresh("s"), **crew.ids("editor")), "extract", said, llm=None)
     assert {(o.memory.scope, o.memory.scope_id) for o in report.added} == {

@@ -5,6 +5,11 @@ Pure: no database, no model.
 
 from __future__ import annotations
 
+import json
+import re
+import sys
+from pathlib import Path
+
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
@@ -114,9 +119,19 @@ def test_user_statements(said, content, memory_type, scope):
     assert statements_in(said) == [Statement(content, memory_type, scope)]
 
 
+#: what is said of "our team", "my team", "the team" belongs to the team (the run places it at the
+#: project when it has no team); "we" is the project's team
+SAID_OF_THE_TEAM = {"Our team uses Go.", "The team lead is Maria.", "The team always writes tests first.",
+                    "Our team's deadline is June.", "My team decided to use Kafka because it scales."}
+
+
+def _level(said: str) -> str:
+    return "team" if said in SAID_OF_THE_TEAM else "project"
+
+
 @pytest.mark.parametrize(("said", "content", "memory_type"), TEAM_STATEMENTS)
-def test_team_statements_are_project_memories(said, content, memory_type):
-    assert statements_in(said) == [Statement(content, memory_type, "project")]
+def test_team_statements_are_project_or_team_memories(said, content, memory_type):
+    assert statements_in(said) == [Statement(content, memory_type, _level(said))]
 
 
 @pytest.mark.parametrize("said", [
@@ -152,13 +167,13 @@ def test_a_turn_gives_its_statements_in_order_with_their_sentences_as_evidence()
 
 
 @pytest.mark.parametrize(("said", "memory_type", "scope"), [(s, t, sc) for s, _, t, sc in USER_STATEMENTS]
-                         + [(s, t, "project") for s, _, t in TEAM_STATEMENTS])
+                         + [(s, t, _level(s)) for s, _, t in TEAM_STATEMENTS])
 def test_proposals_are_statements_with_enums_evidence_and_confidence(said, memory_type, scope):
     [proposal] = extract_proposals(said)
     [statement] = statements_in(said)
     assert proposal.content == statement.content
     assert proposal.memory_type is MemoryType(memory_type) and proposal.scope is Scope(scope)
-    assert proposal.scope in (Scope.USER, Scope.PROJECT)
+    assert proposal.scope in (Scope.USER, Scope.PROJECT, Scope.TEAM)
     assert proposal.confidence == 0.9 and proposal.evidence == said.strip()
 
 
@@ -212,3 +227,101 @@ def test_the_offline_chat_model_takes_the_switch():
     assert offline_chat_model(save_with_tool=False).invoke([HumanMessage("I prefer tea.")]).text == "Got it, thanks."
     [call] = offline_chat_model().invoke([HumanMessage("I prefer tea.")]).tool_calls
     assert call["name"] == "memory_save" and call["args"]["content"] == "Prefers tea."
+
+
+# --- rules that keep meaning (issue 31) ----------------------------------------------------------
+
+LABELLED = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "rules_sentences.jsonl"
+
+
+def _labelled() -> list[dict]:
+    return [json.loads(line) for line in LABELLED.read_text().splitlines() if line.strip()]
+
+
+def test_the_labelled_set_is_large_varied_and_one_third_held_out():
+    rows = _labelled()
+    assert len(rows) >= 150
+    assert {r["kind"] for r in rows} >= {"possessive", "coordination", "quote", "negation", "question",
+                                         "hypothetical", "tense", "level"}
+    assert sum(r["split"] == "heldout" for r in rows) >= len(rows) // 3
+
+
+def test_the_rules_keep_the_meaning_of_the_labelled_sentences():
+    """Exact wording and level (benchmarks/rules_accuracy.py tables it): >= 95% overall, and the
+    held-out third, written after the fixes and never used to tune them, above 90%."""
+    sys.path.insert(0, str(LABELLED.parent.parent))  # benchmarks/: the benchmark's own scoring
+    try:
+        from rules_accuracy import right
+    finally:
+        sys.path.remove(str(LABELLED.parent.parent))
+
+    rows = _labelled()
+    hits = {split: [right(r, statements_in(r["said"])) for r in rows if r["split"] == split]
+            for split in ("dev", "heldout")}
+    assert sum(hits["dev"] + hits["heldout"]) / len(rows) >= 0.95
+    assert sum(hits["heldout"]) / len(hits["heldout"]) >= 0.9
+
+
+@pytest.mark.parametrize("said", [r["said"] for r in _labelled() if r["kind"] in ("question", "hypothetical")])
+def test_questions_and_hypotheticals_never_become_facts(said):
+    assert statements_in(said) == []
+
+
+@pytest.mark.parametrize(("said", "content"), [
+    ("My wife Sara and I have two kids.", "The user and their wife Sara have two kids."),
+    ("Tom and I founded the company in 2015.", "The user and Tom founded the company in 2015."),
+    ("I live in Lisbon and work remotely.", "Lives in Lisbon and works remotely."),
+    ("I prefer tea but I don't drink it after 6pm.", "Prefers tea but doesn't drink it after 6pm."),
+    ("I was a teacher before I became a developer.", "Was a teacher before they became a developer."),
+    ('My motto is "I never give up".', 'Their motto is "I never give up".'),
+    ("I hate the phrase 'my bad'.", "Hates the phrase 'my bad'."),
+])
+def test_rewrites_are_grammatical_and_quotes_are_kept_as_said(said, content):
+    [statement] = statements_in(said)
+    assert statement.content == content and statement.scope == "user"
+
+
+def test_no_rewrite_of_the_labelled_set_reads_like_the_old_garble():
+    garbled = re.compile(r"\band they (?:have|are|run|live|work)\b|\bthey was\b|\bI (?:am|have|was)\b")
+    for row in _labelled():
+        for statement in statements_in(row["said"]):
+            outside_quotes = re.sub(r"\"[^\"]*\"|(?<![\w'])'[^']*'(?![\w'])", "", statement.content)
+            assert not garbled.search(outside_quotes), (row["said"], statement.content)
+
+
+@pytest.mark.parametrize(("said", "content", "scope"), [
+    ("For the team: all endpoints must return JSON errors with a code field.",
+     "All endpoints must return JSON errors with a code field.", "team"),
+    ("Remember for the team: all endpoints must return JSON errors.", "All endpoints must return JSON errors.",
+     "team"),
+    ("In this repo, tests live next to the code.", "Tests live next to the code.", "project"),
+    ("In this repo we use Poetry.", "The team uses Poetry.", "project"),
+    ("Our project targets Python 3.12.", "The project targets Python 3.12.", "project"),
+    ("Our org requires SSO for every tool.", "The organisation requires SSO for every tool.", "org"),
+    ("Across the org, laptops must be encrypted.", "Laptops must be encrypted.", "org"),
+    ("Our team's deadline is June.", "The team's deadline is June.", "team"),
+])
+def test_statements_said_of_a_group_are_proposed_at_its_level_never_as_the_users(said, content, scope):
+    [statement] = statements_in(said)
+    assert (statement.content, statement.scope) == (content, scope)
+    assert not statement.content.lower().startswith(("for the team", "in this repo", "across the org"))
+
+
+def test_a_first_person_statement_after_a_level_is_not_the_groups():
+    assert statements_in("In this repo, I prefer tabs.") == []
+
+
+def test_the_offline_model_saves_a_teams_statement_for_the_project():
+    """memory_save has the project in the demo's runs; extraction places by the run's levels."""
+    [call] = offline_reply([HumanMessage("Our team always squash-merges pull requests.")]).tool_calls
+    assert call["args"]["scope"] == "project"
+    assert call["args"]["content"] == "The team always squash-merges pull requests."
+
+
+@pytest.mark.parametrize(("said", "content"), [
+    ("I want peace and love.", "Wants peace and love."),  # a noun after "and" is not a second verb
+    ("I like coffee and work.", "Likes coffee and work."),
+    ("I use Vim and love it.", "Uses Vim and loves it."),
+])
+def test_a_second_verb_is_told_from_a_noun_by_its_complement(said, content):
+    assert [s.content for s in statements_in(said)] == [content]

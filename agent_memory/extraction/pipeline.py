@@ -64,7 +64,7 @@ from ..queries.rows import new_item_row, row_to_item
 from ..reports import Report
 from ..validation import shown
 from ..withheld import redact
-from . import rules, schemas
+from . import levels, rules, schemas, saved
 from .consolidate import Verdict, decide_by_similarity
 from .transcript import Turn, new_turns, transcript, turns_from_messages
 
@@ -101,6 +101,7 @@ class Outcome:
     rejection: Rejection | None = None
     reason: str = ""
     similarity: float | None = None
+    said_of: Scope | None = None  # the group level it was said of, when it was kept elsewhere (levels)
 
 
 class Outcomes:
@@ -136,6 +137,12 @@ class Outcomes:
     def rejected(self) -> list[Outcome]:
         """Proposals the gate refused (a secret, too short, low confidence, no right to write)."""
         return [o for o in self.outcomes if o.rejection is not None]
+
+    @property
+    def kept_as_user(self) -> list[Outcome]:
+        """Proposals said of a team, project or organisation but kept as the user's own memory
+        (the run has no such level, or the caller may not write it): flagged ``said_of``."""
+        return [o for o in self.outcomes if o.said_of is not None and o.proposal.scope is Scope.USER]
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,20 +357,31 @@ def _record_rejection(identity: Identity, run_id: int, proposal: Proposal, rejec
 def _consolidate(
     config: MemoryConfig, identity: Identity, proposals: Sequence[Proposal], model: Any, *, run_id: int,
     source_id: str, source: Source = Source.CONVERSATION, extras: Sequence[Mapping[str, Any]] | None = None,
+    place: bool = False,
 ) -> Op[list[Outcome]]:
     """Gate, decide and apply ``proposals`` (one outcome each, in order). New memories get
-    ``source``/``source_id`` and, from ``extras`` (one per proposal), more metadata."""
+    ``source``/``source_id`` and, from ``extras`` (one per proposal), more metadata. With
+    ``place``, a statement said of a group goes to the nearest level the run has and the caller
+    may write, else to the user's, flagged (:mod:`.levels`), instead of being refused."""
     outcomes: list[Outcome | None] = [None] * len(proposals)
     gated: list[tuple[int, Proposal, str]] = []
     refused: dict[Scope, Rejection | None] = {}
+    known: dict[Scope, str | None] = {}
+    said_of: dict[int, Scope] = {}
     for i, raw in enumerate(proposals):
-        proposal, note, rejection = _gate(config, identity, raw)
+        placed = levels.Placement(raw)
+        if place:
+            placed = yield from levels.place(config, identity, raw, known)
+            if placed.said_of is not None:
+                said_of[i] = placed.said_of
+        proposal, note, rejection = _gate(config, identity, placed.proposal)
+        note = placed.note + note
         if rejection is None and proposal.scope in SHARED_SCOPES:
             if proposal.scope not in refused:
                 refused[proposal.scope] = yield from _refusal(config, identity, proposal.scope)
             rejection = refused[proposal.scope]
         if rejection is not None:
-            outcomes[i] = Outcome(proposal, rejection=rejection, reason=rejection.message)
+            outcomes[i] = Outcome(proposal, rejection=rejection, reason=rejection.message, said_of=said_of.get(i))
             yield _record_rejection(identity, run_id, proposal, rejection)
         else:
             gated.append((i, proposal, note))
@@ -393,15 +411,17 @@ def _consolidate(
                             and float(s @ v) >= config.duplicate_threshold), None)
             if earlier is not None:  # said twice in one run: the first one stands for both
                 outcomes[i] = Outcome(proposal, Decision.NONE, DecisionMethod.SIMILARITY, earlier.memory,
-                                      reason="repeats an earlier proposal of this run")
+                                      reason="repeats an earlier proposal of this run", said_of=said_of.get(i))
                 continue
             target = candidates[j][verdict.target][0] if verdict.target is not None else None
+            extra = None if extras is None else extras[i]
+            if i in said_of:
+                extra = {**(extra or {}), levels.SAID_OF: said_of[i].value}
             outcome = yield from _apply(
                 config, identity, proposal, vector, verdict, method, target, run_id=run_id, source_id=source_id,
-                update_vector=merged_vectors.get(j), note=note, source=source,
-                extra=None if extras is None else extras[i],
+                update_vector=merged_vectors.get(j), note=note, source=source, extra=extra,
             )
-            outcomes[i] = outcome
+            outcome = outcomes[i] = dataclasses.replace(outcome, said_of=said_of.get(i))
             seen.append((v, outcome))
     return [o for o in outcomes if o is not None]
 
@@ -419,6 +439,16 @@ def _counts(outcomes: Sequence[Outcome]) -> dict[str, int]:
 
 
 # --- the run ----------------------------------------------------------------------------------
+
+
+def _skip_saved(proposals: Sequence[Proposal], fresh: Sequence[Turn],
+                saves: Sequence[saved.Save]) -> Op[tuple[list[Proposal], list[Outcome]]]:
+    """The proposals a ``memory_save`` of the same turn did not say already; the others as
+    ``unchanged`` outcomes (nothing written: the tool wrote it)."""
+    kept, skipped = yield from saved.skip_saved(proposals, fresh, saves)
+    return kept, [Outcome(p, Decision.NONE, DecisionMethod.SIMILARITY, reason=(
+        redact(f"saved with memory_save in the same turn ({s.scope or 'default'} scope: {shown(s.content)}, "
+               f"cosine {cosine:.2f})"))) for p, s, cosine in skipped]
 
 
 def _mark_read(conversation_id: UUID, fresh: Sequence[Turn]) -> Op[None]:
@@ -462,14 +492,17 @@ def extract_memories(
         return ExtractionReport("waiting" if new_user_turns else "nothing_new", extractor,
                                 resource_id=conversation.id, profiles_rebuilt=tuple(rebuilt))
 
+    saves = saved.saves_in(messages, fresh)  # what the agent saved with memory_save meanwhile
     ruled: list[Proposal] = []
+    skipped: list[Outcome] = []
     if model is None:
-        ruled = yield from _propose(None, fresh)
+        ruled, skipped = yield from _skip_saved((yield from _propose(None, fresh)), fresh, saves)
         if not ruled:  # the rules cost nothing: a turn without a statement uses no budget
             yield from _mark_read(conversation.id, fresh)
             yield Commit()
             rebuilt = yield from refresh_profiles(identity, model=profile_model)
-            return ExtractionReport("done", extractor, resource_id=conversation.id, profiles_rebuilt=tuple(rebuilt))
+            return ExtractionReport("done", extractor, tuple(skipped), resource_id=conversation.id,
+                                    profiles_rebuilt=tuple(rebuilt))
     run = queries.start_extraction_run(identity.user_id, identity.session_id, identity.project_id, conversation.id,
                                        extractor)
     taken = yield from ops.take_extraction_run(config, identity, run, then="its new messages wait")
@@ -482,7 +515,9 @@ def extract_memories(
     yield Commit()
 
     try:
-        proposals = ruled if model is None else (yield from _propose(model, fresh))
+        proposals = ruled
+        if model is not None:
+            proposals, skipped = yield from _skip_saved((yield from _propose(model, fresh)), fresh, saves)
     except Exception as exc:  # noqa: BLE001 - the model failed: record it, keep the messages for the next run
         error = redact(f"{type(exc).__name__}: {exc}")[:1000]  # an error may quote the conversation
         logger.warning("memory extraction failed for session %r: %s", identity.session_id, error)
@@ -492,7 +527,7 @@ def extract_memories(
 
     try:
         outcomes = yield from _consolidate(config, identity, proposals, model, run_id=run_id,
-                                           source_id=str(conversation.id))
+                                           source_id=str(conversation.id), place=True)
         yield from _mark_read(conversation.id, fresh)
         yield Sql(*queries.close_extraction_run(run_id, _counts(outcomes)), fetch="none")
         yield Commit()
@@ -500,5 +535,5 @@ def extract_memories(
         yield from close_failed_run(run_id, exc)
         raise
     rebuilt = yield from refresh_profiles(identity, model=profile_model)
-    return ExtractionReport("done", extractor, tuple(outcomes), run_id, conversation.id, left,
+    return ExtractionReport("done", extractor, (*skipped, *outcomes), run_id, conversation.id, left,
                             profiles_rebuilt=tuple(rebuilt))

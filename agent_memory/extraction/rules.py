@@ -3,14 +3,21 @@
 When no LLM is configured these rules stand in for one, and the offline demo model uses them
 to decide what to save. They only catch what the user states outright ("remember that...",
 "I prefer...", "we use...", "we decided... because...") and write it in the third person,
-the way memories are stored ("Prefers concise answers.", "The team uses PostgreSQL.").
-Questions, greetings and one-off requests give nothing. Everything here is pure; secrets are
-not looked for, the gate after extraction does that.
+the way memories are stored ("Prefers concise answers.", "The team uses PostgreSQL."), keeping
+its grammar and meaning: the subject left out and the verbs agreeing with it ("Lives in Lisbon
+and works remotely."), "The user and ..." when the user is one of several subjects, quoted words
+as said, the tense as said. A statement about a group is proposed at its level: "we" and "our
+project / repo" the project's, "our team" the team's, "our org / company" the organisation's,
+and so is what follows "for the team:" or "in this repo,". Questions (with or without "?"),
+maybes and conditions ("should I...", "if I...", "I might..."), greetings and one-off requests
+give nothing. ``benchmarks/rules_accuracy.py`` measures all this on a labelled set. Everything
+here is pure; secrets are not looked for, the gate after extraction does that.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -41,23 +48,23 @@ _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _LEAD_IN = _rx(r"^(?:(?:hi|hello|hey|ok|okay|oh|also|and|so|btw|by the way|fyi|just so you know|for the record"
                r"|for context|actually|thanks|thank you|great|cool|good (?:morning|afternoon|evening)|please)"
                r"\b[,!.:]?\s*)+")
-_CONTRACTION = _rx(r"^(?P<who>we|i)'(?P<tail>re|ve|m)\b")
-_EXPANDED = {"re": "are", "ve": "have", "m": "am"}
-_TEAM_POSSESSIVE = _rx(r"^(?:our|my|the) team's\s+")
+_CONTRACTION = _rx(r"^(?P<who>we|i)'(?P<tail>re|ve|m|ll)\b")
+_EXPANDED = {"re": "are", "ve": "have", "m": "am", "ll": "will"}
 
 
 def _clean(sentence: str) -> str:
     """The sentence without lead-ins ("Hi!", "Also,", "btw"), with straight apostrophes and
     "we're", "I'm", "I've" at its start written out."""
     text = _LEAD_IN.sub("", sentence.replace("\u2019", "'").strip()).strip()
-    text = _CONTRACTION.sub(lambda m: f"{m['who']} {_EXPANDED[m['tail'].lower()]}", text)
-    return _TEAM_POSSESSIVE.sub("our ", text)
+    return _CONTRACTION.sub(lambda m: f"{m['who']} {_EXPANDED[m['tail'].lower()]}", text)
 
 
 # --- third person -----------------------------------------------------------------------------
 
 _PRONOUNS = (
-    (re.compile(r"\bI'm\b"), "they are"), (re.compile(r"\bI am\b"), "they are"), (re.compile(r"\bI\b"), "they"),
+    (re.compile(r"\bI'm\b"), "they are"), (re.compile(r"\bI am\b"), "they are"),
+    (re.compile(r"\bI was\b"), "they were"), (re.compile(r"\bI wasn't\b"), "they weren't"),
+    (re.compile(r"\bI\b"), "they"),
     (_rx(r"\bmy\b"), "their"), (_rx(r"\bme\b"), "them"), (_rx(r"\bmine\b"), "theirs"),
     (_rx(r"\bmyself\b"), "themselves"),
 )
@@ -65,20 +72,74 @@ _TEAM_PRONOUNS = (
     (_rx(r"\bwe\b"), "they"), (_rx(r"\bour\b"), "their"), (_rx(r"\bours\b"), "theirs"),
     (_rx(r"\bourselves\b"), "themselves"), (re.compile(r"\bus\b"), "them"),  # not "US"
 )
-_IRREGULAR = {"have": "has", "can't": "can't", "cannot": "cannot", "do": "does", "go": "goes", "are": "is"}
+_IRREGULAR = {"have": "has", "can't": "can't", "cannot": "cannot", "do": "does", "go": "goes", "are": "is",
+              "don't": "doesn't", "am": "is"}
+#: what the user said in quotes is kept as said ("Their motto is "I never give up"."); an
+#: apostrophe inside a word ("don't", "dad's") does not open a quote
+_QUOTED = re.compile(r"\"[^\"]*\"|\u201c[^\u201d]*\u201d|(?<![\w'])'[^']*'(?![\w'])")
+#: "... and I work", "... but I don't": the subject said again after a conjunction, in a sentence
+#: whose subject (the user) is left out ("Lives in Lisbon and works remotely.")
+_AND_I = _rx(r"\b(?P<conj>and|but|or|so) I (?:(?P<adverb>also|often|usually|never|always|still|now|mostly|rarely"
+             r"|sometimes) )?(?P<verb>[\w']+)")
+#: "... and work remotely": a second verb that shares the left-out subject
+_BASE_VERBS = frozenset(
+    "work live use have speak study run own need like love prefer enjoy hate dislike write teach play drive cook "
+    "travel read eat drink go do want build code commute walk lead manage test deploy maintain ship avoid "
+    "volunteer train practise practice sing paint swim ride take keep spend care coach mentor review".split())
+_AND_VERB = _rx(r"\b(?P<conj>and|but|or) (?:(?P<adverb>also|often|usually|never|always|still|now|mostly|rarely"
+                r"|sometimes) )?(?P<verb>[a-z]+)\b(?=\s+\w)")  # with a complement: not "peace and love"
 
 
-def _third_person(text: str) -> str:
-    for pattern, replacement in _PRONOUNS:
+def _outside_quotes(text: str, rewrite: Callable[[str], str]) -> str:
+    """``rewrite`` applied to the parts of ``text`` that are not quoted."""
+    out, at = [], 0
+    for m in _QUOTED.finditer(text):
+        out += [rewrite(text[at:m.start()]), m.group(0)]
+        at = m.end()
+    return "".join([*out, rewrite(text[at:])])
+
+
+def _pronouns(text: str, table: tuple[tuple[re.Pattern[str], str], ...]) -> str:
+    for pattern, replacement in table:
         text = pattern.sub(replacement, text)
     return text
 
 
+def _third_person(text: str) -> str:
+    """"I"/"my"/"me" written as "they"/"their"/"them", with the verb after "I" agreeing
+    ("I was" -> "they were"); quoted words are kept as said."""
+    return _outside_quotes(text, lambda part: _pronouns(part, _PRONOUNS))
+
+
 def _team_voice(text: str) -> str:
     """``_third_person`` plus "we"/"our"/"us" said of the team ("they"/"their"/"them")."""
-    for pattern, replacement in _TEAM_PRONOUNS:
-        text = pattern.sub(replacement, text)
-    return _third_person(text)
+    return _outside_quotes(text, lambda part: _pronouns(_pronouns(part, _TEAM_PRONOUNS), _PRONOUNS))
+
+
+def _agree(verb: str) -> str:
+    """The verb after a left-out "I", said of the user: "am" -> "is", "work" -> "works"; a past
+    form or a modal stays as it is."""
+    low = verb.lower()
+    if low in ("'m", "am"):
+        return "is"
+    if low in _IRREGULAR or low in _BASE_VERBS:
+        return _verb_s(low)
+    return verb
+
+
+def _elided(text: str) -> str:
+    """The rest of a sentence whose subject, the user, is left out ("Lives in Lisbon and works
+    remotely."): a repeated "I" after a conjunction goes, and the verbs that share the subject
+    agree with it; then :func:`_third_person`."""
+    def again(m: re.Match[str]) -> str:
+        return " ".join(w for w in (m["conj"], m["adverb"], _agree(m["verb"])) if w)
+
+    def shared(m: re.Match[str]) -> str:
+        if m["verb"].lower() not in _BASE_VERBS:
+            return m.group(0)
+        return " ".join(w for w in (m["conj"], m["adverb"], _verb_s(m["verb"])) if w)
+
+    return _third_person(_outside_quotes(text, lambda part: _AND_VERB.sub(shared, _AND_I.sub(again, part))))
 
 
 def _verb_s(verb: str) -> str:
@@ -102,8 +163,10 @@ def _user(content: str, memory_type: str) -> Statement:
     return Statement(content, memory_type, "user")
 
 
-def _team(content: str, memory_type: str) -> Statement:
-    return Statement(content, memory_type, "project")
+def _team(content: str, memory_type: str, scope: str = "project") -> Statement:
+    """A statement about a group: "we" is the project's team ("project"), "our team" the team,
+    "our org" the organisation; the run places it at the nearest level it has."""
+    return Statement(content, memory_type, scope)
 
 
 # --- what gives nothing -----------------------------------------------------------------------
@@ -147,7 +210,17 @@ _WE_LIKE = {"prefer", "like", "love", "hate", "avoid", "want"}
 _OUR = _rx(r"^our (?P<rest>.+)$")
 _OUR_CONTEXT = _rx(r"^(?:(?:main|primary|current|top|big|biggest|ultimate|next) )?(?:goal|mission|aim|objective"
                    r"|priority|priorities|focus|deadline|target|plan|roadmap|milestone|vision|phase|stage)s?\b")
-_THE_TEAM = _rx(r"^(?:our|my|the) team (?P<rest>.+)$")
+_WE_DONT = _rx(r"^we (?:don't|do not) (?P<verb>use|like|allow|accept|support|deploy|ship|merge|write|store|run|want"
+               r"|need|have|do|work|test)\b\s*(?P<rest>.*)$")
+_THE_TEAM = _rx(r"^(?:our|my|the) team(?P<pos>'s)? (?P<rest>.+)$")
+_OUR_ORG = _rx(r"^(?:our|my|the) (?:org|organi[sz]ation|company)(?P<pos>'s)? (?P<rest>.+)$")
+_OUR_PROJECT = _rx(r"^our (?P<what>project|repo|repository|codebase)(?P<pos>'s)? (?P<rest>.+)$")
+#: "For the team: ...", "In this repo, ...", "Across the org, ...": a statement said of a level
+_FOR_LEVEL = _rx(r"^(?:for|across|in|within|at) (?:the|our|this|my) (?P<level>team|project|repo|repository|codebase"
+                 r"|org|organi[sz]ation|company)(?:\s*[:,\u2014-]\s*|\s+(?=we\b|our\b))(?P<rest>.+)$")
+_LEVEL_OF = {"team": "team", "org": "org", "organisation": "org", "organization": "org", "company": "org"}
+_RULE_WORDS = _rx(r"\b(?:must|mustn't|have to|has to|need to|needs to|should|shall|required|not allowed|never"
+                  r"|always|only)\b")
 _TEAM_KINDS = (
     (_rx(r"^(?:has |have )?(?:decided|agreed|chose|picked|settled on|opted|went with|voted)\b"), "decision"),
     (_rx(r"^(?:always|never|usually|often|normally|typically|generally|rarely|seldom)\b"), "habit"),
@@ -185,9 +258,21 @@ def _team_statement(text: str) -> Statement | None:
     if m := _WE_DO.match(text):
         kind = "preference" if m["verb"].lower() in _WE_LIKE else "fact"
         return _team(_sentence("The team", _adverb(m), _verb_s(m["verb"]), _team_voice(m["rest"])), kind)
+    if m := _WE_DONT.match(text):
+        kind = "preference" if m["verb"].lower() in _WE_LIKE else "fact"
+        return _team(_sentence("The team doesn't", m["verb"].lower(), _team_voice(m["rest"])), kind)
     if m := _THE_TEAM.match(text):
+        if m["pos"]:
+            kind = "context" if _OUR_CONTEXT.match(m["rest"]) else "fact"
+            return _team(_sentence("The team's", _team_voice(m["rest"])), kind, "team")
         kind = next((k for pattern, k in _TEAM_KINDS if pattern.match(m["rest"])), "fact")
-        return _team(_sentence("The team", _team_voice(m["rest"])), kind)
+        return _team(_sentence("The team", _team_voice(m["rest"])), kind, "team")
+    if m := _OUR_ORG.match(text):
+        kind = next((k for pattern, k in _TEAM_KINDS if pattern.match(m["rest"])), "fact")
+        return _team(_sentence("The organisation" + (m["pos"] or ""), _team_voice(m["rest"])), kind, "org")
+    if m := _OUR_PROJECT.match(text):
+        kind = next((k for pattern, k in _TEAM_KINDS if pattern.match(m["rest"])), "fact")
+        return _team(_sentence(f"The {m['what'].lower()}{m['pos'] or ''}", _team_voice(m["rest"])), kind)
     if m := _OUR.match(text):
         kind = "context" if _OUR_CONTEXT.match(m["rest"]) else "fact"
         return _team(_sentence("The team's", _team_voice(m["rest"])), kind)
@@ -207,7 +292,26 @@ _AM = _rx(r"^i am\s+(?P<rest>.+)$")
 _DONT = _rx(r"^i (?:don't|do not) (?P<verb>like|love|enjoy|want|use|eat|drink|drive|speak|work)\b\s*(?P<rest>.+)$")
 _DONT_KINDS = {"like": "preference", "love": "preference", "enjoy": "preference", "want": "preference",
                "eat": "constraint", "drink": "constraint"}
-_DO = _rx(r"^i (?:(?P<adverb>also|now|currently|mostly|mainly|still) )?(?P<verb>work|live|use|have|speak|study|run|own|need|can't|cannot)\b\s*(?P<rest>.*)$")
+_DO = _rx(r"^i (?:(?P<adverb>also|now|currently|mostly|mainly|still|no longer) )?"
+          r"(?P<verb>work|live|use|have|speak|study|run|own|need|can't|cannot)\b\s*(?P<rest>.*)$")
+#: "I have lived here since 2019", "I've never used Java": a lasting state up to now
+_PERFECT = _rx(r"^i have (?P<rest>(?:(?:never|always|long|already|recently|just|also) )?"
+               r"(?:been|lived|worked|used|studied|owned|known|taught|led|run|written|built|spoken|played|had"
+               r"|managed|maintained|coded|programmed|volunteered|trained|practi[sc]ed)\b.*)$")
+#: "I worked at Google", "I grew up in Porto", "I was born in 1990": the user's past, which stays true
+_PAST = _rx(r"^i (?P<rest>(?:(?:also|once|previously|originally) )?(?:worked|lived|studied|graduated|grew up"
+            r"|was born|was raised|founded|co-founded|joined|started|taught|retired|served|learned|learnt"
+            r"|got married|married|used to|was|were)\b.*)$")
+_TRANSIENT_PAST = _rx(r"^i (?:was|were) (?:just |only |also )?(?:\w+ing|about to|going to|not sure|wrong"
+                      r"|confused|asking|told)\b")
+#: "I will start a new job in January": a plan the user states, not a maybe
+_WILL = _rx(r"^i will (?P<rest>(?:be|start|move|join|leave|retire|graduate|begin|stay|work|travel|relocate)\b.+)$")
+#: "My wife Sara and I ...", "Tom and I ...", "Me and my brother ...": the user among the subjects
+_WITH_ME = re.compile(r"^(?:(?P<np>(?:[Mm]y [\w'-]+(?: [A-Z][\w'-]*)?|[A-Z][a-z]+)) and I|[Mm]e and "
+                      r"(?P<np2>my [\w'-]+(?: [A-Z][\w'-]*)?))\s+(?P<rest>.+)$")
+#: maybes, plans under a condition, wondering: not facts ("I might move to Berlin.")
+_MAYBE = _rx(r"^i (?:might|may|could|should|would|wonder|guess|suppose|assume|think|believe|feel like|hope"
+             r"|plan to|am planning|am thinking|am considering|am wondering|am not sure|am unsure)\b")
 _MY = _rx(r"^my (?P<rest>.+)$")
 _CALL_ME = _rx(r"^(?:you (?:can|may|should) )?call me\s+(?P<rest>.+)$")
 _FROM_NOW_ON = _rx(r"^(?:from now on|going forward|in (?:the )?future),?\s+(?P<rest>.+)$|"
@@ -216,32 +320,44 @@ _NOT_IMPERATIVE = _rx(r"^(?:i|we|you|they|he|she|it|my|our|your|the|this|that|th
 _CONSTRAINT = _rx(r"\b(?:allergic|intolerant|can't|cannot|unable|vegan|vegetarian)\b")
 
 
+def _kind(text: str, default: str = "fact") -> str:
+    return "constraint" if _CONSTRAINT.search(text) else default
+
+
 def _user_statement(text: str) -> Statement | None:
     if m := _WANT_YOU.match(text):
         return _user(_sentence("Wants the assistant to", m["verb"].lower(), _third_person(m["rest"])), "preference")
-    if _REQUEST.match(text):
+    if _REQUEST.match(text) or _MAYBE.match(text):
         return None
+    if m := _WITH_ME.match(text):
+        return _user(_sentence("The user and", _third_person(m["np"] or m["np2"]), _team_voice(m["rest"])),
+                     _kind(text))
     if m := _PREFER.match(text):
-        return _user(_sentence(_verb_s(m["verb"]), _third_person(m["rest"])), "preference")
+        return _user(_sentence(_verb_s(m["verb"]), _elided(m["rest"])), "preference")
     if m := _RULE.match(text):
         return _user(_sentence("Wants the assistant to", m["verb"].lower(), _third_person(m["rest"])), "preference")
     if m := _SWITCHED.match(text):
-        return _user(_sentence(_adverb(m), m["verb"].lower(), _third_person(m["rest"])), "fact")
+        return _user(_sentence(_adverb(m), m["verb"].lower(), _elided(m["rest"])), "fact")
     if m := _HABIT.match(text):
-        return _user(_sentence(m["adverb"].capitalize(), _verb_s(m["verb"]), _third_person(m["rest"])), "habit")
+        return _user(_sentence(m["adverb"].capitalize(), _verb_s(m["verb"]), _elided(m["rest"])), "habit")
     if m := _AM_USING.match(text):
-        return _user(_sentence(_adverb(m), "uses", _third_person(m["rest"])), "fact")
+        return _user(_sentence(_adverb(m), "uses", _elided(m["rest"])), "fact")
     if m := _AM.match(text):
-        kind = "constraint" if _CONSTRAINT.search(text) else "fact"
-        return _user(_sentence("Is", _third_person(m["rest"])), kind)
+        return _user(_sentence("Is", _elided(m["rest"])), _kind(text))
     if m := _DONT.match(text):
         kind = _DONT_KINDS.get(m["verb"].lower(), "fact")
-        return _user(_sentence("Doesn't", m["verb"].lower(), _third_person(m["rest"])), kind)
+        return _user(_sentence("Doesn't", m["verb"].lower(), _elided(m["rest"])), kind)
+    if m := _PERFECT.match(text):
+        return _user(_sentence("Has", _elided(m["rest"])), "fact")
     if m := _DO.match(text):
         kind = "constraint" if m["verb"].lower() in ("can't", "cannot") else "fact"
-        return _user(_sentence(_adverb(m), _verb_s(m["verb"]), _third_person(m["rest"])), kind)
+        return _user(_sentence(_adverb(m), _verb_s(m["verb"]), _elided(m["rest"])), kind)
+    if (m := _PAST.match(text)) and not _TRANSIENT_PAST.match(text):
+        return _user(_sentence(_elided(m["rest"])), "fact")
+    if m := _WILL.match(text):
+        return _user(_sentence("Will", _elided(m["rest"])), "fact")
     if m := _MY.match(text):
-        return _user(_sentence("Their", _third_person(m["rest"])), "fact")
+        return _user(_sentence("Their", _third_person(m["rest"])), _kind(text))
     if m := _CALL_ME.match(text):
         return _user(_sentence("Wants to be called", m["rest"]), "preference")
     return None
@@ -252,7 +368,25 @@ def _user_statement(text: str) -> Statement | None:
 _REMEMBER = _rx(r"^(?:(?:can|could|would|will) you (?:please )?)?(?:remember|note|keep in mind|don't forget"
                 r"|do not forget)(?: that)?\s+(?P<rest>.+)$")
 _TO = _rx(r"^to\s+(?!self\b)")
-_TEAM_SUBJECT = _rx(r"^(?:we|our|(?:my|the) team)\b")
+_TEAM_SUBJECT = _rx(r"^(?:we|our|(?:my|the) (?:team|org|organi[sz]ation|company)\b)")
+_QUESTION = _rx(r"^(?:should|shall|would|could|can|do|does|did|is|are|am|was|were|will|what|which|who|whom|whose"
+                r"|when|where|why|how|have|has)\b")
+_HYPOTHETICAL = _rx(r"^(?:if|suppose|supposing|imagine|assuming|assume|let's say|let us say|what if|maybe|perhaps"
+                    r"|hypothetically|in theory|in case)\b")
+
+
+_DETERMINER = _rx(r"^(?:the|this|that|there)\b")
+
+
+def _said_of_level(level: str, rest: str) -> Statement | None:
+    """What follows "For the team:" / "In this repo," at that level ("the project" for a repo)."""
+    scope = _LEVEL_OF.get(level.lower(), "project")
+    if _TEAM_SUBJECT.match(rest):
+        inner = _team_statement(rest)
+        return None if inner is None else Statement(inner.content, inner.memory_type, scope)
+    if rest.endswith("?") or (_NOT_IMPERATIVE.match(rest) and not _DETERMINER.match(rest)):
+        return None  # a question, or "In this repo, I prefer tabs": the user's own
+    return _team(_sentence(_team_voice(rest)), "constraint" if _RULE_WORDS.search(rest) else "fact", scope)
 
 
 def _statement(sentence: str) -> Statement | None:
@@ -276,6 +410,10 @@ def _statement(sentence: str) -> Statement | None:
             instruction = rest[:1].lower() + rest[1:]
             return _user(_sentence("Wants the assistant to", _third_person(instruction), "from now on"), "preference")
         return None
+    if _QUESTION.match(text) or _HYPOTHETICAL.match(text):
+        return None  # "should I switch to Rust", "if I had more time, ...": not facts
+    if m := _FOR_LEVEL.match(text):
+        return _said_of_level(m["level"], _clean(m["rest"]))
     if _TEAM_SUBJECT.match(text):
         return _team_statement(text)
     return _user_statement(text)

@@ -23,7 +23,7 @@ from ..withheld import find_secret
 from ..withheld import redact as redact_secrets
 from .when import said_on
 
-__all__ = ["Turn", "new_turns", "transcript", "turns_from_messages"]
+__all__ = ["Turn", "new_turns", "transcript", "turn_of", "turns_from_messages"]
 
 Role = Literal["user", "assistant"]
 _ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant"}
@@ -88,6 +88,16 @@ def turns_from_messages(messages: Any) -> list[Turn]:
     if len(messages) > MAX_MESSAGES:
         raise InvalidInputError("messages", f"has {len(messages)} messages; pass at most {MAX_MESSAGES}")
     return [_with_id(t, i) for i, m in enumerate(messages) if (t := _turn(m, i)) is not None]
+
+
+def turn_of(message: Any, index: int) -> Turn | None:
+    """The turn ``message`` (at ``index`` in its list) is, with the id :func:`turns_from_messages`
+    gives it; None for tool traffic, system prompts and summaries, or a message it cannot read."""
+    try:
+        turn = _turn(message, index)
+        return None if turn is None else _with_id(turn, index)
+    except InvalidInputError:
+        return None
 
 
 def new_turns(turns: Sequence[Turn], cursor: str | None) -> list[Turn]:

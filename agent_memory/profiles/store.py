@@ -15,7 +15,8 @@ merely uses an item), so a profile is rebuilt only then:
   the rules built (a reader without the model rebuilt it after a change), so
   each change costs at most one model call and the model has the last word.
 
-Inputs: a user profile reads the user's active user-scope items; a project
+Inputs: a user profile reads the user's active user-scope items (not those said of a group
+and kept as the user's for want of that level, ``said_of``); a project
 profile the project's active items except those their creator marked
 ``owner_only`` (a shared profile must not leak a private memory).
 """
@@ -128,7 +129,10 @@ def _write_built(kind: Kind, subject: str, fields: Mapping[str, Any], built_by: 
 
 
 def _items(rows: list[dict[str, Any]]) -> list[MemoryItem]:
-    return [row_to_item(r) for r in rows]
+    """A profile's inputs: its level's items, except those extraction kept at the user's level
+    though they were said of a team, project or organisation (``said_of``, see
+    :mod:`agent_memory.extraction.levels`): they are not the user's own background."""
+    return [item for item in map(row_to_item, rows) if not (item.scope is Scope.USER and "said_of" in item.metadata)]
 
 
 def _build_by_rules(kind: Kind, items: list[MemoryItem]) -> dict[str, Any]:
