@@ -35,6 +35,7 @@ from .handles import AsyncMemoryHandle, AsyncServiceMethods, MemoryHandle, Servi
 from .llm import LlmSlot
 from .models import Identity, MemoryItem, Rejection, SearchResult
 from .principal import SERVICE_LLM, AdminOps, PrincipalOps
+from .specification import AsyncSpecificationMethods, SpecificationMethods
 from .validation import check_identity, check_int, check_list
 
 __all__ = ["SERVICE_LLM", "AsyncMemoryService", "MemoryService"]
@@ -113,7 +114,7 @@ def _resolve(config: MemoryConfig | None, embeddings: Embeddings | None) -> tupl
     return config, embeddings
 
 
-class MemoryService(ServiceMethods, _Common):
+class MemoryService(ServiceMethods, _Common, SpecificationMethods):
     """Blocking memory service.
 
     ``MemoryService()`` uses ``DATABASE_URL`` when set and the embedded
@@ -191,7 +192,7 @@ class MemoryService(ServiceMethods, _Common):
         self.close()
 
 
-class AsyncMemoryService(AsyncServiceMethods, _Common):
+class AsyncMemoryService(AsyncServiceMethods, _Common, AsyncSpecificationMethods):
     """The asyncio twin of :class:`MemoryService`: same methods, each ``async def``;
     :meth:`for_user` gives an :class:`AsyncMemoryHandle`.
 
