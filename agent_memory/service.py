@@ -80,7 +80,8 @@ class _Common:
         """The gate's verdict on a proposed memory, without saving it: ``None`` means it would pass
         (a duplicate is not a rejection; see :meth:`MemoryHandle.find_duplicate`). Malformed
         arguments raise :class:`InvalidInputError`."""
-        new = ops.make_new_memory(content, confidence=confidence, memory_type=memory_type, scope=scope)
+        new = ops.make_new_memory(content, confidence=confidence, memory_type=memory_type, scope=scope,
+                                  config=self.config)
         return check_content(normalize_content(new.content), confidence=new.confidence, config=self.config)
 
     def format_memories_for_prompt(
