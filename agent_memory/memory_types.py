@@ -29,25 +29,13 @@ if TYPE_CHECKING:
     from .config import MemoryConfig
 
 __all__ = [
-    "BUILTIN_DESCRIPTIONS", "MAX_CUSTOM_TYPES", "MAX_DESCRIPTION", "MAX_INSTRUCTIONS",
-    "check_memory_type", "check_memory_types", "custom_types_problem", "describe_types", "known_types", "memory_type_descriptions", "normalized_custom_types",
+    "MAX_CUSTOM_TYPES", "MAX_DESCRIPTION", "MAX_INSTRUCTIONS", "check_memory_type", "check_memory_types",
+    "custom_types_problem", "known_types", "memory_type_descriptions", "normalized_custom_types",
 ]
 
 MAX_CUSTOM_TYPES = 16
 MAX_DESCRIPTION = 300
 MAX_INSTRUCTIONS = 4000
-
-#: what each built-in type means, as the extraction prompt and the tools say it
-BUILTIN_DESCRIPTIONS: Mapping[str, str] = {
-    "preference": "how they like things done",
-    "fact": "facts about the user (role, background, tools and languages they use)",
-    "skill": "what they know well or are learning",
-    "habit": "how they usually work",
-    "event": "important events with lasting consequences",
-    "context": "what their project is, its goal, its current phase",
-    "constraint": "limits that must be respected",
-    "decision": "decisions taken, with their reason",
-}
 
 
 def custom_types_problem(value: Any) -> str | None:
@@ -103,11 +91,6 @@ def known_types(config: MemoryConfig | None) -> tuple[str, ...]:
     """Every type a caller of this config may write or filter by: the built-in ones, then the
     custom ones (``None``: the built-in ones only)."""
     return (*MemoryType.values(), *_custom(config))
-
-
-def describe_types(config: MemoryConfig | None) -> dict[str, str]:
-    """Each known type and what it holds (the built-in ones first), for prompts and tool schemas."""
-    return {**BUILTIN_DESCRIPTIONS, **_custom(config)}
 
 
 def check_memory_type(field: str, value: Any, config: MemoryConfig | None) -> MemoryType:

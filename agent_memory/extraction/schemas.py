@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cache
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, create_model
@@ -98,12 +98,13 @@ def extraction_instructions(config: MemoryConfig | None) -> str:
 
 @cache
 def _schema_with(names: tuple[str, ...]) -> type[ExtractedMemories]:
-    memory = create_model(
-        "ExtractedMemory", __base__=ExtractedMemory,
-        memory_type=(Literal[names], Field(description="What kind of memory this is.")),  # type: ignore[valid-type]
-    )
+    """The schemas with ``memory_type`` one of ``names`` (built when a config first needs them)."""
+    kind: Any = Literal[names]  # a Literal of names known at run time
+    memory = create_model("ExtractedMemory", __base__=ExtractedMemory,
+                          memory_type=(kind, Field(description="What kind of memory this is.")))
+    memories: Any = list[memory]  # type: ignore[valid-type]
     return create_model("ExtractedMemories", __base__=ExtractedMemories,
-                        memories=(list[memory], Field(default_factory=list)))  # type: ignore[valid-type]
+                        memories=(memories, Field(default_factory=list)))
 
 
 def extraction_schema(config: MemoryConfig | None) -> type[ExtractedMemories]:
