@@ -93,7 +93,8 @@ class SpecificationMethods:
     ) -> bool:
         """Whether the session may run one more automatic extraction now: ``True`` while it had
         fewer than ``MEMORY_MAX_EXTRACTIONS`` runs (3) in the last
-        ``MEMORY_EXTRACTION_WINDOW_HOURS`` (24). It only looks; nothing is counted.
+        ``MEMORY_EXTRACTION_WINDOW_HOURS`` (24). It only looks; nothing is counted. Without a
+        session (``session_id=None``) nothing is counted either, so it answers ``True``.
 
         The handle's :meth:`~agent_memory.handles.MemoryHandle.extraction_budget` (how many are left)."""
         left = self.for_user(user_id, project_id=project_id, session_id=session_id).extraction_budget()
