@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import ConfigurationError
+from .memory_types import MAX_INSTRUCTIONS, custom_types_problem, memory_type_descriptions, normalized_custom_types
 from .ranking import KEYWORD_NORMS
 
 __all__ = ["ENV_VARS", "FROM_ENV", "MemoryConfig", "default_data_dir"]
@@ -106,6 +107,10 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_ARCHIVE_IDLE_DAYS": ("archive_idle_days", float),
         "MEMORY_EPHEMERAL_DAYS": ("ephemeral_days", float),
         "MEMORY_MAX_DOCUMENT_PASSAGES": ("max_document_passages", int),
+        "MEMORY_CUSTOM_TYPES": ("custom_memory_types", memory_type_descriptions),
+        "MEMORY_EXTRACTION_INSTRUCTIONS": ("extraction_instructions", str),
+        "MEMORY_CONSOLIDATION_FLOOR": ("consolidation_floor", float),
+        "MEMORY_CONSOLIDATION_CANDIDATES": ("consolidation_candidates", int),
     }
 )
 
@@ -168,6 +173,10 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "archive_idle_days": 30.0,
     "ephemeral_days": 1.0,
     "max_document_passages": 2000,
+    "custom_memory_types": MappingProxyType({}),
+    "extraction_instructions": None,
+    "consolidation_floor": 0.3,
+    "consolidation_candidates": 5,
 })
 
 
@@ -217,8 +226,8 @@ def _scope_weights(value: Any) -> bool:
             and all(_number(v) and 0.0 <= v <= 1.0 for v in value.values()))
 
 
-def _ttl_days(value: Any) -> bool:
-    return (isinstance(value, Mapping) and set(value) <= set(_SCOPES + _TYPES)
+def _ttl_days(value: Any) -> bool:  # custom types' names are checked against the config in _validated
+    return (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)
             and all(_number(v) and math.isfinite(v) and 0 < v <= 36_600 for v in value.values()))
 
 
@@ -274,6 +283,15 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
     "vector_cache_rows": _whole(minimum=0),
     "vector_cache_mb": _whole(),
     "max_document_passages": _whole(),
+    "custom_memory_types": _Rule(lambda v: custom_types_problem(v) is None, "a mapping of new type names to "
+                                 "descriptions (e.g. {'incident': 'An outage and its cause'}, or "
+                                 "MEMORY_CUSTOM_TYPES='incident=An outage and its cause')"),
+    "extraction_instructions": _Rule(lambda v: v is None or (isinstance(v, str) and 0 < len(v.strip())
+                                                             and len(v) <= MAX_INSTRUCTIONS and "\x00" not in v),
+                                     f"None or text of 1 to {MAX_INSTRUCTIONS} characters"),
+    "consolidation_floor": _between_0_and_1(),
+    "consolidation_candidates": _Rule(lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 50,
+                                      "a whole number from 1 to 50"),
 })
 
 #: (lower, upper): pairs of fields where the first must not exceed the second
@@ -285,7 +303,14 @@ def _validated(config: MemoryConfig) -> dict[str, Any]:
     whose values are normalised (``data_dir`` expanded, ``scope_priority`` completed and frozen)."""
     for name, rule in _RULES.items():
         if (problem := rule.problem(name, getattr(config, name))) is not None:
+            if name == "custom_memory_types":  # say which rule the mapping breaks
+                problem += f"; it needs {custom_types_problem(config.custom_memory_types)}"
             raise ConfigurationError(problem)
+    unknown = set(config.ttl_days) - set(_SCOPES + _TYPES) - set(config.custom_memory_types)
+    if unknown:
+        raise ConfigurationError(
+            f"ttl_days must be a mapping of levels ({', '.join(_SCOPES)}) or memory types ({', '.join(_TYPES)}, "
+            f"or a custom type) to days between 0 and 36600, got unknown names {sorted(unknown)}")
     for low, high in _ORDERED:
         if getattr(config, low) > getattr(config, high):
             raise ConfigurationError(
@@ -294,6 +319,7 @@ def _validated(config: MemoryConfig) -> dict[str, Any]:
     normalised: dict[str, Any] = {
         "scope_priority": MappingProxyType({**_DEFAULT_SCOPE_PRIORITY, **config.scope_priority}),
         "ttl_days": MappingProxyType({k: float(v) for k, v in config.ttl_days.items()}),
+        "custom_memory_types": MappingProxyType(normalized_custom_types(config.custom_memory_types)),
     }
     if config.data_dir is not None:
         normalised["data_dir"] = Path(config.data_dir).expanduser()
@@ -360,6 +386,16 @@ class MemoryConfig:
         scope of 384-dimensional vectors takes about 48 MB, its keyword postings included); the least recently searched goes first.
     max_document_passages: ``add_document`` refuses a document cut into more passages than this
         (each is embedded, stored and read), before any of them is embedded.
+    custom_memory_types: a deployment's own memory types next to the eight built-in ones, each
+        with a description the extraction model and the ``memory_save`` tool are shown
+        (``{"incident": "An outage or production incident and its cause"}``); see
+        :mod:`agent_memory.memory_types` for the rules on names.
+    extraction_instructions: text added to the extraction model's instructions (what this
+        deployment wants remembered or left out); the offline rules do not read it.
+    consolidation_floor: a stored memory less similar than this (cosine) to a proposal is not a
+        candidate when deciding ADD / UPDATE / SUPERSEDE / NONE.
+    consolidation_candidates: how many stored memories (the most similar) each proposal is
+        compared with when deciding.
     """
 
     database_url: str | None = FROM_ENV
@@ -401,6 +437,10 @@ class MemoryConfig:
     vector_cache_rows: int = 5000
     vector_cache_mb: int = 1024
     max_document_passages: int = FROM_ENV
+    custom_memory_types: Mapping[str, str] = FROM_ENV
+    extraction_instructions: str | None = FROM_ENV
+    consolidation_floor: float = FROM_ENV
+    consolidation_candidates: int = FROM_ENV
 
     def __post_init__(self) -> None:
         unset = [name for name in _DEFAULTS if getattr(self, name) is FROM_ENV]

@@ -106,8 +106,9 @@ class MemoryHandle:
         thing; or a :class:`Rejection` saying why nothing was stored (too short or long, low
         confidence, a secret). ``scope``: ``"user"`` (follows the user everywhere),
         ``"session"``, ``"project"``, ``"team"`` or ``"org"`` (the handle's id for that level
-        names where it goes; shared levels need a role that may write). Malformed arguments
-        raise :class:`InvalidInputError`; a role that may not write raises
+        names where it goes; shared levels need a role that may write). ``memory_type``: a
+        built-in type or one of ``MEMORY_CUSTOM_TYPES`` (``config.custom_memory_types``).
+        Malformed arguments raise :class:`InvalidInputError`; a role that may not write raises
         :class:`PermissionDeniedError`.
 
         ``ttl`` (seconds, or a ``timedelta``) or ``expires_at`` (a time) makes it expire: from
@@ -720,8 +721,9 @@ class AsyncMemoryHandle:
         thing; or a :class:`Rejection` saying why nothing was stored (too short or long, low
         confidence, a secret). ``scope``: ``"user"`` (follows the user everywhere),
         ``"session"``, ``"project"``, ``"team"`` or ``"org"`` (the handle's id for that level
-        names where it goes; shared levels need a role that may write). Malformed arguments
-        raise :class:`InvalidInputError`; a role that may not write raises
+        names where it goes; shared levels need a role that may write). ``memory_type``: a
+        built-in type or one of ``MEMORY_CUSTOM_TYPES`` (``config.custom_memory_types``).
+        Malformed arguments raise :class:`InvalidInputError`; a role that may not write raises
         :class:`PermissionDeniedError`.
 
         ``ttl`` (seconds, or a ``timedelta``) or ``expires_at`` (a time) makes it expire: from

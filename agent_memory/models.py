@@ -7,12 +7,14 @@ caller passes in lives in :mod:`agent_memory.validation`.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 __all__ = [
+    "MEMORY_TYPE_NAME",
     "ROLES",
     "SHARED_SCOPES",
     "Conflict",
@@ -49,7 +51,18 @@ class _StrEnum(str, enum.Enum):
         return tuple(m.value for m in cls)
 
 
+#: what the name of a memory type looks like, built-in or custom (``MemoryConfig.custom_memory_types``)
+MEMORY_TYPE_NAME = re.compile(r"[a-z][a-z0-9_]{1,31}")
+
+
 class MemoryType(_StrEnum):
+    """What kind of memory an item is: the eight built-in types, and the custom types a
+    deployment adds (``MemoryConfig.custom_memory_types``). A custom type is a member made on
+    first use (``MemoryType("incident")``), so a stored memory of any well-formed type reads
+    back whatever the reading process's config says; which types a caller may *write* or filter
+    by is checked against the config (:mod:`agent_memory.memory_types`). Iterating the class
+    gives the built-in ones."""
+
     PREFERENCE = "preference"
     FACT = "fact"
     SKILL = "skill"
@@ -58,6 +71,20 @@ class MemoryType(_StrEnum):
     CONTEXT = "context"
     CONSTRAINT = "constraint"
     DECISION = "decision"
+
+    @classmethod
+    def _missing_(cls, value: object) -> MemoryType | None:
+        if not isinstance(value, str) or MEMORY_TYPE_NAME.fullmatch(value) is None:
+            return None
+        member = str.__new__(cls, value)
+        member._name_ = value.upper()
+        member._value_ = value
+        return cls._value2member_map_.setdefault(value, member)  # type: ignore[return-value]
+
+    @property
+    def builtin(self) -> bool:
+        """Whether this is one of the eight built-in types (not a deployment's custom type)."""
+        return self._name_ in type(self).__members__
 
 
 class Scope(_StrEnum):

@@ -23,6 +23,7 @@ from .db.requests import Commit, Copy, Embed, Op, Shared, Sql
 from .errors import InvalidInputError, MemoryNotFoundError, PermissionDeniedError
 from .filters import parse_filter
 from .gate import check_content, normalize_content
+from .memory_types import check_memory_type, check_memory_types
 from .models import (
     Conflict,
     DecisionMethod,
@@ -112,14 +113,16 @@ def make_new_memory(
     expires_at: Any = None,
     retention: Any = Retention.DECAY,
     valid_from: Any = None,
+    config: MemoryConfig | None = None,
 ) -> NewMemory:
     """Type-check a proposed memory (the gate's content rules come later, in :func:`add_memory`).
+    ``memory_type``: a built-in type, or a custom type of ``config`` (``custom_memory_types``).
     ``ttl`` (seconds or a timedelta) or ``expires_at`` (a time) says when it expires; neither:
     the configured default, if any (:func:`with_default_expiry`). ``valid_from`` (a time, not
     in the future) is when the fact began to hold; None: when it is recorded."""
     return NewMemory(
         content=check_text("content", content, allow_empty=True),
-        memory_type=check_enum("memory_type", memory_type, MemoryType),
+        memory_type=check_memory_type("memory_type", memory_type, config),
         scope=check_enum("scope", scope, Scope),
         confidence=check_confidence(confidence),
         source=check_enum("source", source, Source),
@@ -331,7 +334,7 @@ def search_memories(
     query = check_text("query", query, max_length=MAX_QUERY_LENGTH).strip()
     k = check_k(k, config.max_k)
     floor = config.min_relevance if min_relevance is None else check_confidence(min_relevance, "min_relevance")
-    types = check_enum_set("memory_type", memory_type, MemoryType)
+    types = check_memory_types("memory_type", memory_type, config)
     scopes = check_enum_set("scope", scope, Scope)
     as_of = check_as_of(as_of)
     known_at = check_as_of(known_at, "known_at")
@@ -554,7 +557,7 @@ def list_memories(
     filter: Any = None, created_after: Any = None, created_before: Any = None, updated_after: Any = None,
     updated_before: Any = None, source: Any = None, source_id: Any = None, subtree: Any = False,
 ) -> Op[list[MemoryItem]]:
-    types = check_enum_set("memory_type", memory_type, MemoryType)
+    types = check_memory_types("memory_type", memory_type, config)
     scopes = check_enum_set("scope", scope, Scope)
     as_of = check_as_of(as_of)
     known_at = check_as_of(known_at, "known_at")
@@ -613,7 +616,7 @@ def edit_memory(
     """Revise one of the caller's active memories in place; the wording it had is kept in its history."""
     if content is None and memory_type is None and confidence is None:
         raise InvalidInputError("content", "nothing to change: pass content=, memory_type= and/or confidence=")
-    new_type = None if memory_type is None else check_enum("memory_type", memory_type, MemoryType)
+    new_type = None if memory_type is None else check_memory_type("memory_type", memory_type, config)
     new_confidence = None if confidence is None else check_confidence(confidence)
     reason = None if reason is None else check_text("reason", reason, max_length=500)
     refuse_secret("reason", reason)  # kept in the memory's history

@@ -60,15 +60,16 @@ SERVICE_LLM: Any = object()
 _BULK_FIELDS = tuple(f for f in NewMemory.__dataclass_fields__ if f != "key") + ("ttl",)
 
 
-def coerce_new_memory(item: Any, index: int) -> NewMemory:
-    """One item of a bulk import (a :class:`NewMemory`, a dict with ``content`` or a string), checked."""
+def coerce_new_memory(item: Any, index: int, config: MemoryConfig | None = None) -> NewMemory:
+    """One item of a bulk import (a :class:`NewMemory`, a dict with ``content`` or a string), checked
+    (its type: built-in, or one of ``config``'s custom types)."""
     if isinstance(item, NewMemory):
         if item.key is not None:
             raise InvalidInputError(f"items[{index}]", "has a key; save keyed memories one by one with put()")
         return ops.make_new_memory(
             item.content, memory_type=item.memory_type, scope=item.scope, confidence=item.confidence,
             source=item.source, source_id=item.source_id, visibility=item.visibility, metadata=item.metadata,
-            expires_at=item.expires_at, retention=item.retention,
+            expires_at=item.expires_at, retention=item.retention, config=config,
         )
     if isinstance(item, str):
         return ops.make_new_memory(item)
@@ -80,7 +81,7 @@ def coerce_new_memory(item: Any, index: int) -> NewMemory:
         if unknown:
             raise InvalidInputError(f"items[{index}]", f"has unknown keys {sorted(unknown)}; allowed: "
                                                        f"{', '.join(_BULK_FIELDS)} (keyed memories: put())")
-        return ops.make_new_memory(fields.pop("content"), **fields)
+        return ops.make_new_memory(fields.pop("content"), **fields, config=config)
     raise InvalidInputError(f"items[{index}]", f"must be a NewMemory, a dict or a string, got {type(item).__name__}")
 
 
@@ -115,8 +116,9 @@ class PrincipalOps:
         thing; or a :class:`Rejection` saying why nothing was stored (too short or long, low
         confidence, a secret). ``scope``: ``"user"`` (follows the user everywhere),
         ``"session"``, ``"project"``, ``"team"`` or ``"org"`` (the handle's id for that level
-        names where it goes; shared levels need a role that may write). Malformed arguments
-        raise :class:`InvalidInputError`; a role that may not write raises
+        names where it goes; shared levels need a role that may write). ``memory_type``: a
+        built-in type or one of ``MEMORY_CUSTOM_TYPES`` (``config.custom_memory_types``).
+        Malformed arguments raise :class:`InvalidInputError`; a role that may not write raises
         :class:`PermissionDeniedError`.
 
         ``ttl`` (seconds, or a ``timedelta``) or ``expires_at`` (a time) makes it expire: from
@@ -131,7 +133,7 @@ class PrincipalOps:
         new = ops.make_new_memory(
             content, memory_type=memory_type, scope=scope, confidence=confidence, source=source,
             source_id=source_id, visibility=visibility, metadata=metadata, ttl=ttl, expires_at=expires_at,
-            retention=retention, valid_from=valid_from,
+            retention=retention, valid_from=valid_from, config=self.config,
         )
         return (yield from ops.add_memory(self.config, self.identity, new, dedupe=check_bool("dedupe", dedupe)))
 
@@ -155,7 +157,7 @@ class PrincipalOps:
         new = ops.make_new_memory(
             content, memory_type=memory_type, scope=scope, confidence=confidence, source=source,
             visibility=visibility, metadata=metadata, key=key, ttl=ttl, expires_at=expires_at, retention=retention,
-            valid_from=valid_from,
+            valid_from=valid_from, config=self.config,
         )
         return (yield from ops.put_memory(self.config, self.identity, new))
 
@@ -170,7 +172,7 @@ class PrincipalOps:
         duplicates of active memories and of earlier items. Malformed items raise
         :class:`InvalidInputError` before anything is written.
         """
-        news = [coerce_new_memory(item, i) for i, item in enumerate(check_list("items", items))]
+        news = [coerce_new_memory(item, i, self.config) for i, item in enumerate(check_list("items", items))]
         return (yield from ops.import_memories(self.config, self.identity, news, dedupe=check_bool("dedupe", dedupe)))
 
     def edit(

@@ -35,6 +35,7 @@ from .handles import AsyncMemoryHandle, AsyncServiceMethods, MemoryHandle, Servi
 from .llm import LlmSlot
 from .models import Identity, MemoryItem, Rejection, SearchResult
 from .principal import SERVICE_LLM, AdminOps, PrincipalOps
+from .specification import AsyncSpecificationMethods, SpecificationMethods
 from .validation import check_identity, check_int, check_list
 
 __all__ = ["SERVICE_LLM", "AsyncMemoryService", "MemoryService"]
@@ -79,7 +80,8 @@ class _Common:
         """The gate's verdict on a proposed memory, without saving it: ``None`` means it would pass
         (a duplicate is not a rejection; see :meth:`MemoryHandle.find_duplicate`). Malformed
         arguments raise :class:`InvalidInputError`."""
-        new = ops.make_new_memory(content, confidence=confidence, memory_type=memory_type, scope=scope)
+        new = ops.make_new_memory(content, confidence=confidence, memory_type=memory_type, scope=scope,
+                                  config=self.config)
         return check_content(normalize_content(new.content), confidence=new.confidence, config=self.config)
 
     def format_memories_for_prompt(
@@ -113,7 +115,7 @@ def _resolve(config: MemoryConfig | None, embeddings: Embeddings | None) -> tupl
     return config, embeddings
 
 
-class MemoryService(ServiceMethods, _Common):
+class MemoryService(ServiceMethods, _Common, SpecificationMethods):
     """Blocking memory service.
 
     ``MemoryService()`` uses ``DATABASE_URL`` when set and the embedded
@@ -191,7 +193,7 @@ class MemoryService(ServiceMethods, _Common):
         self.close()
 
 
-class AsyncMemoryService(AsyncServiceMethods, _Common):
+class AsyncMemoryService(AsyncServiceMethods, _Common, AsyncSpecificationMethods):
     """The asyncio twin of :class:`MemoryService`: same methods, each ``async def``;
     :meth:`for_user` gives an :class:`AsyncMemoryHandle`.
 

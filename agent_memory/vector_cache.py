@@ -46,7 +46,18 @@ __all__ = ["CachedRange", "Candidates", "Plan", "VectorCache", "caller", "candid
 _VISIBILITY = {v.value: i for i, v in enumerate(Visibility)}
 _OWNER_ONLY = _VISIBILITY[Visibility.OWNER_ONLY.value]
 _PUBLIC = _VISIBILITY[Visibility.PUBLIC.value]
-_TYPES = {t.value: i for i, t in enumerate(MemoryType)}
+_TYPES = {t.value: i for i, t in enumerate(MemoryType)}  # custom types get the next codes as they are met
+_TYPES_LOCK = threading.Lock()
+
+
+def _type_code(name: str) -> int:
+    """The small number a memory type is kept as in a copy (built-in ones fixed, custom ones
+    numbered in the order this process meets them)."""
+    code = _TYPES.get(name)
+    if code is None:
+        with _TYPES_LOCK:
+            code = _TYPES.setdefault(name, len(_TYPES))
+    return code
 
 #: how long a range found small is not counted again, and a caller who read no copy not planned again
 _SMALL_FOR = 30.0
@@ -69,7 +80,7 @@ class CachedRange:
         self.visibility = np.zeros(0, np.int8)
         self.owner = np.zeros(0, np.int64)
         self.expires = np.zeros(0, np.float64)
-        self.types = np.zeros(0, np.int8)
+        self.types = np.zeros(0, np.int32)
         self.alive = np.zeros(0, bool)
         self.size = 0
         #: the snapshot the copy is true as of: every transaction below ``xmax`` but those in ``xip`` had ended
@@ -153,7 +164,7 @@ class CachedRange:
                 self.visibility[at] = _VISIBILITY.get(row["visibility"], _OWNER_ONLY)
                 self.owner[at] = row["owner_key"]
                 self.expires[at] = np.inf if row["expires"] is None else row["expires"]
-                self.types[at] = _TYPES.get(row["memory_type"], -1)
+                self.types[at] = _type_code(row["memory_type"])
                 self.alive[at] = bool(row["active"])
             if self.size > 1000 and 3 * int(self.alive[: self.size].sum()) < 2 * self.size:
                 self._compact()
@@ -467,7 +478,7 @@ def _seen(copy: CachedRange, rule: str, *, now: float, owner_key: int,
     elif rule != "all":
         raise ValueError(f"unknown rule {rule!r}")
     if types is not None:
-        mask &= np.isin(copy.types[:size], [_TYPES[t.value] for t in types])
+        mask &= np.isin(copy.types[:size], [_type_code(t.value) for t in types])
     return np.flatnonzero(mask)
 
 

@@ -50,6 +50,11 @@ def _is_ours(checkpointer: Any) -> bool:
     return isinstance(checkpointer, PostgresCheckpointer)
 
 
+def _check_enable(enable_memory: Any) -> None:
+    if not isinstance(enable_memory, bool):
+        raise ConfigurationError(f"enable_memory must be True or False, got {enable_memory!r}")
+
+
 #: ``extraction_llm``'s default: the memory service's model when one is configured, else the agent's own
 AGENT_MODEL: Any = object()
 
@@ -82,7 +87,8 @@ def extraction_model(model: BaseChatModel | None, backend: MemoryBackend, extrac
 def memory_middleware_stack(
     model: BaseChatModel | None = None, memory: MemoryLike | MemoryBackend = None, *,
     working_memory: bool = True, summarization: bool | dict[str, Any] = True, extraction: bool | str = True,
-    extraction_llm: Any = AGENT_MODEL, extract_every: int | None = None, **memory_options: Any,
+    extraction_llm: Any = AGENT_MODEL, extract_every: int | None = None, enable_memory: bool = True,
+    **memory_options: Any,
 ) -> list[AgentMiddleware[Any, Any, Any]]:
     """The middleware of :func:`create_memory_agent`, for ``create_agent(..., middleware=[...])``.
 
@@ -92,7 +98,10 @@ def memory_middleware_stack(
     or ``False``; it uses ``extraction_llm`` (by default the service's model if one is configured, else
     ``model``; ``None`` for the rules: see :func:`extraction_model`).
     ``memory_options`` go to :class:`MemoryMiddleware` (``k``, ``budget_chars``, ``require_user``...).
+    ``enable_memory=False`` leaves long-term memory out (no injection, no tools, no extraction, and
+    ``memory`` is never opened); working memory and summarization stay, as they touch no database.
     """
+    _check_enable(enable_memory)
     stack: list[AgentMiddleware[Any, Any, Any]] = []
     if working_memory:
         from .working import WorkingMemoryMiddleware
@@ -103,6 +112,8 @@ def memory_middleware_stack(
 
         options = summarization if isinstance(summarization, dict) else {}
         stack.extend(short_term_memory(model, **options))
+    if not enable_memory:
+        return stack
     backend = MemoryBackend.of(memory)
     stack.append(MemoryMiddleware(backend, **memory_options))
     if extraction:
@@ -119,7 +130,8 @@ def create_memory_agent(
     memory: MemoryLike | MemoryBackend = None, checkpointer: Any = None, interrupt_on: dict[str, Any] | None = None,
     working_memory: bool = True, summarization: bool | dict[str, Any] = True, extraction: bool | str = True,
     extraction_llm: Any = AGENT_MODEL, extract_every: int | None = None,
-    middleware: Sequence[AgentMiddleware] = (), k: int = 6, require_user: bool = True, **agent_options: Any,
+    middleware: Sequence[AgentMiddleware] = (), k: int = 6, require_user: bool = True, enable_memory: bool = True,
+    **agent_options: Any,
 ) -> Any:
     """A ready agent with working, short-term, long-term and episodic memory.
 
@@ -136,11 +148,17 @@ def create_memory_agent(
         service's (``MemoryService(llm=...)``/``MEMORY_LLM``) if one is configured, else the agent's
         own ``model`` (the rules if it can't give structured output); ``None`` for the offline rules. extract_every: extract once this many user turns are new.
     middleware: your own middleware, run outside (before) the memory stack.
+    enable_memory: ``False`` builds the agent without long-term memory, as the specification's
+        switch does: no injection, no memory tools, no extraction, and nothing touches the
+        database (``memory`` is never opened, and no checkpointer is made unless you pass one).
     Run it with ``config={"configurable": {"user_id": ..., "project_id": ..., "thread_id": ...}}``.
     """
     if not isinstance(model, BaseChatModel):
         raise ConfigurationError(f"model must be a LangChain chat model, got {type(model).__name__}")
+    _check_enable(enable_memory)
     backend = MemoryBackend.of(memory)
+    if checkpointer is None and not enable_memory:
+        checkpointer = False  # the default checkpointer lives in the memory database
     if checkpointer is None:
         from agent_memory.episodic import open_checkpointer
 
@@ -160,6 +178,7 @@ def create_memory_agent(
     stack += memory_middleware_stack(
         model, backend, working_memory=working_memory, summarization=summarization, extraction=extraction,
         extraction_llm=extraction_llm, extract_every=extract_every, k=k, require_user=require_user,
+        enable_memory=enable_memory,
     )
     return create_agent(
         model, list(tools), system_prompt=system_prompt, middleware=stack, checkpointer=checkpointer, **agent_options,

@@ -77,6 +77,15 @@ class MemoryBackend:
     def config(self) -> MemoryConfig:
         return self.service.config
 
+    @property
+    def known_config(self) -> MemoryConfig:
+        """The config without opening anything: the given service's, or the one a service opened
+        here will have (for what is decided when an agent is built, like the tools' schemas)."""
+        service = self._sync if self._sync is not None else self._async
+        if service is not None:
+            return service.config
+        return self._config if self._config is not None else MemoryConfig.from_env()
+
     def sync_service(self) -> MemoryService:
         if self._sync is None:
             if self._async is not None:

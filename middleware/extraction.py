@@ -61,14 +61,19 @@ class ExtractionMiddleware(AgentMiddleware[AgentState[Any], Any]):
     every: extract once this many user turns are new (default ``config.extract_every``).
     on_report: called with each :class:`~agent_memory.extraction.pipeline.ExtractionReport`
         (in the worker thread when in the background). The last 100 are in :attr:`reports`.
+    enable_memory: ``False`` learns nothing and never opens the memory (as ``MemoryMiddleware``'s).
     """
 
     def __init__(
         self, memory: MemoryLike | MemoryBackend = None, *, config: MemoryConfig | None = None,
         embeddings: Embeddings | None = None, llm: Any = SERVICE_LLM, mode: str | None = None,
         every: int | None = None, on_report: Callable[[ExtractionReport], None] | None = None,
+        enable_memory: bool = True,
     ) -> None:
         super().__init__()
+        if not isinstance(enable_memory, bool):
+            raise ConfigurationError(f"enable_memory must be True or False, got {enable_memory!r}")
+        self.enable_memory = enable_memory
         if mode is not None and mode not in EXTRACTION_MODES:
             raise ConfigurationError(f"mode must be one of {', '.join(EXTRACTION_MODES)}, got {mode!r}")
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
@@ -96,7 +101,7 @@ class ExtractionMiddleware(AgentMiddleware[AgentState[Any], Any]):
     # --- what to extract ----------------------------------------------------------------------
 
     def _job(self, state: AgentState[Any], runtime: Runtime[Any]) -> _Job | None:
-        if self.mode == "off":
+        if not self.enable_memory or self.mode == "off":
             return None
         try:
             config = get_config()

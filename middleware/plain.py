@@ -110,7 +110,7 @@ def bound_memory_tools(
         return await kit.arun("memory_stats", kit.stats(run), run)
 
     return toolset((memory_save, amemory_save), (memory_search, amemory_search), (memory_delete, amemory_delete),
-                   (memory_stats, amemory_stats))
+                   (memory_stats, amemory_stats), config=kit.backend.known_config)
 
 
 def _document(result: SearchResult) -> Document:

@@ -15,6 +15,7 @@ stored memory can no more forge a turn or a tag here than there.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Annotated, Any, Literal, Protocol
@@ -33,8 +34,10 @@ from agent_memory.errors import (
     MissingIdentityError,
     PermissionDeniedError,
 )
+from agent_memory.config import MemoryConfig
 from agent_memory.db.requests import Op
 from agent_memory.formatting import escape_line
+from agent_memory.memory_types import known_types
 from agent_memory.models import (
     SHARED_SCOPES,
     MemoryItem,
@@ -83,6 +86,30 @@ Body = Generator[Op[Any], Any, tuple[str, bool]]
 
 MemoryTypeArg = Literal["preference", "fact", "skill", "habit", "event", "context", "constraint", "decision"]
 ScopeArg = Literal["user", "project", "session", "team", "org"]
+
+
+def bound_types(config: MemoryConfig, *functions: Callable[..., Any]) -> None:
+    """Give ``memory_type`` the types ``config`` knows (the built-in ones and its
+    ``custom_memory_types``) in the functions a tool's schema is read from, as :func:`bound_k`
+    does for ``k``: the model sees each custom type's name in the enum and its description. A
+    function whose ``memory_type`` defaults to ``None`` (a filter) gets an optional one."""
+    if not config.custom_memory_types:
+        return  # the static annotation already lists the built-in types
+    names = Literal[known_types(config)]  # type: ignore[valid-type]
+    custom = "; ".join(f"{name}: {one_line(text, 300)}" for name, text in config.custom_memory_types.items())
+    description = f"the kind of memory: one of the built-in types or this deployment's own ({custom})"
+    for function in functions:
+        optional = inspect.signature(function).parameters["memory_type"].default is None
+        kind = names | None if optional else names
+        function.__annotations__["memory_type"] = Annotated[kind, Field(description=description)]
+
+
+def save_description(config: MemoryConfig) -> str:
+    """``memory_save``'s description, naming ``config``'s custom types (if any) with what each holds."""
+    if not config.custom_memory_types:
+        return SAVE_DESCRIPTION
+    custom = "; ".join(f"{name} ({one_line(text, 300)})" for name, text in config.custom_memory_types.items())
+    return f"{SAVE_DESCRIPTION}\nThis deployment's own memory types, for memory_type as well: {custom}."
 
 
 def bound_k(max_k: int, *searches: Callable[..., Any]) -> None:
@@ -318,9 +345,14 @@ class Toolkit:
         raise AssertionError("a tool body makes exactly one call")  # pragma: no cover
 
 
-def toolset(*bodies: tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]) -> list[BaseTool]:
-    """The four tools from their (sync, async) functions, in the order of ``TOOL_NAMES``."""
-    descriptions = (SAVE_DESCRIPTION, SEARCH_DESCRIPTION, DELETE_DESCRIPTION, STATS_DESCRIPTION)
+def toolset(*bodies: tuple[Callable[..., Any], Callable[..., Awaitable[Any]]],
+            config: MemoryConfig | None = None) -> list[BaseTool]:
+    """The four tools from their (sync, async) functions, in the order of ``TOOL_NAMES``; with
+    ``config``, ``memory_save`` and ``memory_search`` also offer its custom memory types."""
+    if config is not None:
+        bound_types(config, *bodies[0], *bodies[1])
+    save = SAVE_DESCRIPTION if config is None else save_description(config)
+    descriptions = (save, SEARCH_DESCRIPTION, DELETE_DESCRIPTION, STATS_DESCRIPTION)
     return [
         StructuredTool.from_function(func=sync, coroutine=coro, name=name, description=description,
                                      handle_validation_error=describe_invalid_arguments)
@@ -384,4 +416,4 @@ def memory_tools(
         return await kit.arun("memory_stats", kit.stats(runtime), runtime)
 
     return toolset((memory_save, amemory_save), (memory_search, amemory_search), (memory_delete, amemory_delete),
-                   (memory_stats, amemory_stats))
+                   (memory_stats, amemory_stats), config=kit.backend.known_config)

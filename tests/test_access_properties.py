@@ -459,6 +459,11 @@ class AccessMachine(RuleBasedStateMachine):
         assert hits <= active, f"copied search as {user} {ident} leaked {[m.items.get(i) for i in hits - active]}"
         if len(active) <= k:
             assert hits == active, f"copied search as {user} {ident} missed {[m.items[i] for i in active - hits]}"
+        # the specification's search_memories (identity as keywords) is the same read
+        STATS["calls"] += 1
+        spec = {h.item.id for h in self.service.search_memories(
+            "note written for the shared world", user_id=user, k=k, min_relevance=0.0, **ident)}
+        assert spec == hits, f"search_memories as {user} {ident} differs from search: {spec ^ hits}"
         # subtree reads: every scope below the named ones, each under its own rule
         below = m.visible_ids(user, ident, subtree=True)
         STATS["calls"] += 2

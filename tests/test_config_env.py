@@ -105,6 +105,10 @@ BAD_VALUES = {
     "vector_cache_rows": -1,
     "vector_cache_mb": 0,
     "max_document_passages": 0,
+    "custom_memory_types": {"fact": "clashes with a built-in type"},
+    "extraction_instructions": "",
+    "consolidation_floor": 1.5,
+    "consolidation_candidates": 0,
 }
 
 

@@ -20,6 +20,8 @@ MEMORY_TYPES = ("preference", "fact", "skill", "habit", "event", "context", "con
 SCOPES = ("user", "project", "session", "team", "org")
 VISIBILITIES = ("public", "members", "owner_only")
 STATUSES = ("active", "archived", "superseded")
+#: memory types are checked by the service, which knows the custom ones (MEMORY_CUSTOM_TYPES)
+TYPE_HELP = f"{', '.join(MEMORY_TYPES)}, or a custom type of MEMORY_CUSTOM_TYPES"
 
 DESCRIPTION = """\
 agent-memory: long-term memory for LangGraph and LangChain agents, on PostgreSQL + pgvector.
@@ -93,7 +95,8 @@ COMMANDS: tuple[Command, ...] = (
             ("agent-memory add 'I keep my notes in Obsidian' --user alice --type habit",
              "agent-memory add 'We deploy on Fridays' --user alice --project webshop --scope project"),
             args=(_a("content", help="what to remember, one statement"),
-                  _a("--type", default="fact", choices=MEMORY_TYPES, help="the kind of memory (default: fact)"),
+                  _a("--type", default="fact", metavar="TYPE",
+                     help=f"the kind of memory (default: fact): {TYPE_HELP}"),
                   _a("--scope", default="user", choices=SCOPES,
                      help="who shares it: user (default), project/session/team/org (needs that id)"),
                   _a("--visibility", default="members", choices=VISIBILITIES,
@@ -105,7 +108,8 @@ COMMANDS: tuple[Command, ...] = (
              "agent-memory search 'database' --user alice --project webshop -k 10 --type decision"),
             args=(_a("query", help="what to look for, in words"),
                   _a("-k", "--limit", dest="k", type=int, default=5, help="how many results at most (default: 5)"),
-                  _a("--type", action="append", choices=MEMORY_TYPES, help="only this type (repeat for several)"),
+                  _a("--type", action="append", metavar="TYPE",
+                     help=f"only this type (repeat for several): {TYPE_HELP}"),
                   _a("--as-of", help="what held in the world at this time (ISO 8601, e.g. 2026-01-31T12:00)"),
                   _a("--known-at", help="what the memory held at this time (ISO 8601)"),
                   _a("--filter", dest="metadata_filter", metavar="JSON",
@@ -115,7 +119,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("list", "list memories, most recently changed first", "memories:list_",
             ("agent-memory list --user alice", "agent-memory list --user alice --status archived --limit 20"),
             args=(_a("--limit", type=int, default=50, help="how many at most (default: 50)"),
-                  _a("--type", action="append", choices=MEMORY_TYPES, help="only this type (repeat for several)"),
+                  _a("--type", action="append", metavar="TYPE",
+                     help=f"only this type (repeat for several): {TYPE_HELP}"),
                   _a("--status", action="append", choices=STATUSES,
                      help="only this status (repeat for several; default: active)"),
                   _a("--filter", dest="metadata_filter", metavar="JSON",
@@ -133,7 +138,7 @@ COMMANDS: tuple[Command, ...] = (
             ("agent-memory edit 3f2a9c1e --user alice --content 'I use VS Code'",
              "agent-memory edit 3f2a9c1e --user alice --type preference --confidence 0.8 --reason 'asked'"),
             args=(_ID, _a("--content", help="the new wording"),
-                  _a("--type", choices=MEMORY_TYPES, help="the new type"),
+                  _a("--type", metavar="TYPE", help=f"the new type: {TYPE_HELP}"),
                   _a("--confidence", type=float, help="the new confidence, 0 to 1"),
                   _a("--reason", help="why, kept in the history"))),
     Command("history", "a memory's story: earlier wordings and what it replaced or was replaced by",

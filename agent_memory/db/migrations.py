@@ -788,6 +788,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             EXECUTE FUNCTION agent_memory_history_level();
         """,
     ),
+    Migration(
+        "0019_custom_memory_types",
+        # A deployment may add its own memory types (MemoryConfig.custom_memory_types): the type
+        # is no longer one of eight names but any name shaped like them (models.MEMORY_TYPE_NAME).
+        # Which types a caller may write is the config's to say; the database keeps the shape.
+        """
+        ALTER TABLE memory_items DROP CONSTRAINT memory_items_memory_type_check;
+        ALTER TABLE memory_items ADD CONSTRAINT memory_items_memory_type_check
+            CHECK (memory_type ~ '^[a-z][a-z0-9_]{1,31}$');
+        """,
+    ),
 )
 
 

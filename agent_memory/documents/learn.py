@@ -154,7 +154,8 @@ def _source_passage(proposal: Proposal, batch: Sequence[Passage]) -> Passage:
     return max(batch, key=lambda p: len(words & {w.lower() for w in _WORD.findall(p.text)}))
 
 
-def _propose(model: Any, resource: Resource, passages: Sequence[Passage]) -> Op[list[tuple[Proposal, Passage]]]:
+def _propose(model: Any, resource: Resource, passages: Sequence[Passage],
+             config: MemoryConfig | None = None) -> Op[list[tuple[Proposal, Passage]]]:
     """``(proposal, passage it came from)`` for the passages, filed in the document's scope."""
     found: list[tuple[Proposal, Passage]] = []
     if model is None:
@@ -162,8 +163,8 @@ def _propose(model: Any, resource: Resource, passages: Sequence[Passage]) -> Op[
             found += [(proposal, p) for proposal in rules.extract_proposals(prose(p.text))[:MAX_PROPOSALS]]
     else:
         for batch in _batches(passages):
-            output = yield Llm(model, schemas.ExtractedMemories,
-                               tuple(schemas.extraction_messages(_document_text(resource, batch))))
+            output = yield Llm(model, schemas.extraction_schema(config),
+                               tuple(schemas.extraction_messages(_document_text(resource, batch), config=config)))
             found += [(proposal, _source_passage(proposal, batch))
                       for proposal in schemas.proposals_from_output(output)[:MAX_PROPOSALS * len(batch)]]
     return [(replace(proposal, scope=resource.scope), p) for proposal, p in found[:MAX_DOCUMENT_PROPOSALS]]
@@ -327,7 +328,7 @@ def add_document(
         identity.user_id, f"document:{resource.id}", identity.project_id, resource.id, extractor), fetch="one"))["id"]
     yield Commit()
     try:
-        proposed = yield from _propose(model, resource, to_read)
+        proposed = yield from _propose(model, resource, to_read, config)
     except Exception as exc:  # noqa: BLE001 - the model failed: the passages wait for the next add_document
         error = redact(f"{type(exc).__name__}: {exc}")[:1000]
         logger.warning("learning from document %s failed: %s", resource.id, error)

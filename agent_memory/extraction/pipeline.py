@@ -75,8 +75,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MAX_PROPOSALS = 20  # per run; a conversation that yields more is better read again in parts
-CANDIDATES = 5  # stored items shown per proposal when deciding
-CANDIDATE_FLOOR = 0.3  # below this cosine a stored item is not even a candidate
 MAX_TRANSCRIPT_CHARS = 12_000
 
 
@@ -184,7 +182,7 @@ class ExtractionReport(Report, Outcomes):
 # --- steps ------------------------------------------------------------------------------------
 
 
-def _propose(model: Any, fresh: Sequence[Turn]) -> Op[list[Proposal]]:
+def _propose(model: Any, fresh: Sequence[Turn], config: MemoryConfig | None = None) -> Op[list[Proposal]]:
     """Proposals from the new turns; when a fact began ("last month") is resolved against the
     time its turn was said (the conversation's time: the newest turn's for a model), else now."""
     now = datetime.now(UTC)
@@ -192,8 +190,8 @@ def _propose(model: Any, fresh: Sequence[Turn]) -> Op[list[Proposal]]:
         return [p for t in fresh if t.role == "user"
                 for p in rules.extract_proposals(t.text, said_at=min(t.at or now, now))][:MAX_PROPOSALS]
     said = min(next((t.at for t in reversed(fresh) if t.at is not None), now), now)
-    output = yield Llm(model, schemas.ExtractedMemories, tuple(schemas.extraction_messages(
-        transcript(fresh, max_chars=MAX_TRANSCRIPT_CHARS), now=said)))
+    output = yield Llm(model, schemas.extraction_schema(config), tuple(schemas.extraction_messages(
+        transcript(fresh, max_chars=MAX_TRANSCRIPT_CHARS), now=said, config=config)))
     return schemas.proposals_from_output(output, now=said)[:MAX_PROPOSALS]
 
 
@@ -389,7 +387,8 @@ def _consolidate(
         vectors = yield Embed(tuple(p.content for _, p, _ in gated))
         candidates: list[list[tuple[MemoryItem, float]]] = []
         for (_, proposal, _), vector in zip(gated, vectors):
-            q, p = queries.similar_items(identity, (proposal.scope,), vector, CANDIDATE_FLOOR, CANDIDATES)
+            q, p = queries.similar_items(identity, (proposal.scope,), vector, config.consolidation_floor,
+                                         config.consolidation_candidates)
             candidates.append([(row_to_item(r), float(r["similarity"])) for r in (yield Sql(q, p))])
         yield Commit()
         verdicts = yield from _decide(config, model, [p for _, p, _ in gated], candidates)
@@ -517,7 +516,7 @@ def extract_memories(
     try:
         proposals = ruled
         if model is not None:
-            proposals, skipped = yield from _skip_saved((yield from _propose(model, fresh)), fresh, saves)
+            proposals, skipped = yield from _skip_saved((yield from _propose(model, fresh, config)), fresh, saves)
     except Exception as exc:  # noqa: BLE001 - the model failed: record it, keep the messages for the next run
         error = redact(f"{type(exc).__name__}: {exc}")[:1000]  # an error may quote the conversation
         logger.warning("memory extraction failed for session %r: %s", identity.session_id, error)

@@ -12,16 +12,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from agent_memory.prompts import render
 
 from ..formatting import escape
+from ..memory_types import known_types
 from ..models import Decision, MemoryItem, MemoryType, Proposal, Scope
 from .when import anchor_when, resolve_when
+
+if TYPE_CHECKING:
+    from ..config import MemoryConfig
 
 __all__ = [
     "ConsolidationDecision",
@@ -31,7 +36,9 @@ __all__ = [
     "candidate_label",
     "consolidation_messages",
     "decisions_from_output",
+    "extraction_instructions",
     "extraction_messages",
+    "extraction_schema",
     "proposals_from_output",
 ]
 
@@ -74,10 +81,46 @@ class ConsolidationDecisions(BaseModel):
     decisions: list[ConsolidationDecision] = Field(default_factory=list)
 
 
-def extraction_messages(transcript: str, *, now: datetime | None = None) -> list[BaseMessage]:
-    """The extraction prompt for ``transcript``, said at ``now`` (default: the current time)."""
+def extraction_instructions(config: MemoryConfig | None) -> str:
+    """The extraction model's instructions: the bundled ones, then ``config``'s custom memory
+    types (each name with its description) and its ``extraction_instructions``, each delimited."""
+    text = render("extraction")
+    if config is None:
+        return text
+    if config.custom_memory_types:
+        types = "\n".join(f'<type name="{name}">{escape(description)}</type>'
+                          for name, description in config.custom_memory_types.items())
+        text += render("extraction_custom_types", types=types)
+    if config.extraction_instructions:
+        text += render("extraction_instructions", instructions=escape(config.extraction_instructions.strip()))
+    return text
+
+
+@cache
+def _schema_with(names: tuple[str, ...]) -> type[ExtractedMemories]:
+    """The schemas with ``memory_type`` one of ``names`` (built when a config first needs them)."""
+    kind: Any = Literal[names]  # a Literal of names known at run time
+    memory = create_model("ExtractedMemory", __base__=ExtractedMemory,
+                          memory_type=(kind, Field(description="What kind of memory this is.")))
+    memories: Any = list[memory]  # type: ignore[valid-type]
+    return create_model("ExtractedMemories", __base__=ExtractedMemories,
+                        memories=(memories, Field(default_factory=list)))
+
+
+def extraction_schema(config: MemoryConfig | None) -> type[ExtractedMemories]:
+    """What the extraction model answers with: :class:`ExtractedMemories`, whose ``memory_type``
+    also takes ``config``'s custom types when it has some (a schema of the same name)."""
+    if config is None or not config.custom_memory_types:
+        return ExtractedMemories
+    return _schema_with(known_types(config))
+
+
+def extraction_messages(transcript: str, *, now: datetime | None = None,
+                        config: MemoryConfig | None = None) -> list[BaseMessage]:
+    """The extraction prompt for ``transcript``, said at ``now`` (default: the current time), with
+    ``config``'s custom types and instructions (:func:`extraction_instructions`)."""
     now = datetime.now(UTC) if now is None else now
-    return [SystemMessage(render("extraction")),
+    return [SystemMessage(extraction_instructions(config)),
             HumanMessage(render("extraction_input", transcript=escape(transcript),
                                 now=f"{now:%A %Y-%m-%d %H:%M %Z}".strip()))]
 

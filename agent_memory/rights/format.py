@@ -20,7 +20,9 @@ from uuid import UUID
 from ..config import MemoryConfig
 from ..errors import InvalidInputError
 from ..gate import check_content, normalize_content
-from ..models import ROLES, MemoryType, Rejection, RejectionReason, ResourceKind, Scope, Source, Status, Visibility
+from ..models import (
+    MEMORY_TYPE_NAME, ROLES, MemoryType, Rejection, RejectionReason, ResourceKind, Scope, Source, Status, Visibility,
+)
 from ..profiles.fields import check_profile_fields
 from ..queries.tables import table_of
 from ..reports import DeleteReport, ForgetReport, ImportReport
@@ -156,6 +158,15 @@ def _object(path: str, value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+def _memory_type(path: str, value: Any) -> str:
+    """A built-in or a custom type's name: a restore keeps the types a memory was saved with,
+    whatever this service's ``custom_memory_types`` says (every read accepts them)."""
+    if not isinstance(value, str) or MEMORY_TYPE_NAME.fullmatch(value) is None:
+        raise InvalidInputError(path, f"must be a memory type (built-in: {', '.join(MemoryType.values())}, or a "
+                                      f"custom type's name of lowercase letters, digits and '_'); got {value!r}"[:300])
+    return value
+
+
 def _one_of(values: Iterable[str]) -> Check:
     allowed = tuple(values)
 
@@ -207,7 +218,7 @@ _SECTIONS: dict[str, _Section] = {
     ), ("project_id", "grantee_kind", "grantee_id"), "project_id, grantee_kind, grantee_id"),
     "memories": _Section(table_of("memories"), (
         _Col("id", "uuid", _uuid), _Col("content", "text", _text),
-        _Col("memory_type", "text", _one_of(MemoryType.values())), _Col("scope", "text", _one_of(Scope.values())),
+        _Col("memory_type", "text", _memory_type), _Col("scope", "text", _one_of(Scope.values())),
         _Col("scope_id", "text", _name), _Col("user_id", "text", _id), _Col("project_id", "text", _scope_name, True),
         _Col("session_id", "text", _id, True), _Col("source", "text", _one_of(Source.values())),
         _Col("source_id", "text", _id, True), _Col("confidence", "double precision", _unit),
@@ -223,7 +234,7 @@ _SECTIONS: dict[str, _Section] = {
     ), ("id",), "created_at, id"),
     "history": _Section(table_of("history"), (
         _Col("memory_id", "uuid", _uuid), _Col("version", "integer", _whole(1)), _Col("content", "text", _text),
-        _Col("memory_type", "text", _one_of(MemoryType.values())), _Col("confidence", "double precision", _unit),
+        _Col("memory_type", "text", _memory_type), _Col("confidence", "double precision", _unit),
         _Col("metadata", "jsonb", _metadata), _Col("recorded_at", "timestamptz", _time),
         _Col("replaced_at", "timestamptz", _time), _Col("change", "text", _one_of(("update", "edit"))),
         _Col("decided_by", "text", _one_of(("llm", "similarity", "user")), True),

@@ -52,15 +52,16 @@ from agent_memory.middleware.backend import MemoryBackend
 from agent_memory.middleware.plain import FixedRun
 from agent_memory.middleware.tools import (
     DELETE_DESCRIPTION,
-    SAVE_DESCRIPTION,
     SEARCH_DESCRIPTION,
     STATS_DESCRIPTION,
     MemoryTypeArg,
     ScopeArg,
     Toolkit,
+    bound_types,
     describe_error,
     describe_item,
     one_line,
+    save_description,
 )
 from agent_memory.documents import PassageHit
 from agent_memory.models import Identity, MemoryItem, MemoryVersion
@@ -218,7 +219,10 @@ def build_server(backend: MemoryBackend, identity: Identity | None = None, *,
     async def document_search(query: str, k: int = 5) -> CallToolResult:
         return await tools.call("document_search", lambda: tools.documents(query, k))
 
-    for fn, description in ((memory_save, SAVE_DESCRIPTION), (memory_search, SEARCH_DESCRIPTION), (memory_delete, DELETE_DESCRIPTION),
+    config = backend.known_config  # its custom memory types go into the schemas
+    bound_types(config, memory_save, memory_search, memory_list)
+    for fn, description in ((memory_save, save_description(config)), (memory_search, SEARCH_DESCRIPTION),
+                            (memory_delete, DELETE_DESCRIPTION),
                             (memory_stats, STATS_DESCRIPTION), (memory_list, _LIST), (memory_history, _HISTORY),
                             (document_search, _DOCUMENTS)):
         server.add_tool(fn, name=fn.__name__, description=description, structured_output=False)
