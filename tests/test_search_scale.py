@@ -323,11 +323,12 @@ def test_memory_terms_through_writes_at_every_level(dsn, memory):
     assert again.deduplicated and again.id == mine.id
     assert_terms_true(dsn, "a save answered by a duplicate")
 
-    report = memory.for_user(**me).add_many([NewMemory(content=t, scope=lvl) for t, lvl in (("The sprint demo is on Thursdays", "team"),
-                                                        ("The sprint demo is on Thursdays", "team"),
-                                                        ("Backups run at 3 am", "project"),
-                                                        ("Alice keeps the team's release checklist in the wiki",
-                                                         "team"))], dedupe=True)
+    # the last one repeats `mine` at its own visibility (owner_only): a duplicate of a stored row
+    report = memory.for_user(**me).add_many([NewMemory(content=t, scope=lvl, visibility=vis) for t, lvl, vis in (
+        ("The sprint demo is on Thursdays", "team", "members"),
+        ("The sprint demo is on Thursdays", "team", "members"),
+        ("Backups run at 3 am", "project", "members"),
+        ("Alice keeps the team's release checklist in the wiki", "team", "owner_only"))], dedupe=True)
     assert len(report.inserted) == 2 and len(report.duplicates) == 2
     assert_terms_true(dsn, "an import with duplicates")
 
