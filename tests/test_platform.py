@@ -169,3 +169,31 @@ def test_an_unknown_token_is_turned_away(platform: dict[str, Any]) -> None:
     client = get_sync_client(url=platform["url"], headers={"Authorization": "Bearer token-mallory"})
     with pytest.raises(AuthenticationError, match="unknown bearer token"):
         client.threads.create()
+
+
+def test_the_store_endpoints_act_for_the_requests_user(platform: dict[str, Any]) -> None:
+    """``client.store.*`` runs outside any run: the store acts for the user the platform
+    authenticated for the request, so each reaches their own namespace and nobody else's."""
+    alice, bob = _client(platform, "alice"), _client(platform, "bob")
+    alice.store.put_item(["memories", "alice", "lists"], "groceries", {"text": "oat milk and lemons"})
+    item = alice.store.get_item(["memories", "alice", "lists"], "groceries")
+    assert item is not None and item["value"] == {"text": "oat milk and lemons"}
+    found = alice.store.search_items(["memories", "alice", "lists"], query="what do I need to buy?")
+    assert [i["value"]["text"] for i in found["items"]] == ["oat milk and lemons"]
+    assert ["memories", "alice", "lists"] in [list(n) for n in alice.store.list_namespaces()["namespaces"]]
+    # bob reaches none of it: not by reading, searching or listing alice's namespace, nor by writing there
+    from langgraph_sdk.errors import PermissionDeniedError as Forbidden
+
+    for attempt in (lambda: bob.store.get_item(["memories", "alice", "lists"], "groceries"),
+                    lambda: bob.store.search_items(["memories", "alice"], query="buy"),
+                    lambda: bob.store.put_item(["memories", "alice", "lists"], "x", {"text": "from bob"}),
+                    lambda: bob.store.delete_item(["memories", "alice", "lists"], "groceries")):
+        with pytest.raises(Forbidden, match="another user's memory") as refused:
+            attempt()
+        assert "lemons" not in str(refused.value)
+    assert "alice" not in str(bob.store.list_namespaces())
+    bobs = bob.store.search_items(["memories", "bob"], query="what do I need to buy?")["items"]
+    assert bobs and all(i["namespace"][:2] == ["memories", "bob"] for i in bobs) and "lemons" not in str(bobs)
+    with MemoryService(platform["dsn"]) as memory:
+        assert "oat milk and lemons" in [m.content for m in memory.for_user("alice").list()]
+        assert "from bob" not in str(memory.for_user("alice").list())

@@ -27,20 +27,23 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 
 from langchain_core.embeddings import Embeddings
-from langgraph.store.base import IndexConfig, TTLConfig
+from langgraph.store.base import IndexConfig, Op, Result, TTLConfig
 
 from ..config import MemoryConfig
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, PermissionDeniedError
+from ..identity import AUTH_USER_KEY, authenticated_fields
+from ..models import Identity
 from ..service import AsyncMemoryService
+from ..validation import check_identity
 from .store import AgentMemoryStore
 
-__all__ = ["make_store", "open_store", "platform_store_config", "resolve_embed"]
+__all__ = ["PlatformStore", "make_store", "open_store", "platform_store_config", "resolve_embed"]
 
 _HOW = ("give index['embed'] as 'provider:model' (e.g. 'openai:text-embedding-3-small'), './file.py:name' or "
         "'module.py:name' naming an Embeddings object or a function from texts to vectors")
@@ -114,6 +117,74 @@ def resolve_embed(embed: Any) -> Embeddings:
                              f"{type(embed).__name__}; {_HOW}")
 
 
+def _request_caller() -> Identity | None:
+    """The user the platform authenticated for the HTTP request being served (its store
+    endpoints: ``client.store.put_item``, ``search_items``...), outside any run; ``None`` when
+    there is none or this is not a platform server."""
+    utils = sys.modules.get("langgraph_api.utils")
+    context = getattr(utils, "get_auth_ctx", lambda: None)() if utils is not None else None
+    user = getattr(context, "user", None)
+    if user is None or getattr(user, "is_authenticated", True) is False:
+        return None
+    fields = authenticated_fields({"configurable": {AUTH_USER_KEY: user}})
+    if fields is None:
+        return None
+    return check_identity(fields["user_id"], fields["project_id"], None, fields["team_id"], fields["org_id"])
+
+
+def _in_a_run() -> bool:
+    from langgraph.config import get_config
+
+    try:
+        get_config()
+    except RuntimeError:
+        return False
+    return True
+
+
+class PlatformStore(AgentMemoryStore):
+    """:class:`AgentMemoryStore` as the platform serves it: inside a run it acts for the run's
+    (authenticated) user like any store; a call from the platform's store endpoints
+    (``client.store.put_item``, ``search_items``...), which run outside any run, acts for the user
+    the platform authenticated for that request, and a refusal there answers HTTP 403."""
+
+    def _for_request(self) -> AgentMemoryStore | None:
+        """The store acting for the request's user, or ``None`` to act as this one does."""
+        if self.caller is not None or _in_a_run():
+            return None
+        caller = _request_caller()
+        if caller is None:
+            return None  # no one authenticated: refused as any call without a caller is
+        return AgentMemoryStore(self.memory, caller=caller, trusted=self.trusted, index=self.index_config,
+                                ttl=self.ttl_config)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        store = self._for_request()
+        if store is None:
+            return super().batch(ops)
+        try:
+            return store.batch(ops)
+        except PermissionDeniedError as exc:
+            raise _forbidden(exc) from exc
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        store = self._for_request()
+        if store is None:
+            return await super().abatch(ops)
+        try:
+            return await store.abatch(ops)
+        except PermissionDeniedError as exc:
+            raise _forbidden(exc) from exc
+
+
+def _forbidden(exc: PermissionDeniedError) -> Exception:
+    """The refusal as the platform's server answers it: HTTP 403 with our message (it would
+    otherwise answer 500 and drop the connection)."""
+    from starlette.exceptions import HTTPException  # the platform's server runs on starlette
+
+    return HTTPException(status_code=403, detail=str(exc))
+
+
 @asynccontextmanager
 async def open_store(
     index: IndexConfig | None = None, *, ttl: TTLConfig | None = None, conn: Any = None,
@@ -133,7 +204,7 @@ async def open_store(
     embed = None if index is None else index.get("embed")
     embeddings = None if embed is None else resolve_embed(embed)
     async with AsyncMemoryService(conn, config=config, embeddings=embeddings) as memory:
-        yield AgentMemoryStore(memory, index=index, ttl=ttl)
+        yield PlatformStore(memory, index=index, ttl=ttl)
 
 
 def make_store() -> Any:

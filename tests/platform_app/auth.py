@@ -24,3 +24,9 @@ async def owner_only(ctx: Auth.types.AuthContext, value: dict) -> dict[str, str]
     metadata = value.setdefault("metadata", {}) if isinstance(value, dict) else {}
     metadata["owner"] = ctx.user.identity
     return {"owner": ctx.user.identity}
+
+
+@auth.on.store
+async def memory_is_scoped_by_agent_memory(ctx: Auth.types.AuthContext, value: dict) -> None:
+    """The store is agent-memory's, which acts for ``ctx.user`` itself: no filter to add here."""
+    return None
