@@ -38,7 +38,7 @@ no context and reads ``configurable`` alone.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from .errors import IdentityConflictError, InvalidInputError, MissingIdentityError
 from .models import Identity
@@ -183,6 +183,11 @@ def _config_user(configurable: Mapping[str, Any]) -> Any:
     return user if user is not None else langmem_user
 
 
+@overload
+def identity_from(config: Mapping[str, Any] | None, context: Any = None, *,
+                  required: Literal[True] = True) -> Identity: ...
+@overload
+def identity_from(config: Mapping[str, Any] | None, context: Any = None, *, required: bool) -> Identity | None: ...
 def identity_from(config: Mapping[str, Any] | None, context: Any = None, *, required: bool = True) -> Identity | None:
     """The run's validated :class:`Identity` (see :func:`read_identity_fields`).
 

@@ -28,7 +28,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -207,7 +207,7 @@ async def open_store(
         yield PlatformStore(memory, index=index, ttl=ttl)
 
 
-def make_store() -> Any:
+def make_store() -> AbstractAsyncContextManager[AgentMemoryStore]:
     """The store for ``"store": {"path": "agent_memory.store.platform.make_store"}`` in
     ``langgraph.json``: :func:`open_store` with that section's ``index`` and ``ttl``.
 
