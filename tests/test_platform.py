@@ -127,6 +127,7 @@ def test_two_authenticated_users_never_see_each_other(platform: dict[str, Any]) 
     alice = _run(platform, "alice", {"remember": "my favourite editor is helix"})
     bob = _run(platform, "bob", {"remember": "my favourite editor is vim"})
     assert alice["user"] == "alice" and bob["user"] == "bob"  # the store acted for the token's user
+    assert alice["embedder"] == "AppEmbeddings"  # the one langgraph.json's index.embed names
 
     found_by_alice = _run(platform, "alice", {"query": "which editor do I like?"})["found"]
     found_by_bob = _run(platform, "bob", {"query": "which editor do I like?"})["found"]

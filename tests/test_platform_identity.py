@@ -213,3 +213,20 @@ async def test_a_langmem_tool_invoked_directly_with_config_acts_for_its_user(mem
     other = conf(langgraph_user_id=tenant.other_user)
     assert "bicycle" not in str(create_search_memory_tool(namespace, store=AgentMemoryStore(memory)).invoke(
         {"query": "bicycle"}, config=other))
+
+
+def test_a_langmem_tool_on_the_platform_uses_the_authenticated_id(memory, tenant) -> None:
+    """The platform sets ``langgraph_auth_user_id`` next to the user; langmem's template
+    ``{langgraph_auth_user_id}`` and the store's reading of the user agree."""
+    from langmem import create_manage_memory_tool
+
+    config = authed({"identity": tenant.user}, langgraph_auth_user_id=tenant.user)
+    tool = create_manage_memory_tool(("memories", "{langgraph_auth_user_id}"), store=AgentMemoryStore(memory))
+    tool.invoke({"content": "Speaks Portuguese", "action": "create"}, config=config)
+    assert [m.content for m in memory.for_user(tenant.user).list()] == ["Speaks Portuguese"]
+    # a client's user_id next to it is refused, not obeyed
+    with pytest.raises(IdentityConflictError):
+        tool.invoke({"content": "Speaks Danish", "action": "create"},
+                    config=authed({"identity": tenant.user}, langgraph_auth_user_id=tenant.user,
+                                  user_id=tenant.other_user))
+    assert memory.for_user(tenant.other_user).list() == []

@@ -20,6 +20,7 @@ class State(TypedDict, total=False):
     query: str  # what to look for
     owner: str  # look in this user's memories instead of the caller's (refused for anyone else)
     user: str  # who the run acted for (output)
+    embedder: str  # the class of the store's embedder (output: langgraph.json's index.embed chose it)
     found: list[str]  # the notes found (output)
 
 
@@ -27,7 +28,7 @@ async def remember(state: State, config: RunnableConfig, *, store: BaseStore) ->
     user = identity_from(config).user_id
     if state.get("remember"):
         await store.aput(("memories", user, "notes"), str(abs(hash(state["remember"]))), {"text": state["remember"]})
-    return {"user": user}
+    return {"user": user, "embedder": type(getattr(store, "memory").embeddings).__name__}
 
 
 def recall(state: State, config: RunnableConfig, *, store: BaseStore) -> dict[str, Any]:
