@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
+from langgraph.graph import START, StateGraph
+from langgraph.store.base import BaseStore
 
-from agent_memory import ConfigurationError, EmbeddingDimensionMismatchError, Identity
+from agent_memory import ConfigurationError, EmbeddingDimensionMismatchError, Identity, MissingIdentityError
 from agent_memory.store import AgentMemoryStore
-from agent_memory.store.platform import make_store, open_store, platform_store_config, resolve_embed
+from agent_memory.store.platform import PlatformStore, make_store, open_store, platform_store_config, resolve_embed
 
 
 def vectors(texts: list[str]) -> list[list[float]]:
@@ -117,3 +119,47 @@ async def test_make_store_reads_the_platforms_store_section(dsn: str, memory, em
     # a platform without a store section: the service's own embedder and no index
     monkeypatch.setitem(sys.modules, "langgraph_api.config", types.SimpleNamespace(STORE_CONFIG=None))
     assert platform_store_config() == {}
+
+
+def _platform_request(monkeypatch: pytest.MonkeyPatch, user: Any) -> None:
+    """A request the platform authenticated (``user``), as its server holds it while it serves
+    a store endpoint: ``langgraph_api.utils.get_auth_ctx()``."""
+    context = None if user is None else types.SimpleNamespace(user=user, permissions=[])
+    monkeypatch.setitem(sys.modules, "langgraph_api.utils", types.SimpleNamespace(get_auth_ctx=lambda: context))
+
+
+async def test_a_store_endpoint_acts_for_the_requests_user(dsn: str, memory, embeddings, tenant,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from starlette.exceptions import HTTPException  # the platform's server answers with it
+
+    async with open_store({"embed": embeddings}, conn=dsn) as store:
+        assert isinstance(store, PlatformStore)
+        _platform_request(monkeypatch, {"identity": tenant.user, "project_id": tenant.project})
+        await store.aput(("memories", tenant.user, "lists"), "groceries", {"content": "oat milk"})
+        await store.aput(("projects", tenant.project), "plan", {"content": "launch in May"})  # the claimed project
+        got = await store.aget(("memories", tenant.user, "lists"), "groceries")
+        assert got is not None and got.value == {"content": "oat milk"}
+        # another user's request: refused with 403 (not a 500), and nothing of the first is shown
+        _platform_request(monkeypatch, {"identity": tenant.other_user})
+        with pytest.raises(HTTPException) as refused:
+            await store.asearch(("memories", tenant.user), query="milk")
+        assert refused.value.status_code == 403 and "another user's memory" in str(refused.value.detail)
+        with pytest.raises(HTTPException):
+            await store.aput(("memories", tenant.user, "lists"), "x", {"content": "from the other user"})
+        assert await store.asearch(("memories", tenant.other_user)) == []
+        # a request no one authenticated: refused as any call without a caller
+        _platform_request(monkeypatch, None)
+        with pytest.raises(MissingIdentityError):
+            await store.aget(("memories", tenant.user, "lists"), "groceries")
+        # inside a run the run's identity is used, as for any store (the request is not consulted)
+        _platform_request(monkeypatch, {"identity": tenant.other_user})
+
+        async def node(state: dict[str, Any], *, store: BaseStore) -> dict[str, Any]:
+            found = await store.asearch(("memories", tenant.user, "lists"))
+            return {"found": [i.value["content"] for i in found]}
+
+        graph = StateGraph(dict).add_node("read", node).add_edge(START, "read").compile(store=store)
+        answer = await graph.ainvoke({}, {"configurable": {"langgraph_auth_user": {"identity": tenant.user}}})
+        assert answer["found"] == ["oat milk"]
+    assert [m.content for m in memory.for_user(tenant.user).list()] == ["oat milk"]
+    assert "launch in May" in [m.content for m in memory.for_user(tenant.user, project_id=tenant.project).list()]
