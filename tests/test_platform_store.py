@@ -52,7 +52,8 @@ def test_embed_is_read_in_every_form_the_platform_accepts(in_app: Path, monkeypa
     # "provider:model": LangChain's init_embeddings (built here, nothing is sent)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
     openai = resolve_embed("openai:text-embedding-3-small")
-    assert type(openai).__name__ == "OpenAIEmbeddings" and openai.model == "text-embedding-3-small"  # type: ignore[attr-defined]
+    assert type(openai).__name__ == "OpenAIEmbeddings"
+    assert getattr(openai, "model") == "text-embedding-3-small"
     # an object or a function given in code
     fake = DeterministicFakeEmbedding(size=4)
     assert resolve_embed(fake) is fake
