@@ -164,3 +164,27 @@ async def test_a_store_endpoint_acts_for_the_requests_user(dsn: str, memory, emb
         assert answer["found"] == ["oat milk"]
     assert [m.content for m in memory.for_user(tenant.user).list()] == ["oat milk"]
     assert "launch in May" in [m.content for m in memory.for_user(tenant.user, project_id=tenant.project).list()]
+
+
+async def test_open_store_sweeps_expired_memories_while_open(dsn: str, memory, embeddings, tenant) -> None:
+    """The platform runs no sweeper for a custom store; ``ttl.sweep_interval_minutes`` runs ours."""
+    import asyncio
+
+    import psycopg
+
+    async with open_store({"embed": embeddings}, conn=dsn, ttl={"sweep_interval_minutes": 0.005}) as store:
+        mine = AgentMemoryStore(store.memory, caller=Identity(tenant.user))
+        await mine.aput(("memories", tenant.user), "brief", {"content": "A note for a moment"}, ttl=0.001)
+        await mine.aput(("memories", tenant.user), "kept", {"content": "A note to keep"})
+
+        def rows() -> int:
+            with psycopg.connect(dsn) as conn:
+                found = conn.execute("SELECT count(*) FROM memory_items WHERE user_id = %s", (tenant.user,)).fetchone()
+                return int(found[0]) if found else 0
+
+        for _ in range(200):  # the sweep deletes the expired row; wait for it without timing it
+            if await asyncio.to_thread(rows) == 1:
+                break
+            await asyncio.sleep(0.1)
+        assert await asyncio.to_thread(rows) == 1
+    assert [m.content for m in memory.for_user(tenant.user).list()] == ["A note to keep"]

@@ -195,7 +195,9 @@ async def open_store(
 
     ``index``: LangGraph's index config (``embed`` chooses the embedder, see
     :func:`resolve_embed`; ``dims`` and ``fields`` as :class:`AgentMemoryStore` takes them).
-    ``ttl``: LangGraph's ttl config. ``conn``/``config``: as :class:`AsyncMemoryService` takes
+    ``ttl``: LangGraph's ttl config; with ``sweep_interval_minutes`` expired memories are deleted
+    that often while the store is open (they are invisible from the moment they expire).
+    ``conn``/``config``: as :class:`AsyncMemoryService` takes
     them (default: ``DATABASE_URL``, else the embedded server; settings from the environment).
     """
     if index is not None and not isinstance(index, Mapping):
@@ -204,7 +206,16 @@ async def open_store(
     embed = None if index is None else index.get("embed")
     embeddings = None if embed is None else resolve_embed(embed)
     async with AsyncMemoryService(conn, config=config, embeddings=embeddings) as memory:
-        yield PlatformStore(memory, index=index, ttl=ttl)
+        store = PlatformStore(memory, index=index, ttl=ttl)
+        # the platform runs no TTL sweeper for a custom store: ours runs while the store is open
+        sweeping = bool((store.ttl_config or {}).get("sweep_interval_minutes"))
+        if sweeping:
+            await store.astart_ttl_sweeper()
+        try:
+            yield store
+        finally:
+            if sweeping:
+                await store.astop_ttl_sweeper()
 
 
 def make_store() -> AbstractAsyncContextManager[AgentMemoryStore]:
