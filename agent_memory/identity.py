@@ -75,7 +75,8 @@ _AUTH_SOURCE = "the platform's authenticated user (config['configurable']['langg
 HOW_TO_PASS_IDENTITY = (
     "pass it with the run, e.g. agent.invoke(inputs, config={'configurable': "
     "{'user_id': 'alice', 'project_id': 'apollo', 'thread_id': 'session-1'}}), "
-    "or as the agent's context (context=MyContext(user_id='alice'))"
+    "or as the agent's context (context=MyContext(user_id='alice')); on LangGraph Platform, an auth handler's "
+    "user is the run's user"
 )
 
 
