@@ -44,14 +44,20 @@ class IdentityConflictError(ConfigurationError):
     """A run names one identity field twice, in its context and in ``config["configurable"]``,
     with different values; it is refused before anything is read or written.
 
-    ``field`` is the field (``"user_id"``...); ``context_value`` and ``config_value`` the two values.
+    ``field`` is the field (``"user_id"``...); ``context_value`` and ``config_value`` the two values
+    (``sources`` says where each was read: the platform's authenticated user is one such source,
+    and what it names is never overridden by a run's own ``user_id``).
     """
 
-    def __init__(self, field: str, context_value: object, config_value: object) -> None:
+    def __init__(self, field: str, context_value: object, config_value: object, *,
+                 sources: tuple[str, str] = ("its context", "config['configurable']"),
+                 advice: str | None = None) -> None:
+        if advice is None:
+            advice = (f"pass {field} in one place only (the context or config['configurable']), or the same value "
+                      "in both")
         super().__init__(
-            f"the run names two different {field}s: {_short(context_value)} in its context and "
-            f"{_short(config_value)} in config['configurable'], so nothing was read or written; pass {field} "
-            "in one place only (the context or config['configurable']), or the same value in both"
+            f"the run names two different {field}s: {_short(context_value)} in {sources[0]} and "
+            f"{_short(config_value)} in {sources[1]}, so nothing was read or written; {advice}"
         )
         self.field = field
         self.context_value = context_value

@@ -14,6 +14,20 @@ letting one layer read alice's thread while another writes into eve's
 sessions. Neither source "wins", because either precedence lets someone who
 controls one of them speak for the other.
 
+Under LangGraph Platform (``langgraph dev``, a deployment) the platform's auth handler
+authenticates each request and puts the user in ``configurable["langgraph_auth_user"]``. That
+user is a source above the other two: its ``identity`` is the ``user_id``, and its
+``project_id``, ``team_id`` and ``org_id`` fields, when the handler returns them, are those ids
+(:data:`AUTH_CLAIMS`). A client sends ``configurable`` and ``context`` itself, so a ``user_id``
+(or a claimed id) there that differs from the authenticated one is refused with
+:class:`IdentityConflictError`, never preferred: an authenticated user cannot speak for another
+by naming them. Ids the auth user does not claim (a project it left open, the session, the
+thread) come from the run as usual.
+
+langmem's tools fill their namespaces from ``configurable["langgraph_user_id"]``; that key is
+read as a spelling of ``user_id`` (the two must agree when both are given), so a langmem tool
+invoked directly with ``config`` outside a graph acts for the same user as its namespace.
+
 The checkpointer only ever sees ``config``; LangGraph puts the run's
 ``Runtime`` (and so its context) there under ``__pregel_runtime`` before the
 first checkpoint is loaded, so the checkpointer reads the context from it
@@ -24,16 +38,19 @@ no context and reads ``configurable`` alone.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from .errors import IdentityConflictError, InvalidInputError, MissingIdentityError
 from .models import Identity
 from .validation import check_id, check_identity
 
 __all__ = [
+    "AUTH_CLAIMS",
+    "AUTH_USER_KEY",
     "HOW_TO_PASS_IDENTITY",
     "IDENTITY_FIELDS",
     "RUNTIME_KEY",
+    "authenticated_fields",
     "identity_from",
     "read_identity_fields",
     "run_context",
@@ -45,11 +62,21 @@ IDENTITY_FIELDS = ("user_id", "project_id", "session_id", "team_id", "org_id")
 _RUN_FIELDS = (*IDENTITY_FIELDS, "thread_id")
 #: where LangGraph keeps the run's Runtime, and so its context, in ``config["configurable"]``
 RUNTIME_KEY = "__pregel_runtime"
+#: where LangGraph Platform puts the user its auth handler authenticated, in ``config["configurable"]``
+AUTH_USER_KEY = "langgraph_auth_user"
+#: the platform's plain-text copy of that user's identity (used when the user object is absent)
+_AUTH_USER_ID_KEY = "langgraph_auth_user_id"
+#: the authenticated user's fields read as ids, besides its ``identity`` (the ``user_id``)
+AUTH_CLAIMS = ("project_id", "team_id", "org_id")
+#: langmem's name for the user in ``configurable``, read as a spelling of ``user_id``
+_LANGMEM_USER_KEY = "langgraph_user_id"
+_AUTH_SOURCE = "the platform's authenticated user (config['configurable']['langgraph_auth_user'])"
 
 HOW_TO_PASS_IDENTITY = (
     "pass it with the run, e.g. agent.invoke(inputs, config={'configurable': "
     "{'user_id': 'alice', 'project_id': 'apollo', 'thread_id': 'session-1'}}), "
-    "or as the agent's context (context=MyContext(user_id='alice'))"
+    "or as the agent's context (context=MyContext(user_id='alice')); on LangGraph Platform, an auth handler's "
+    "user is the run's user"
 )
 
 
@@ -59,6 +86,41 @@ def _get(source: Any, name: str) -> Any:
     if isinstance(source, Mapping):
         return source.get(name)
     return getattr(source, name, None)
+
+
+def _claim(user: Any, name: str) -> Any:
+    """A field of an authenticated user: a mapping's key, an item of the platform's user proxy
+    (custom fields the auth handler returned), or an attribute (``BaseUser.identity``)."""
+    if isinstance(user, Mapping):
+        return user.get(name)
+    try:
+        return user[name]
+    except Exception:  # noqa: BLE001 - not subscriptable, or no such item: try the attribute
+        pass
+    try:
+        return getattr(user, name, None)
+    except Exception:  # noqa: BLE001 - a BaseUser property may raise NotImplementedError
+        return None
+
+
+def authenticated_fields(config: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the platform's auth handler established for this run: ``{"user_id": identity,
+    "project_id": ..., "team_id": ..., "org_id": ...}`` (``None`` where the user claims none), or
+    ``None`` when the run has no authenticated user."""
+    configurable = _configurable(config)
+    user = configurable.get(AUTH_USER_KEY)
+    identity = _claim(user, "identity") if user is not None else None
+    if identity is None:
+        identity = configurable.get(_AUTH_USER_ID_KEY)
+    if identity is None:
+        return None
+    if not isinstance(identity, str) or not identity:
+        raise InvalidInputError("user_id", f"the platform's authenticated user has identity {identity!r}, which is "
+                                           "not a user id: make the auth handler return a non-empty string identity")
+    claims: dict[str, Any] = {"user_id": identity}
+    for name in AUTH_CLAIMS:
+        claims[name] = _claim(user, name) if user is not None else None
+    return claims
 
 
 def _configurable(config: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -89,15 +151,44 @@ def read_identity_fields(config: Mapping[str, Any] | None, context: Any = None) 
     fields: dict[str, Any] = {}
     for name in _RUN_FIELDS:
         from_context, from_config = _get(context, name), configurable.get(name)
+        if name == "user_id":
+            from_config = _config_user(configurable)
         if from_context is not None and from_config is not None and not _same(from_context, from_config):
             raise IdentityConflictError(name, from_context, from_config)
         fields[name] = from_context if from_context is not None else from_config
+    authenticated = authenticated_fields(config)
+    for name, claimed in (authenticated or {}).items():
+        if claimed is None:
+            continue
+        given = fields[name]
+        if given is not None and not _same(claimed, given):
+            raise IdentityConflictError(
+                name, claimed, given, sources=(_AUTH_SOURCE, "the run's config or context"),
+                advice=f"an authenticated user's {name} cannot be chosen by the run: leave {name} out of the run "
+                       "(it is read from the authenticated user) or pass the same value")
+        fields[name] = claimed
     thread = fields.pop("thread_id")
     if fields["session_id"] is None:
         fields["session_id"] = thread
     return fields
 
 
+def _config_user(configurable: Mapping[str, Any]) -> Any:
+    """``configurable``'s user: ``user_id``, or langmem's ``langgraph_user_id`` (they must agree)."""
+    user, langmem_user = configurable.get("user_id"), configurable.get(_LANGMEM_USER_KEY)
+    if user is not None and langmem_user is not None and not _same(user, langmem_user):
+        raise IdentityConflictError(
+            "user_id", langmem_user, user,
+            sources=("config['configurable']['langgraph_user_id']", "config['configurable']['user_id']"),
+            advice="pass the user once, or the same value under both keys")
+    return user if user is not None else langmem_user
+
+
+@overload
+def identity_from(config: Mapping[str, Any] | None, context: Any = None, *,
+                  required: Literal[True] = True) -> Identity: ...
+@overload
+def identity_from(config: Mapping[str, Any] | None, context: Any = None, *, required: bool) -> Identity | None: ...
 def identity_from(config: Mapping[str, Any] | None, context: Any = None, *, required: bool = True) -> Identity | None:
     """The run's validated :class:`Identity` (see :func:`read_identity_fields`).
 

@@ -27,6 +27,9 @@ The same machine covers who a run is (:mod:`agent_memory.identity`) and who may 
 - a run's identity read from ``config["configurable"]`` and the agent's context: a field both
   name with different values is refused (``IdentityConflictError``) before anything is read;
   otherwise the reads are exactly what the model says the merged identity sees;
+- a LangGraph Platform run (``configurable["langgraph_auth_user"]``, sometimes with a project
+  claim): a run or context naming another user, or another project than the claim, is refused;
+  otherwise the reads are exactly what the authenticated user sees with the run's other ids;
 - checkpoint reads and writes (``get_tuple``, ``list``, ``put``) by a user, by a context, by
   both (agreeing or not) or by nobody, on threads owned by a user or by nobody: the first user
   claims a thread, nobody else and no user-less call may read or write it (``require_user``), and
@@ -978,6 +981,46 @@ class AccessMachine(RuleBasedStateMachine):
             return
         assert who is not None and who.user_id == user and {k: getattr(who, k) for k in IDENTITY_KEYS} == ident
         self._check_list(user, ident)
+
+    @rule(data=st.data())
+    @capped
+    def read_as_the_authenticated_run(self, data: st.DataObject) -> None:
+        """Memories read by a LangGraph Platform run: the auth handler's user (sometimes with a
+        project claim) comes first; a run that names another user or project is refused, and what
+        the user does not claim comes from the run."""
+        self._step("read_as_the_authenticated_run")
+        auth_user = self._user(data)
+        ident = self._ident(data)
+        claim = data.draw(st.sampled_from([None, None, *self.ids["project"]]))
+        run_user = data.draw(st.sampled_from([None, None, auth_user, *self.users]))
+        in_context = data.draw(st.booleans())
+        expected: Error = None
+        if run_user is not None and run_user != auth_user:
+            expected = IdentityConflictError
+        run = {k: v for k, v in self._ident_fields(ident, claim).items() if v}
+        if claim is not None:
+            if ident["project_id"] is not None and ident["project_id"] != claim:
+                expected = IdentityConflictError
+            ident = {**ident, "project_id": claim}
+        if run_user is not None:
+            run["user_id"] = run_user
+        auth = {"identity": auth_user, **({"project_id": claim} if claim else {})}
+        if in_context:
+            config = self._run_config(None, None, run, langgraph_auth_user=auth)
+        else:
+            config = self._run_config(None, None, None, langgraph_auth_user=auth, **run)
+        who = self._call("resolve the authenticated identity", expected, identity_from, config)
+        if expected is not None:
+            return
+        assert who is not None and who.user_id == auth_user
+        assert {k: getattr(who, k) for k in IDENTITY_KEYS} == ident
+        self._check_list(auth_user, ident)
+
+    @staticmethod
+    def _ident_fields(ident: Ident, claim: str | None) -> Ident:
+        """What the run itself names: the drawn ids, and the project only when the user claims
+        none (a claimed one is named by the run only when it repeats the claim)."""
+        return {k: v for k, v in ident.items() if not (k == "project_id" and claim is not None and v == claim)}
 
     def _check_threads(self) -> None:
         rows = self.conn.execute("SELECT thread_id, user_id FROM checkpoint_thread_owner WHERE thread_id = ANY(%s)",
