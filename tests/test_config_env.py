@@ -105,6 +105,9 @@ BAD_VALUES = {
     "vector_cache_rows": -1,
     "vector_cache_mb": 0,
     "max_document_passages": 0,
+    "inject_when": "sometimes",
+    "inject_min_relevance": 1.5,
+    "profile_budget_tokens": -1,
 }
 
 
