@@ -142,8 +142,10 @@ def _check_budget(value: Any) -> int | None:
 CHARS_PER_TOKEN = 4
 
 
-def _check_mode(value: Any) -> str | None:
-    if value is not None and value not in INJECT_MODES:
+def _check_mode(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in INJECT_MODES:
         raise InvalidInputError("inject_when", f"must be one of {', '.join(INJECT_MODES)} or None for "
                                                f"config.inject_when, got {value!r}")
     return value
