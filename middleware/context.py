@@ -9,6 +9,7 @@ search, in a sync and an async form that share everything else.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,8 @@ __all__ = [
     "render_context",
     "user_turns",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: tools whose results change what a search would return
 WRITE_TOOLS = frozenset({"memory_save", "memory_delete"})
@@ -220,6 +223,10 @@ class ContextBuilder:
         text = render_context(results, budget_chars=budget, user_profile=user, project_profile=project,
                               conflicts=conflicts)
         shown = dict.fromkeys([str(r.id) for r in results] + [str(m.id) for c in conflicts for m in c.items])
+        if decision is not None:
+            logger.debug("memory %s for this turn (%s): %d of %d hits over the floor %.3g injected",
+                         "needed" if decision.needed else "not needed", decision.reason, len(results),
+                         len(found[0]), self.floor)
         return MemoryContext(key=key, text=text, memory_ids=tuple(shown), decision=decision)
 
     def build(self, identity: Identity, messages: Sequence[AnyMessage], *, known_key: str | None = None

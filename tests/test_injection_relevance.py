@@ -7,6 +7,7 @@ token budget; with ``inject_when="model"`` the model decides.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -98,10 +99,12 @@ def test_always_keeps_the_old_behaviour_but_the_floor_still_applies(memory, code
     assert memories(model.system_prompts[-1]) == ""  # the floor alone keeps these out
 
 
-def test_the_decision_is_recorded_with_its_reason(memory, coder) -> None:
+def test_the_decision_is_recorded_with_its_reason(memory, coder, caplog) -> None:
     builder = ContextBuilder(MemoryBackend(memory))
     who = Identity(user_id=coder)
-    generic = builder.build(who, ask("What is a monad?")["messages"])
+    with caplog.at_level(logging.DEBUG, logger="agent_memory.middleware.context"):
+        generic = builder.build(who, ask("What is a monad?")["messages"])
+    assert "memory not needed for this turn (generic)" in caplog.text
     personal = builder.build(who, ask("Remind me what my dog is called.")["messages"])
     assert generic is not None and generic.decision is not None and not generic.decision.needed
     assert generic.memory_ids == () and memories(generic.text) == "" and "<user_profile>" in generic.text
