@@ -28,6 +28,8 @@ __all__ = ["ENV_VARS", "FROM_ENV", "MemoryConfig", "default_data_dir"]
 
 EMBEDDING_PROVIDERS = ("local", "openai")
 EXTRACTION_MODES = ("inline", "background", "off")
+#: ``inject_when``: how the middleware decides whether a turn needs memory (``agent_memory.relevance``)
+INJECT_MODES = ("rules", "model", "always")
 
 _DEFAULT_SCOPE_PRIORITY = MappingProxyType({"session": 1.0, "project": 0.8, "user": 0.6, "team": 0.4, "org": 0.2})
 TEAM_WRITE_POLICIES = ("members", "leads")
@@ -111,6 +113,9 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_EXTRACTION_INSTRUCTIONS": ("extraction_instructions", str),
         "MEMORY_CONSOLIDATION_FLOOR": ("consolidation_floor", float),
         "MEMORY_CONSOLIDATION_CANDIDATES": ("consolidation_candidates", int),
+        "MEMORY_INJECT_WHEN": ("inject_when", str),
+        "MEMORY_INJECT_MIN_RELEVANCE": ("inject_min_relevance", float),
+        "MEMORY_PROFILE_BUDGET_TOKENS": ("profile_budget_tokens", int),
     }
 )
 
@@ -177,6 +182,9 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "extraction_instructions": None,
     "consolidation_floor": 0.3,
     "consolidation_candidates": 5,
+    "inject_when": "rules",
+    "inject_min_relevance": 0.1,
+    "profile_budget_tokens": 300,
 })
 
 
@@ -292,6 +300,10 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
     "consolidation_floor": _between_0_and_1(),
     "consolidation_candidates": _Rule(lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 50,
                                       "a whole number from 1 to 50"),
+    "inject_when": _one_of(INJECT_MODES, "; 'rules' decides per turn offline, 'model' asks the chat model "
+                                         "(MEMORY_LLM), 'always' searches on every turn"),
+    "inject_min_relevance": _between_0_and_1(),
+    "profile_budget_tokens": _whole(minimum=0),
 })
 
 #: (lower, upper): pairs of fields where the first must not exceed the second
@@ -396,6 +408,16 @@ class MemoryConfig:
         candidate when deciding ADD / UPDATE / SUPERSEDE / NONE.
     consolidation_candidates: how many stored memories (the most similar) each proposal is
         compared with when deciding.
+    inject_when: whether the middleware looks for memories on a turn: ``"rules"`` (default) when the
+        turn refers to the user, their people, past, decisions or projects (``agent_memory.relevance``,
+        offline), ``"model"`` when the chat model says so (the rules without one), ``"always"`` on
+        every turn. Profiles are injected either way.
+    inject_min_relevance: the middleware injects a memory only when its relevance (as for
+        ``min_relevance``) is at least this; 0.1 was chosen on the labelled turns of
+        ``benchmarks/data/relevance_turns.jsonl`` (the highest floor that still serves 95% of the
+        turns that need a memory; BENCHMARKS.md, issue 31).
+    profile_budget_tokens: the most each injected profile may take, in tokens (about 4 characters
+        each); fields are dropped or shortened to fit and empty ones are never shown; 0 leaves profiles out.
     """
 
     database_url: str | None = FROM_ENV
@@ -441,6 +463,9 @@ class MemoryConfig:
     extraction_instructions: str | None = FROM_ENV
     consolidation_floor: float = FROM_ENV
     consolidation_candidates: int = FROM_ENV
+    inject_when: str = FROM_ENV
+    inject_min_relevance: float = FROM_ENV
+    profile_budget_tokens: int = FROM_ENV
 
     def __post_init__(self) -> None:
         unset = [name for name in _DEFAULTS if getattr(self, name) is FROM_ENV]

@@ -9,6 +9,7 @@ search, in a sync and an async form that share everything else.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,11 +21,13 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from agent_memory.config import INJECT_MODES
 from agent_memory.db.requests import Op
 from agent_memory.errors import InvalidInputError
 from agent_memory.formatting import format_memories_for_prompt
 from agent_memory.models import Conflict, Identity, SearchResult
 from agent_memory.profiles.store import AgentProfiles
+from agent_memory.relevance import Decision, ask_model, keep_relevant, needs_memory
 from agent_memory.validation import check_confidence, check_k
 
 from .backend import MemoryBackend
@@ -36,7 +39,10 @@ __all__ = [
     "build_query",
     "context_key",
     "render_context",
+    "user_turns",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: tools whose results change what a search would return
 WRITE_TOOLS = frozenset({"memory_save", "memory_delete"})
@@ -80,6 +86,16 @@ def build_query(messages: Sequence[BaseMessage], *, max_chars: int = 1000) -> st
     return text[-max_chars:]
 
 
+def user_turns(messages: Sequence[BaseMessage]) -> tuple[str, list[str]]:
+    """The latest user turn and the user's turns before it (oldest first), for the decision
+    whether memory is needed (:func:`agent_memory.relevance.needs_memory`)."""
+    last = _last_user_index(messages)
+    if last is None:
+        return "", []
+    earlier = [m.text.strip() for m in messages[:last] if _is_user_turn(m) and m.text.strip()]
+    return messages[last].text.strip(), earlier[-3:]
+
+
 def context_key(identity: Identity, messages: Sequence[BaseMessage], query: str | None) -> str:
     """A fingerprint of everything a lookup depends on: who asks, which user turn, the query,
     and every memory write made since that turn. Equal keys mean the last result still holds."""
@@ -113,6 +129,8 @@ class MemoryContext:
     key: str
     text: str
     memory_ids: tuple[str, ...] = ()
+    #: whether the turn was found to need memory, and why (``None``: no decision was taken)
+    decision: Decision | None = None
 
 
 def _check_budget(value: Any) -> int | None:
@@ -123,12 +141,40 @@ def _check_budget(value: Any) -> int | None:
     return value
 
 
+#: characters per token, for the profiles' token budget (English text with common tokenizers)
+CHARS_PER_TOKEN = 4
+
+
+def _check_mode(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in INJECT_MODES:
+        raise InvalidInputError("inject_when", f"must be one of {', '.join(INJECT_MODES)} or None for "
+                                               f"config.inject_when, got {value!r}")
+    return value
+
+
+def relevant_only(found: tuple[Sequence[SearchResult], Sequence[Conflict]], *, floor: float,
+                  keyword_weight: float) -> tuple[list[SearchResult], list[Conflict]]:
+    """The hits worth injecting (:func:`~agent_memory.relevance.keep_relevant`), and the
+    conflicts that involve one of them (a conflict around a dropped hit goes with it)."""
+    results, conflicts = found
+    kept = keep_relevant(results, floor=floor, keyword_weight=keyword_weight)
+    ids = {r.id for r in kept}
+    return kept, [c for c in conflicts if any(m.id in ids for m in c.items)]
+
+
 class ContextBuilder:
-    """Looks up the memories for a conversation and renders them, sync or async."""
+    """Looks up the memories for a conversation and renders them, sync or async.
+
+    A turn that does not need memory (``inject_when``, :mod:`agent_memory.relevance`) is not
+    searched at all; the profiles are still injected. Hits under the relevance floor
+    (``min_relevance``, default ``config.inject_min_relevance``) are left out.
+    """
 
     def __init__(
         self, backend: MemoryBackend, *, k: int = 6, budget_chars: int | None = None,
-        min_relevance: float | None = None, profiles: bool = True,
+        min_relevance: float | None = None, profiles: bool = True, inject_when: str | None = None,
     ) -> None:
         self.backend = backend
         self.profiles = profiles
@@ -137,25 +183,51 @@ class ContextBuilder:
         if min_relevance is not None:
             check_confidence(min_relevance, "min_relevance")
         self.min_relevance = min_relevance
+        self.inject_when = _check_mode(inject_when)
+
+    @property
+    def floor(self) -> float:
+        return self.backend.config.inject_min_relevance if self.min_relevance is None else self.min_relevance
+
+    @property
+    def mode(self) -> str:
+        return self.backend.config.inject_when if self.inject_when is None else self.inject_when
 
     def _plan(self, identity: Identity, messages: Sequence[AnyMessage]) -> tuple[str, str | None]:
         query = build_query(messages)
         return context_key(identity, messages, query), query
 
+    def _model(self) -> Any:
+        """The service's chat model when the decision is the model's to take, else ``None``."""
+        if self.mode != "model":
+            return None
+        return getattr(self.backend.service, "llm", None)
+
+    def _rules(self, messages: Sequence[AnyMessage]) -> Decision:
+        if self.mode == "always":
+            return Decision(True, "always")
+        return needs_memory(*user_turns(messages))
+
     def _search(self, identity: Identity, query: str) -> Op[tuple[list[SearchResult], list[Conflict]]]:
-        return self.backend.ops(identity).search_with_conflicts(query, k=self.k, min_relevance=self.min_relevance)
+        return self.backend.ops(identity).search_with_conflicts(query, k=self.k, min_relevance=self.floor)
 
     def _finish(self, key: str, found: tuple[Sequence[SearchResult], Sequence[Conflict]],
-                profiles: AgentProfiles | None) -> MemoryContext:
-        results, conflicts = found
-        budget = self.budget_chars if self.budget_chars is not None else self.backend.config.prompt_budget_chars
-        # each profile gets at most a third of the budget, so the memories of this turn always fit too
-        user = profiles.user.render(budget_chars=budget // 3) if profiles is not None else ""
-        project = profiles.project.render(budget_chars=budget // 3) if profiles and profiles.project else ""
+                profiles: AgentProfiles | None, decision: Decision | None = None) -> MemoryContext:
+        config = self.backend.config
+        results, conflicts = relevant_only(found, floor=self.floor, keyword_weight=config.keyword_weight)
+        budget = self.budget_chars if self.budget_chars is not None else config.prompt_budget_chars
+        # each profile: its token budget, and at most a third of the whole, so this turn's memories fit too
+        room = min(budget // 3, config.profile_budget_tokens * CHARS_PER_TOKEN)
+        user = profiles.user.render(budget_chars=room) if profiles is not None and room else ""
+        project = profiles.project.render(budget_chars=room) if profiles and profiles.project and room else ""
         text = render_context(results, budget_chars=budget, user_profile=user, project_profile=project,
                               conflicts=conflicts)
         shown = dict.fromkeys([str(r.id) for r in results] + [str(m.id) for c in conflicts for m in c.items])
-        return MemoryContext(key=key, text=text, memory_ids=tuple(shown))
+        if decision is not None:
+            logger.debug("memory %s for this turn (%s): %d of %d hits over the floor %.3g injected",
+                         "needed" if decision.needed else "not needed", decision.reason, len(results),
+                         len(found[0]), self.floor)
+        return MemoryContext(key=key, text=text, memory_ids=tuple(shown), decision=decision)
 
     def build(self, identity: Identity, messages: Sequence[AnyMessage], *, known_key: str | None = None
               ) -> MemoryContext | None:
@@ -163,15 +235,19 @@ class ContextBuilder:
         key, query = self._plan(identity, messages)
         if key == known_key:
             return None
-        found = self.backend.run(self._search(identity, query)) if query else ([], [])
+        model = self._model() if query else None
+        decision = self.backend.run(ask_model(model, *user_turns(messages))) if model else self._rules(messages)
+        found = self.backend.run(self._search(identity, query)) if query and decision.needed else ([], [])
         profiles = self.backend.run(self.backend.ops(identity).profiles()) if self.profiles else None
-        return self._finish(key, found, profiles)
+        return self._finish(key, found, profiles, decision)
 
     async def abuild(self, identity: Identity, messages: Sequence[AnyMessage], *, known_key: str | None = None
                      ) -> MemoryContext | None:
         key, query = self._plan(identity, messages)
         if key == known_key:
             return None
-        found = await self.backend.arun(self._search(identity, query)) if query else ([], [])
+        model = self._model() if query else None
+        decision = await self.backend.arun(ask_model(model, *user_turns(messages))) if model else self._rules(messages)
+        found = await self.backend.arun(self._search(identity, query)) if query and decision.needed else ([], [])
         profiles = await self.backend.arun(self.backend.ops(identity).profiles()) if self.profiles else None
-        return self._finish(key, found, profiles)
+        return self._finish(key, found, profiles, decision)

@@ -1,8 +1,10 @@
 """``MemoryMiddleware``: long-term memory for any ``create_agent`` agent.
 
-Before each model call it finds the memories relevant to the conversation
-for the run's user, project and session, and appends them, after the user's
-and the project's profile, to the system prompt of that one request. The lookup runs in ``before_model`` so that its
+Before each model call it decides whether the user's turn needs memory
+(:mod:`agent_memory.relevance`), finds the memories relevant to it for the
+run's user, project and session (those over the relevance floor), and appends
+them, after the user's and the project's profile, to the system prompt of
+that one request. The lookup runs in ``before_model`` so that its
 key (who asked, which turn, which memory writes since) can be kept in
 private graph state: the next model call of the same turn reuses the result
 unless a memory tool wrote something in between. The rendered text itself
@@ -83,9 +85,13 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         :class:`~agent_memory.AsyncMemoryService` (ainvoke; invoke too, from any thread but its
         event loop's), a database URL, or ``None`` for ``DATABASE_URL``/the embedded PostgreSQL,
         opened on first use.
-    k: how many memories to inject per model call. budget_chars: size limit of the injected
+    k: how many memories to inject per model call, at most. budget_chars: size limit of the injected
         text (default ``config.prompt_budget_chars``). min_relevance: leave out weaker matches
-        (default ``config.min_relevance``).
+        (default ``config.inject_min_relevance``).
+    inject_when: when to look for memories: ``"rules"`` (only on turns that refer to the user, their
+        people, past, decisions or projects; "Explain quantum entanglement simply." gets none),
+        ``"model"`` (the service's chat model decides), ``"always"``; default ``config.inject_when``.
+        Profiles are injected on every turn, within ``config.profile_budget_tokens`` each.
     enable_memory: ``False`` turns off injection and the tools (the agent runs as if without it).
     require_user: a run without a ``user_id`` raises :class:`~agent_memory.MissingIdentityError`
         (default); ``False`` runs it without memory instead.
@@ -104,7 +110,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         self, memory: MemoryLike | MemoryBackend = None, *, config: MemoryConfig | None = None,
         embeddings: Embeddings | None = None, k: int = 6, budget_chars: int | None = None,
         min_relevance: float | None = None, enable_memory: bool = True, require_user: bool = True,
-        tools: bool = True, fail_open: bool = False, profiles: bool = True,
+        tools: bool = True, fail_open: bool = False, profiles: bool = True, inject_when: str | None = None,
     ) -> None:
         super().__init__()
         for name, flag in (("enable_memory", enable_memory), ("require_user", require_user),
@@ -113,7 +119,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
                 raise ConfigurationError(f"{name} must be True or False, got {flag!r}")
         self.backend = MemoryBackend.of(memory, config=config, embeddings=embeddings)
         self.builder = ContextBuilder(self.backend, k=k, budget_chars=budget_chars, min_relevance=min_relevance,
-                                      profiles=profiles)
+                                      profiles=profiles, inject_when=inject_when)
         self.enable_memory = enable_memory
         self.require_user = require_user
         self.fail_open = fail_open

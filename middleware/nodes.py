@@ -58,12 +58,14 @@ def _field(state: Any, key: str) -> Any:
 def memory_context_node(
     memory: MemoryLike | MemoryBackend = None, *, k: int = 6, budget_chars: int | None = None,
     min_relevance: float | None = None, require_user: bool = True, messages_key: str = "messages",
-    output_key: str = "memory_context",
+    output_key: str = "memory_context", inject_when: str | None = None,
 ) -> Runnable[Any, dict[str, str]]:
     """A graph node (sync and async) that looks up the memories relevant to ``state[messages_key]``
     for the run's user/project/session and returns ``{output_key: text}`` (``""`` when none).
-    Identity comes from the run's config or context, as for the middleware."""
-    builder = ContextBuilder(MemoryBackend.of(memory), k=k, budget_chars=budget_chars, min_relevance=min_relevance)
+    Identity comes from the run's config or context, as for the middleware; ``inject_when`` and
+    ``min_relevance`` as for :class:`MemoryMiddleware`."""
+    builder = ContextBuilder(MemoryBackend.of(memory), k=k, budget_chars=budget_chars, min_relevance=min_relevance,
+                             inject_when=inject_when)
 
     def identity(config: RunnableConfig) -> Any:
         return identity_from(config, required=require_user)  # the context is read from the config's runtime

@@ -109,6 +109,9 @@ BAD_VALUES = {
     "extraction_instructions": "",
     "consolidation_floor": 1.5,
     "consolidation_candidates": 0,
+    "inject_when": "sometimes",
+    "inject_min_relevance": 1.5,
+    "profile_budget_tokens": -1,
 }
 
 

@@ -159,8 +159,8 @@ def test_a_new_turn_looks_again(memory, tenant) -> None:
     agent = create_agent(ScriptedChatModel(script=["ok"]), [], middleware=[MemoryMiddleware(backend)],
                          checkpointer=InMemorySaver())
     config = cfg(tenant.user, thread=tenant.session)
-    agent.invoke(ask("hi"), config)
-    agent.invoke(ask("hi"), config)  # same words, new turn: memories may have changed meanwhile
+    agent.invoke(ask("what do I like?"), config)
+    agent.invoke(ask("what do I like?"), config)  # same words, new turn: memories may have changed meanwhile
     assert backend.searches == 2
 
 

@@ -1,0 +1,164 @@
+"""Whether a turn needs long-term memory at all, and which hits are close enough to show.
+
+Pure: no I/O. Injecting every memory on every turn puts "Prefers Python for
+scripting tasks" into "Explain quantum entanglement simply." and makes the
+model weave it in. Two checks keep the prompt to what the turn is about:
+
+1. :func:`needs_memory` decides per turn, from the user's words and their previous
+   turn, in the spirit of the specification's "does this need a search?" rubric:
+   references to the user themself or their circle ("my", "our", "we", "should I",
+   "I'm ..."), to past events ("last time", "remember", "you said"), to people
+   ("my wife", "email Bob"), to decisions and ongoing projects need memory; a
+   question whose answer is the same for everyone ("how do I reverse a list?",
+   "what is a monad?") does not. A short follow-up ("and for the backend?")
+   inherits the decision of the turn before it. With a model configured and
+   ``inject_when="model"``, :func:`ask_model` asks it instead (the rules answer
+   when it fails).
+2. :func:`keep_relevant` drops hits whose relevance (the fused similarity the search
+   ranks by, before confidence and level are added) is under the floor
+   (``MemoryConfig.inject_min_relevance``). The search applies the same floor; this
+   keeps it true of hits found otherwise.
+
+Both were chosen on the labelled turns of ``benchmarks/data/relevance_turns.jsonl``
+(dev split; the held-out split is reported separately in BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+# ``MemoryConfig.inject_when``: "rules" decides per turn offline (default), "model" asks the
+# service's chat model (the rules when there is none or it fails), "always" searches on every turn
+# (the behaviour before issue 31; the floor still applies)
+from agent_memory.config import INJECT_MODES
+from agent_memory.db.requests import Llm
+from agent_memory.formatting import escape
+from agent_memory.models import SearchResult
+from agent_memory.prompts import render
+
+__all__ = [
+    "INJECT_MODES",
+    "Decision",
+    "MemoryNeeded",
+    "ask_model",
+    "decision_messages",
+    "keep_relevant",
+    "needs_memory",
+    "relevance",
+]
+
+#: a turn of fewer words than this, right after one that needed memory, is read as its follow-up
+FOLLOW_UP_WORDS = 7
+
+_DAYS = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?"
+
+#: (reason, pattern): the first pattern found in the turn names why memory is needed
+_SIGNALS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((reason, re.compile(pattern, re.IGNORECASE)) for reason, pattern in (
+    # something the user told us, or we did together, before
+    ("past event", r"\b(?:remember|remind me|(?:you|i) recall|forgot|last (?:time|week|month|year|session|night|sprint)"
+                   r"|yesterday|earlier|previously|again|as usual|the usual"
+                   r"|you (?:said|told|suggested|recommended|mentioned|know)"
+                   r"|(?:i|we) (?:said|told you|mentioned|discussed|talked about|agreed|decided|chose|picked))\b"),
+    # people in the user's life
+    ("person", r"\b(?:my|our|the)\s+(?:\w+\s+)?(?:wife|husband|partner|kids?|children|son|daughter|mom|mum|mother|dad"
+               r"|father|parents?|brother|sister|family|friends?|boss|manager|colleagues?|co-?workers?|teammates?"
+               r"|clients?|customers?|dog|cat|neighbou?rs?|band|team)\b"
+               r"|\b(?:email|call|text|message|invite|meet|ping|thank)\s+(?-i:[A-Z][a-z]+)\b"),
+    # what the user, their team or their project have, do, or decided
+    ("personal reference", r"\b(?:my|mine|myself|our|ours|ourselves|we|we're|we've|we'd|us)\b"),
+    ("decision", r"\b(?:should|shall)\s+(?:i|we)\b"),
+    # the user as the subject ("I keep mixing up", "did I", "for me"), outside how-to frames
+    ("about the user", r"\b(?:i|i'm|i've|i'd|i'll)\b|\b(?:for|to|with|about|suit|help) me\b|\b(?:recommend|suggest)\b[^.?!]*\bme\b"),
+    # the user's own calendar
+    ("schedule", r"\b(?:today|tonight|tomorrow|this (?:week|week's|weekend|month|morning|evening)"
+                 r"|next (?:week|month)|" + _DAYS + r")\b"),
+))
+
+#: "how do I ...", "how can I ...": a how-to question anyone could ask, however it is worded
+_HOW_TO = re.compile(r"\bhow (?:do|can|could|would|should|might|to|will) i\b", re.IGNORECASE)
+#: text the user quotes, or gives to translate, proofread or rewrite, is not about them
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|‘[^’]*’|(?<!\w)'[^']*'(?!\w)|```.*?```"
+                     r"|^\s*(?:translate|proofread|rewrite|paraphrase|summari[sz]e)\b[^:]*:.*", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Whether a turn needs long-term memory, and why (for logs, the run reports and tests)."""
+
+    needed: bool
+    reason: str
+
+
+def _signal(text: str) -> str | None:
+    text = _HOW_TO.sub(" ", _QUOTED.sub(" ", text))
+    for reason, pattern in _SIGNALS:
+        if pattern.search(text):
+            return reason
+    return None
+
+
+def needs_memory(turn: str, previous: Sequence[str] = ()) -> Decision:
+    """Whether the user's ``turn`` needs long-term memory, given their ``previous`` turns (oldest first).
+
+    A turn that refers to the user, their people, their past or their project needs it; a
+    question anyone could ask does not; a short turn right after one that needed memory is
+    its follow-up ("and for the backend?", "why?") and needs it too.
+    """
+    text = " ".join(turn.split())
+    if not text:
+        return Decision(False, "no user turn")
+    if (reason := _signal(text)) is not None:
+        return Decision(True, reason)
+    if len(text.split()) < FOLLOW_UP_WORDS and previous:
+        last = " ".join(previous[-1].split())
+        if last and _signal(last) is not None:
+            return Decision(True, "follow-up")
+    return Decision(False, "generic")
+
+
+def relevance(result: SearchResult, keyword_weight: float) -> float:
+    """The fused similarity the search ranks by (what ``min_relevance`` compares with)."""
+    return (1.0 - keyword_weight) * result.similarity + keyword_weight * result.keyword
+
+
+def keep_relevant(results: Sequence[SearchResult], *, floor: float, keyword_weight: float) -> list[SearchResult]:
+    """The hits worth showing, in their order: those whose relevance is at least ``floor``.
+
+    (A cut relative to the best hit, tried too, lost turns: the best-ranked hit is often not
+    the relevant one, so the relevant one sits well under it; BENCHMARKS.md, issue 31.)"""
+    return [r for r in results if relevance(r, keyword_weight) >= floor]
+
+
+class MemoryNeeded(BaseModel):
+    """The model's answer to "does this turn need what you remember about the user?"."""
+
+    needed: bool = Field(description="true when the answer depends on the user's own facts, preferences, "
+                                      "people, past conversations, decisions or projects")
+
+
+def decision_messages(turn: str, previous: Sequence[str] = ()) -> list[Any]:
+    """The prompt asking a model whether ``turn`` needs memory (user text escaped and delimited)."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    context = "\n".join(f"<turn>{escape(' '.join(p.split())[-300:])}</turn>" for p in previous[-2:])
+    return [SystemMessage(render("memory_needed")),
+            HumanMessage(render("memory_needed_input", previous=context or "(none)",
+                                turn=escape(" ".join(turn.split())[-2000:])))]
+
+
+def ask_model(model: Any, turn: str, previous: Sequence[str] = ()) -> Generator[Any, Any, Decision]:
+    """An operation asking ``model`` whether ``turn`` needs memory; the rules answer when it fails."""
+    if not " ".join(turn.split()):
+        return Decision(False, "no user turn")
+    try:
+        answer = yield Llm(model, MemoryNeeded, tuple(decision_messages(turn, previous)))
+    except Exception:  # noqa: BLE001 - a model that fails must not cost the user their answer
+        rules = needs_memory(turn, previous)
+        return Decision(rules.needed, f"{rules.reason} (rules: the model failed)")
+    needed = bool(getattr(answer, "needed", False))
+    return Decision(needed, "the model says so" if needed else "the model says not")

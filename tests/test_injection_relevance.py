@@ -1,0 +1,171 @@
+"""Only relevant memory in the prompt: the issue's scenarios with the real database and embedding model.
+
+"Explain quantum entanglement simply." gets no "Prefers Python for scripting tasks"; a team's
+unrelated memories stay out of a "which Python?" turn; profiles are always there, within their
+token budget; with ``inject_when="model"`` the model decides.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agent_memory import AsyncMemoryService, MemoryConfig, MemoryService
+from agent_memory.middleware import MemoryBackend, MemoryMiddleware
+from agent_memory.middleware.context import ContextBuilder
+from agent_memory.models import Identity
+from agent_memory.testing import ScriptedChatModel
+
+PYTHON = "Prefers Python for scripting tasks."
+
+
+def cfg(user: str, thread: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {"configurable": {"user_id": user, "thread_id": thread or uuid.uuid4().hex, **extra}}
+
+
+def ask(*turns: str) -> dict[str, Any]:
+    messages: list[Any] = []
+    for text in turns[:-1]:
+        messages += [HumanMessage(text), AIMessage("Sure.")]
+    return {"messages": [*messages, HumanMessage(turns[-1])]}
+
+
+@pytest.fixture
+def coder(memory: MemoryService, tenant) -> str:
+    """A user with a scripting preference, a dog and a city; and a team with three memories."""
+    me = memory.for_user(tenant.user)
+    for text, kind in ((PYTHON, "preference"), ("Has a dog named Rex.", "fact"), ("Lives in Lisbon.", "fact")):
+        me.add(text, memory_type=kind)
+    team = f"team-{tenant.user}"
+    memory.create_team(team, user_id=tenant.user)
+    mine = memory.for_user(tenant.user, team_id=team)
+    for text in ("The team holds standup at 10:00 every weekday.", "The team tracks work in Linear.",
+                 "The team standardised on Python 3.12 for all services."):
+        mine.add(text, scope="team", memory_type="fact")
+    return tenant.user
+
+
+def memories(prompt: str) -> str:
+    """The injected memory block of a system prompt (not the profiles, which are always there)."""
+    start = prompt.find("<long_term_memory>")
+    return "" if start < 0 else prompt[start:prompt.index("</long_term_memory>")]
+
+
+def _agent(memory: MemoryService | AsyncMemoryService, model: ScriptedChatModel, **options: Any) -> Any:
+    return create_agent(model, [], middleware=[MemoryMiddleware(memory, tools=False, **options)],
+                        checkpointer=InMemorySaver())
+
+
+def test_a_generic_turn_gets_no_memory_and_a_personal_one_gets_the_relevant_ones(memory, coder) -> None:
+    model = ScriptedChatModel(script=["ok"])
+    agent = _agent(memory, model)
+    agent.invoke(ask("Explain quantum entanglement simply."), cfg(coder))
+    assert memories(model.system_prompts[-1]) == ""
+    agent.invoke(ask("How do I reverse a list in Python?"), cfg(coder))
+    assert memories(model.system_prompts[-1]) == ""
+
+    agent.invoke(ask("Which Python should I use for my scripts?"), cfg(coder))
+    prompt = memories(model.system_prompts[-1])
+    assert PYTHON in prompt and "Python 3.12" in prompt
+    for unrelated in ("standup", "Linear", "Rex", "Lisbon"):
+        assert unrelated not in prompt
+
+
+def test_unrelated_team_memories_stay_out_of_a_which_python_turn(memory, coder) -> None:
+    model = ScriptedChatModel(script=["ok"])
+    agent = _agent(memory, model)
+    agent.invoke(ask("which Python?"), cfg(coder))  # alone it is a question anyone could ask
+    assert memories(model.system_prompts[-1]) == ""
+
+    agent.invoke(ask("I'm setting up our new billing service.", "which Python?"), cfg(coder))  # its follow-up
+    prompt = memories(model.system_prompts[-1])
+    assert "Python 3.12" in prompt
+    assert "standup" not in prompt and "Linear" not in prompt and "Rex" not in prompt
+
+
+def test_always_keeps_the_old_behaviour_but_the_floor_still_applies(memory, coder) -> None:
+    model = ScriptedChatModel(script=["ok"])
+    _agent(memory, model, inject_when="always", min_relevance=0.0).invoke(
+        ask("Explain quantum entanglement simply."), cfg(coder))
+    assert "<memory " in memories(model.system_prompts[-1])  # every turn searched, nothing held back: the issue's complaint
+
+    _agent(memory, model, inject_when="always").invoke(ask("Explain quantum entanglement simply."), cfg(coder))
+    assert memories(model.system_prompts[-1]) == ""  # the floor alone keeps these out
+
+
+def test_the_decision_is_recorded_with_its_reason(memory, coder, caplog) -> None:
+    builder = ContextBuilder(MemoryBackend(memory))
+    who = Identity(user_id=coder)
+    with caplog.at_level(logging.DEBUG, logger="agent_memory.middleware.context"):
+        generic = builder.build(who, ask("What is a monad?")["messages"])
+    assert "memory not needed for this turn (generic)" in caplog.text
+    personal = builder.build(who, ask("Remind me what my dog is called.")["messages"])
+    assert generic is not None and generic.decision is not None and not generic.decision.needed
+    assert generic.memory_ids == () and memories(generic.text) == "" and "<user_profile>" in generic.text
+    assert personal is not None and personal.decision is not None and personal.decision.reason == "past event"
+    assert "Has a dog named Rex." in memories(personal.text) and "Lisbon" not in memories(personal.text)
+
+
+def test_another_users_matching_memory_is_never_injected(memory, coder, tenant) -> None:
+    memory.for_user(tenant.other_user).add("Prefers Perl for scripting tasks.", memory_type="preference")
+    model = ScriptedChatModel(script=["ok"])
+    _agent(memory, model).invoke(ask("Which scripting language do I prefer?"), cfg(coder))
+    assert PYTHON in memories(model.system_prompts[-1]) and "Perl" not in model.system_prompts[-1]
+
+
+def test_profiles_come_on_every_turn_with_only_their_filled_fields_within_their_budget(memory, tenant, dsn) -> None:
+    me = memory.for_user(tenant.user)
+    me.update_profile({"background": "Backend engineer at a logistics startup. " * 8,
+                       "programming_languages": ["Python", "Rust"]})
+    model = ScriptedChatModel(script=["ok"])
+    _agent(memory, model).invoke(ask("Explain quantum entanglement simply."), cfg(tenant.user))
+    prompt = model.system_prompts[-1]
+    assert "<user_profile>" in prompt and "Programming languages: Python; Rust" in prompt
+    assert "Communication" not in prompt and "Expertise" not in prompt  # empty fields are not shown
+
+    whole = prompt[prompt.index("<user_profile>"):prompt.index("</user_profile>") + len("</user_profile>")]
+    with MemoryService(dsn, config=MemoryConfig.defaults(profile_budget_tokens=100),
+                       embeddings=memory.embeddings) as service:
+        _agent(service, model).invoke(ask("Explain quantum entanglement simply."), cfg(tenant.user))
+        prompt = model.system_prompts[-1]
+        block = prompt[prompt.index("<user_profile>"):prompt.index("</user_profile>") + len("</user_profile>")]
+        assert len(block) <= 100 * 4 < len(whole) and "Background: Backend engineer" in block
+
+    with MemoryService(dsn, config=MemoryConfig.defaults(profile_budget_tokens=0),
+                       embeddings=memory.embeddings) as service:
+        _agent(service, model).invoke(ask("Explain quantum entanglement simply."), cfg(tenant.user))
+        assert "<user_profile>" not in model.system_prompts[-1]
+
+
+def test_the_model_decides_when_configured(memory, coder, dsn) -> None:
+    def verdict(needed: bool) -> ScriptedChatModel:
+        return ScriptedChatModel(script=["ok"], structured={"MemoryNeeded": [{"needed": needed}]})
+
+    model = ScriptedChatModel(script=["ok"])
+    config = MemoryConfig.defaults(inject_when="model")
+    with MemoryService(dsn, config=config, embeddings=memory.embeddings, llm=verdict(False)) as service:
+        _agent(service, model).invoke(ask("Which Python should I use for my scripts?"), cfg(coder))
+        assert memories(model.system_prompts[-1]) == ""  # the model said no
+        assert service.llm.requests  # it was asked
+    with MemoryService(dsn, config=config, embeddings=memory.embeddings, llm=verdict(True)) as service:
+        _agent(service, model).invoke(ask("scripting language, quickly"), cfg(coder))  # the rules would say no
+        assert PYTHON in memories(model.system_prompts[-1])
+    with MemoryService(dsn, config=config, embeddings=memory.embeddings) as service:  # no model: the rules
+        _agent(service, model).invoke(ask("Which Python should I use for my scripts?"), cfg(coder))
+        assert PYTHON in memories(model.system_prompts[-1])
+
+
+async def test_the_async_path_decides_the_same(amemory, coder) -> None:
+    model = ScriptedChatModel(script=["ok"])
+    agent = _agent(amemory, model)
+    await agent.ainvoke(ask("Explain quantum entanglement simply."), cfg(coder))
+    assert memories(model.system_prompts[-1]) == ""
+    await agent.ainvoke(ask("Which Python should I use for my scripts?"), cfg(coder))
+    prompt = memories(model.system_prompts[-1])
+    assert PYTHON in prompt and "standup" not in prompt
