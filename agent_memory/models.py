@@ -370,6 +370,11 @@ class MemoryVersion:
     the fact held (``valid_to`` None: still holds); ``recorded_until`` is when this wording was
     replaced by an UPDATE (None for the current wording). ``visibility``: who could read this
     wording while it held (a history shows a reader only the wordings they could read then).
+
+    ``change``, ``decided_by``, ``reason`` and ``changed_by`` say how THIS wording came to be:
+    ``add`` / ``supersede`` for an item's first wording, ``update`` / ``edit`` for a later one;
+    who decided it (the model, the similarity thresholds, or a person), why, and which user's
+    call made the change (the item's creator for its first wording).
     """
 
     memory_id: UUID
@@ -382,10 +387,11 @@ class MemoryVersion:
     recorded_until: datetime | None
     current: bool
     change: str | None = None
-    decided_by: str | None = None
+    decided_by: DecisionMethod | None = None
     reason: str | None = None
     superseded_by: UUID | None = None
     visibility: Visibility | None = None
+    changed_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

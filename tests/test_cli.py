@@ -245,7 +245,13 @@ def test_edit_history_delete_restore_and_tables(dsn, monkeypatch, capsys, tenant
     assert [v["content"] for v in versions] == ["I use Vim for everything", "I use VS Code for everything"]
     assert main(["history", short, *me]) == 0
     table = capsys.readouterr().out
-    assert table.splitlines()[0].split() == ["id", "version", "status", "from", "until", "change", "content"]
+    assert table.splitlines()[0].split() == ["id", "version", "status", "from", "until", "change", "by", "why",
+                                             "content"]
+    # each wording with the change that made it: the first was added, the second is the edit
+    first, second = (line for line in table.splitlines()[1:] if line.strip() and not set(line) <= {"-", " "})
+    assert " add (user) " in first and "Vim" in first and "switched" not in first
+    assert " edit (user) " in second and "VS Code" in second and "switched" in second
+    assert tenant.user in first and tenant.user in second
     assert "\x1b[" not in table  # piped: plain text, no colour codes
     assert main(["delete", short, "--json", *me]) == 0
     assert _json(capsys)["archived"] is True

@@ -161,10 +161,13 @@ def history(args: argparse.Namespace, out: Output) -> int:
     def when(value: Any) -> str:
         return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
 
+    # each row: a wording, and the change that made it (who decided, whose call, why)
     rows = [[short_id(v.memory_id), str(v.version), v.status.value + (" (now)" if v.current else ""),
              when(v.valid_from), when(v.valid_to or v.recorded_until),
-             " ".join(x for x in (v.change, v.decided_by) if x), v.content] for v in versions]
-    out.table(("id", "version", "status", "from", "until", "change", "content"), rows, empty="no history")
+             " ".join(x for x in (v.change, v.decided_by and f"({v.decided_by})") if x), v.changed_by or "",
+             v.reason or "", v.content] for v in versions]
+    out.table(("id", "version", "status", "from", "until", "change", "by", "why", "content"), rows,
+              empty="no history")
     return 0
 
 
