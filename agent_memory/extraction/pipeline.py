@@ -76,7 +76,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_PROPOSALS = 20  # per run; a conversation that yields more is better read again in parts
+MAX_PROPOSALS = 20  # per part of a conversation a model reads (:func:`_parts`)
 CANDIDATES = 5  # stored items shown per proposal when deciding
 CANDIDATE_FLOOR = 0.3  # below this cosine a stored item is not even a candidate
 MAX_TRANSCRIPT_CHARS = 12_000
@@ -201,8 +201,8 @@ def _parts(turns: Sequence[Turn]) -> list[list[Turn]]:
 
 
 def _propose(model: Any, fresh: Sequence[Turn]) -> Op[list[Proposal]]:
-    """Proposals from the turns not read yet, part by part (at most :data:`MAX_PROPOSALS` a
-    part); when a fact began ("last month") is resolved against the time its turn was said (the
+    """Proposals from the turns not read yet, part by part (a model's: at most
+    :data:`MAX_PROPOSALS` a part); when a fact began ("last month") is resolved against the time its turn was said (the
     part's time: its newest turn's for a model), else now. A proposal quoting a secret a waiting
     turn had withheld is no memory."""
     now = datetime.now(UTC)
@@ -216,7 +216,8 @@ def _propose(model: Any, fresh: Sequence[Turn]) -> Op[list[Proposal]]:
             output = yield Llm(model, schemas.ExtractedMemories, tuple(schemas.extraction_messages(
                 transcript(part, max_chars=MAX_TRANSCRIPT_CHARS), now=said)))
             found = schemas.proposals_from_output(output, now=said)
-        proposals += [p for p in found if cadence.WITHHELD not in p.content][:MAX_PROPOSALS]
+        found = [p for p in found if cadence.WITHHELD not in p.content]
+        proposals += found if model is None else found[:MAX_PROPOSALS]  # the rules' are all the user's words
     return proposals
 
 
