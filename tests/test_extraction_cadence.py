@@ -252,3 +252,45 @@ def test_the_middleware_records_what_it_injected_and_the_tool_tells_the_model(me
     # another user of the same session id sees none of it
     assert memory.for_user(tenant.other_user, session_id=tenant.session).stats().recently_injected == ()
     mw.close()
+
+
+async def test_async_threads_end_and_start_the_same_way(amemory, memory: MemoryService, tenant) -> None:
+    """ainvoke with an AsyncMemoryService: the idle timer runs on the event loop, and the user's
+    next session reads what waited before its first answer."""
+    import asyncio
+
+    agent, _, mw = agent_with(amemory, idle_seconds=0.3)
+    config = cfg(tenant.user, tenant.session)
+    for said, _ in SIX:
+        await agent.ainvoke(say(said), config)
+    assert [r.status for r in mw.reports][:3] == ["done", "done", "waiting"]
+    deadline = time.monotonic() + 60
+    while len(mw.reports) < 7:  # the idle timer's task, on this loop
+        assert time.monotonic() < deadline, "gave up waiting"
+        await asyncio.sleep(0.05)
+    assert await mw.aflush(timeout=60)
+    assert contents(memory, tenant.user) == sorted(fact for _, fact in SIX)
+
+    # a thread left waiting when its process ends, then another session of the user
+    first, _, waiting = agent_with(amemory, every=2)
+    await first.ainvoke(say("I work at Acme."), cfg(tenant.other_user, tenant.session))
+    assert waiting.reports[-1].status == "waiting" and contents(memory, tenant.other_user) == []
+    for handle, _ in waiting._timers.values():
+        handle.cancel()
+    later, model, _ = agent_with(amemory)
+    await later.ainvoke(say("Where do I work?"), cfg(tenant.other_user, tenant.other_session))
+    assert contents(memory, tenant.other_user) == ["Works at Acme."]
+    assert "Works at Acme." in model.system_prompts[0]  # known before the new session's first answer
+
+
+def test_waiting_messages_are_the_users_data_exported_and_forgotten(memory: MemoryService, tenant) -> None:
+    me = memory.for_user(tenant.user, session_id=tenant.session)
+    me.extract(["I live in Lisbon."], llm=None, min_new_turns=2)
+    me.record_injected([str(me.add("Has a cat named Tom.").id)])
+    [conversation] = [r for r in memory.export_data(user_id=tenant.user)["resources"] if r["kind"] == "conversation"]
+    assert [t["text"] for t in conversation["metadata"]["waiting"]] == ["I live in Lisbon."]
+    assert len(conversation["metadata"]["injected"]) == 1
+    memory.forget_user(user_id=tenant.user)
+    assert memory.for_user(tenant.user).extract_waiting(llm=None) == []
+    after = memory.for_user(tenant.user, session_id=tenant.session).stats()
+    assert (after.turns_waiting, after.recently_injected, after.total) == (0, (), 0)
