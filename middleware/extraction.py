@@ -220,7 +220,10 @@ class ExtractionMiddleware(AgentMiddleware[AgentState[Any], Any]):
             if self._timers.get(key, (None, None))[1] is not job:
                 return
             del self._timers[key]
-        self._submit(job)
+        try:
+            self._submit(job)
+        except RuntimeError:  # the interpreter is shutting down: what waits is read next time
+            logger.debug("idle extraction for session %r not started: shutting down", key[1])
 
     def _on_idle_async(self, key: tuple[str, str], job: _Job) -> None:
         with self._lock:
