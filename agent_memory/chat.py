@@ -79,8 +79,10 @@ def _command(line: str, who: Who, memory: MemoryService, say: Callable[[str], No
         item = memory.for_user(**who.ids).delete(arg)
         say(f"  archived: {item.content}")
     elif name == "/stats":
-        stats = memory.for_user(**who.ids).stats()
-        say(f"  {stats.total} memories; by type {stats.by_type}; by scope {stats.by_scope}")
+        from .middleware.tools import describe_stats  # what the agent's memory_stats tool says
+
+        for text in describe_stats(memory.for_user(**who.ids).stats()).splitlines():
+            say(f"  {text}")
     elif name == "/new":
         who = replace(who, thread_id=new_thread_id())
         say(f"  new thread {who.thread_id}: the conversation starts empty, your memories stay")

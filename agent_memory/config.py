@@ -101,6 +101,7 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_LLM": ("llm", str),
         "MEMORY_EXTRACTION": ("extraction", str),
         "MEMORY_EXTRACT_EVERY": ("extract_every", int),
+        "MEMORY_EXTRACT_IDLE_SECONDS": ("extract_idle_seconds", float),
         "MEMORY_AUTO_CREATE_PROJECTS": ("auto_create_projects", boolean),
         "MEMORY_TEAM_WRITE": ("team_write", str),
         "MEMORY_CONFLICT_THRESHOLD": ("conflict_threshold", float),
@@ -170,6 +171,7 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "llm": None,
     "extraction": "inline",
     "extract_every": 1,
+    "extract_idle_seconds": 120.0,
     "auto_create_projects": True,
     "team_write": "members",
     "conflict_threshold": 0.4,
@@ -278,6 +280,7 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
                  "; to use a model object pass it as MemoryService(llm=...)"),
     "extraction": _one_of(EXTRACTION_MODES),
     "extract_every": _whole(),
+    "extract_idle_seconds": _positive("seconds"),
     "auto_create_projects": _Rule(lambda v: isinstance(v, bool), "True or False"),
     "team_write": _one_of(TEAM_WRITE_POLICIES),
     "conflict_threshold": _between_0_and_1(),
@@ -375,8 +378,12 @@ class MemoryConfig:
         ``MemoryService(llm=...)`` wins over this.
     extraction: when the agent middleware extracts memories after a run: ``"inline"`` (before
         the run returns), ``"background"`` (in a worker thread; the answer is not delayed) or ``"off"``.
-    extract_every: extract after every N-th run of a session (its user turns since the last run
-        are all read then).
+    extract_every: the agent middleware extracts once N user turns of a session wait (all the
+        turns not read yet are read then). The window's last run (``max_extractions``) is kept for
+        the end of the conversation, so a thread longer than the budget is still read whole.
+    extract_idle_seconds: a session whose turns wait and that had no new turn for this long is
+        read by the agent middleware (with the run kept for it); turns still waiting when the
+        process ends are read when the thread is resumed or the user's next session starts.
     scope_priority: the precedence of each level (session, project, user, team, org) in ranking
         and in resolving conflicts between levels; a mapping of some levels overrides only those.
     auto_create_projects: the first write to a project nobody created yet creates it, with the
@@ -449,6 +456,7 @@ class MemoryConfig:
     llm: str | None = FROM_ENV
     extraction: str = FROM_ENV
     extract_every: int = FROM_ENV
+    extract_idle_seconds: float = FROM_ENV
     auto_create_projects: bool = FROM_ENV
     team_write: str = FROM_ENV
     conflict_threshold: float = FROM_ENV

@@ -9,9 +9,10 @@ apart, and each says what it returns (an ``async def`` returns what the blocking
 from __future__ import annotations
 
 import builtins
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
+from uuid import UUID
 
 from .db.requests import Op
 from .documents import DocumentReport, PassageHit
@@ -258,20 +259,44 @@ class MemoryHandle:
         *,
         llm: Any = SERVICE_LLM,
         min_new_turns: int = 1,
+        keep_last_run: bool = False,
     ) -> ExtractionReport:
         """Learn from the session's conversation (the handle needs a ``session_id``).
 
-        Proposes memory items from its new messages, passes them through the gate,
-        consolidates each against what is stored (ADD / UPDATE / SUPERSEDE / NONE), then
-        rebuilds the profiles that changed. ``messages`` are LangChain messages,
-        ``{"role", "content"}`` dicts or strings (user turns); pass the whole conversation:
-        the session remembers what it read. At most ``MEMORY_MAX_EXTRACTIONS`` runs per session
-        per window. ``llm``: the service's model by default, another chat model, or ``None``
-        for the offline rules. A model failure never raises: the report says ``failed`` and
-        the messages wait for the next run. ``min_new_turns``: do nothing (status ``waiting``)
-        until that many user turns are new.
+        Proposes memory items from its messages not read yet (those that waited first), passes
+        them through the gate, consolidates each against what is stored (ADD / UPDATE /
+        SUPERSEDE / NONE), then rebuilds the profiles that changed. ``messages`` are LangChain
+        messages, ``{"role", "content"}`` dicts or strings (user turns); pass the whole
+        conversation: the session remembers what it read. At most ``MEMORY_MAX_EXTRACTIONS`` runs
+        per session per window; beyond it the report says ``rate_limited`` and the messages are
+        kept on the session's conversation for the next run the limit allows (never dropped).
+        ``llm``: the service's model by default, another chat model, or ``None`` for the offline
+        rules. A model failure never raises: the report says ``failed`` and the messages wait for
+        the next run. ``min_new_turns``: keep them (status ``waiting``) until that many user turns
+        wait. ``keep_last_run``: do not spend the window's last run here; keep it for
+        :meth:`extract_waiting` at the end of the conversation (what the agent middleware does).
         """
-        return self._run(self._ops.extract(messages, llm=llm, min_new_turns=min_new_turns))
+        return self._run(self._ops.extract(
+            messages,
+            llm=llm,
+            min_new_turns=min_new_turns,
+            keep_last_run=keep_last_run,
+        ))
+
+    def extract_waiting(
+        self,
+        *,
+        llm: Any = SERVICE_LLM,
+        idle_seconds: float = 0.0,
+    ) -> list[ExtractionReport]:
+        """Read the turns waiting on the caller's session conversations (kept by :meth:`extract`
+        for a later run), each session with its own budget; one report per session read.
+        ``idle_seconds``: only conversations with no new turn for that long (0: all). The agent
+        middleware calls it when a thread goes idle, is resumed, or the user's next session
+        starts; call it yourself from a scheduler if your agent runs elsewhere. Only the caller's
+        own conversations are read.
+        """
+        return self._run(self._ops.extract_waiting(llm=llm, idle_seconds=idle_seconds))
 
     def record_extraction_run(self) -> int | Rejection:
         """Count one automatic extraction run against the session's budget
@@ -653,12 +678,25 @@ class MemoryHandle:
         return self._run(self._ops.find_duplicate(content, scope=scope))
 
     def stats(self) -> MemoryStats:
-        """Counts by type, scope and status, last write, extraction budget left and storage
-        size, over what the caller may see.
+        """What the caller's memory holds and what it is doing, over what the caller may see:
+        counts by type, scope and status, last write, storage size, recalls (total, last use,
+        the three memories recalled most and least) and, with a session, the extraction runs
+        used and left in the window, the times a run had to wait for the budget, the messages
+        waiting to be read, and the memories injected in the session's last turns.
 
         Raises only for the database (:class:`DatabaseUnavailableError`).
         """
         return self._run(self._ops.stats())
+
+    def record_injected(
+        self,
+        memory_ids: Sequence[str | UUID],
+    ) -> None:
+        """Remember which memories were put in the prompt in this turn of the session (the agent
+        middleware calls it after each run; :meth:`stats` shows the last turns'). Without a
+        session it does nothing; ids that are not UUIDs raise :class:`InvalidInputError`.
+        """
+        return self._run(self._ops.record_injected(memory_ids))
 
     def extraction_budget(self) -> int | None:
         """Extraction runs left in the session's window (``None`` without a session).
@@ -873,20 +911,44 @@ class AsyncMemoryHandle:
         *,
         llm: Any = SERVICE_LLM,
         min_new_turns: int = 1,
+        keep_last_run: bool = False,
     ) -> ExtractionReport:
         """Learn from the session's conversation (the handle needs a ``session_id``).
 
-        Proposes memory items from its new messages, passes them through the gate,
-        consolidates each against what is stored (ADD / UPDATE / SUPERSEDE / NONE), then
-        rebuilds the profiles that changed. ``messages`` are LangChain messages,
-        ``{"role", "content"}`` dicts or strings (user turns); pass the whole conversation:
-        the session remembers what it read. At most ``MEMORY_MAX_EXTRACTIONS`` runs per session
-        per window. ``llm``: the service's model by default, another chat model, or ``None``
-        for the offline rules. A model failure never raises: the report says ``failed`` and
-        the messages wait for the next run. ``min_new_turns``: do nothing (status ``waiting``)
-        until that many user turns are new.
+        Proposes memory items from its messages not read yet (those that waited first), passes
+        them through the gate, consolidates each against what is stored (ADD / UPDATE /
+        SUPERSEDE / NONE), then rebuilds the profiles that changed. ``messages`` are LangChain
+        messages, ``{"role", "content"}`` dicts or strings (user turns); pass the whole
+        conversation: the session remembers what it read. At most ``MEMORY_MAX_EXTRACTIONS`` runs
+        per session per window; beyond it the report says ``rate_limited`` and the messages are
+        kept on the session's conversation for the next run the limit allows (never dropped).
+        ``llm``: the service's model by default, another chat model, or ``None`` for the offline
+        rules. A model failure never raises: the report says ``failed`` and the messages wait for
+        the next run. ``min_new_turns``: keep them (status ``waiting``) until that many user turns
+        wait. ``keep_last_run``: do not spend the window's last run here; keep it for
+        :meth:`extract_waiting` at the end of the conversation (what the agent middleware does).
         """
-        return await self._run(self._ops.extract(messages, llm=llm, min_new_turns=min_new_turns))
+        return await self._run(self._ops.extract(
+            messages,
+            llm=llm,
+            min_new_turns=min_new_turns,
+            keep_last_run=keep_last_run,
+        ))
+
+    async def extract_waiting(
+        self,
+        *,
+        llm: Any = SERVICE_LLM,
+        idle_seconds: float = 0.0,
+    ) -> list[ExtractionReport]:
+        """Read the turns waiting on the caller's session conversations (kept by :meth:`extract`
+        for a later run), each session with its own budget; one report per session read.
+        ``idle_seconds``: only conversations with no new turn for that long (0: all). The agent
+        middleware calls it when a thread goes idle, is resumed, or the user's next session
+        starts; call it yourself from a scheduler if your agent runs elsewhere. Only the caller's
+        own conversations are read.
+        """
+        return await self._run(self._ops.extract_waiting(llm=llm, idle_seconds=idle_seconds))
 
     async def record_extraction_run(self) -> int | Rejection:
         """Count one automatic extraction run against the session's budget
@@ -1268,12 +1330,25 @@ class AsyncMemoryHandle:
         return await self._run(self._ops.find_duplicate(content, scope=scope))
 
     async def stats(self) -> MemoryStats:
-        """Counts by type, scope and status, last write, extraction budget left and storage
-        size, over what the caller may see.
+        """What the caller's memory holds and what it is doing, over what the caller may see:
+        counts by type, scope and status, last write, storage size, recalls (total, last use,
+        the three memories recalled most and least) and, with a session, the extraction runs
+        used and left in the window, the times a run had to wait for the budget, the messages
+        waiting to be read, and the memories injected in the session's last turns.
 
         Raises only for the database (:class:`DatabaseUnavailableError`).
         """
         return await self._run(self._ops.stats())
+
+    async def record_injected(
+        self,
+        memory_ids: Sequence[str | UUID],
+    ) -> None:
+        """Remember which memories were put in the prompt in this turn of the session (the agent
+        middleware calls it after each run; :meth:`stats` shows the last turns'). Without a
+        session it does nothing; ids that are not UUIDs raise :class:`InvalidInputError`.
+        """
+        return await self._run(self._ops.record_injected(memory_ids))
 
     async def extraction_budget(self) -> int | None:
         """Extraction runs left in the session's window (``None`` without a session).

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from . import queries
@@ -34,6 +34,7 @@ from .models import (
     MemoryItem,
     MemoryType,
     MemoryVersion,
+    Source,
     Status,
     Visibility,
 )
@@ -82,6 +83,35 @@ def wording_at(identity: Identity, ids: Sequence[UUID], as_of: datetime, *, subt
     return Sql(*queries.wordings_at(queries.version_visible(identity, subtree=subtree), ids, as_of))
 
 
+class _Change(NamedTuple):
+    """How one version came to be."""
+
+    change: str | None
+    decided_by: DecisionMethod | None
+    reason: str | None
+    changed_by: str | None
+
+
+_UNKNOWN = _Change(None, None, None, None)  # made by a change the reader may not see
+
+
+def _method(value: Any) -> DecisionMethod | None:
+    return DecisionMethod(value) if value in DecisionMethod.values() else None
+
+
+def _creation(row: Mapping[str, Any], metadata: Mapping[str, Any] | None) -> _Change:
+    """How an item's first wording came to be: the consolidation that added it (extraction,
+    documents), else stated directly (``add`` by a person or the agent's tool)."""
+    decided = (metadata or {}).get("consolidation") or {}
+    change = decided.get("decision")
+    if change not in ("add", "supersede"):
+        change = "supersede" if "supersedes" in decided else "add"
+    method = _method(decided.get("decided_by"))
+    if method is None and not decided and row["source"] in (Source.USER.value, Source.AI.value):
+        method = DecisionMethod.USER
+    return _Change(change, method, decided.get("reason"), row["user_id"])
+
+
 def chain(identity: Identity, memory_id: UUID) -> Op[list[MemoryVersion]]:
     """Every item of ``memory_id``'s supersession chain the caller may see (older items it
     replaced, newer ones that replaced it), each with the earlier wordings the caller could read
@@ -94,21 +124,30 @@ def chain(identity: Identity, memory_id: UUID) -> Op[list[MemoryVersion]]:
     versions: list[MemoryVersion] = []
     for row in rows:
         status = Status(row["status"])
-        for h in (h for h in old if h["memory_id"] == row["id"]):
+        kept = [h for h in old if h["memory_id"] == row["id"]]
+        # a kept wording's row records the change that REPLACED it; each version is shown with
+        # the change that MADE it: the row of the version before, or the item's creation
+        made_by: dict[int, _Change] = {h["version"] + 1: _Change(
+            h["change"], _method(h["decided_by"]), h["reason"], h["changed_by"]) for h in kept}
+        first = kept[0] if kept and kept[0]["version"] == 1 else None
+        if first is not None or not kept:
+            made_by.setdefault(1, _creation(row, (first or row)["metadata"]))
+        for h in kept:
+            change = made_by.get(h["version"], _UNKNOWN)
             versions.append(MemoryVersion(
                 memory_id=row["id"], version=h["version"], content=h["content"],
                 memory_type=MemoryType(h["memory_type"]), status=status, valid_from=row["valid_from"],
-                valid_to=row["valid_to"], recorded_until=h["replaced_at"], current=False, change=h["change"],
-                decided_by=h["decided_by"], reason=h["reason"], superseded_by=row["superseded_by"],
-                visibility=Visibility(h["visibility"]),
+                valid_to=row["valid_to"], recorded_until=h["replaced_at"], current=False, change=change.change,
+                decided_by=change.decided_by, reason=change.reason, superseded_by=row["superseded_by"],
+                visibility=Visibility(h["visibility"]), changed_by=change.changed_by,
             ))
-        decided = (row["metadata"] or {}).get("consolidation", {})
+        change = made_by.get(row["version"], _UNKNOWN)
         versions.append(MemoryVersion(
             memory_id=row["id"], version=row["version"], content=row["content"],
             memory_type=MemoryType(row["memory_type"]), status=status, valid_from=row["valid_from"],
             valid_to=row["valid_to"], recorded_until=None, current=True, superseded_by=row["superseded_by"],
-            reason=decided.get("reason"), decided_by=decided.get("decided_by"), change=decided.get("decision"),
-            visibility=Visibility(row["visibility"]),
+            reason=change.reason, decided_by=change.decided_by, change=change.change,
+            visibility=Visibility(row["visibility"]), changed_by=change.changed_by,
         ))
     epoch = datetime.min.replace(tzinfo=rows[0]["created_at"].tzinfo)
     versions.sort(key=lambda v: (v.valid_from or epoch, v.recorded_until is None, v.recorded_until or epoch,

@@ -21,6 +21,7 @@ __all__ = [
     "Decision",
     "DecisionMethod",
     "Identity",
+    "InjectedTurn",
     "Membership",
     "MemoryItem",
     "MemoryStats",
@@ -28,6 +29,7 @@ __all__ = [
     "MemoryVersion",
     "NewMemory",
     "Proposal",
+    "RecallCount",
     "Rejection",
     "RejectionReason",
     "Retention",
@@ -338,8 +340,35 @@ class Rejection:
 
 
 @dataclass(frozen=True, slots=True)
+class RecallCount:
+    """One memory and how often it was recalled (found by a search or injected), and when last."""
+
+    memory_id: UUID
+    content: str
+    recalls: int
+    last_used: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedTurn:
+    """What the agent middleware put in the prompt in one turn of the session (the memories the
+    caller may still see; ``count`` all of them)."""
+
+    at: datetime
+    count: int
+    memories: tuple[RecallCount, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryStats:
-    """What a caller's memory holds (only what the caller may see)."""
+    """What a caller's memory holds (only what the caller may see), and what it is doing.
+
+    recalls / last_used: how often the active memories were recalled, and the last time one was;
+    most_recalled / least_recalled: the three recalled most and least. With a session:
+    extractions_remaining and extraction_runs (runs left and used in the window),
+    extraction_waits (times a run was due but the runs were used up), turns_waiting (messages
+    kept for the next run) and recently_injected (what the middleware injected, newest last).
+    """
 
     total: int
     by_type: dict[str, int]
@@ -348,6 +377,14 @@ class MemoryStats:
     last_write: datetime | None
     extractions_remaining: int | None
     storage_bytes: int
+    recalls: int = 0
+    last_used: datetime | None = None
+    most_recalled: tuple[RecallCount, ...] = ()
+    least_recalled: tuple[RecallCount, ...] = ()
+    extraction_runs: int | None = None
+    extraction_waits: int = 0
+    turns_waiting: int = 0
+    recently_injected: tuple[InjectedTurn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +434,11 @@ class MemoryVersion:
     the fact held (``valid_to`` None: still holds); ``recorded_until`` is when this wording was
     replaced by an UPDATE (None for the current wording). ``visibility``: who could read this
     wording while it held (a history shows a reader only the wordings they could read then).
+
+    ``change``, ``decided_by``, ``reason`` and ``changed_by`` say how THIS wording came to be:
+    ``add`` / ``supersede`` for an item's first wording, ``update`` / ``edit`` for a later one;
+    who decided it (the model, the similarity thresholds, or a person), why, and which user's
+    call made the change (the item's creator for its first wording).
     """
 
     memory_id: UUID
@@ -409,10 +451,11 @@ class MemoryVersion:
     recorded_until: datetime | None
     current: bool
     change: str | None = None
-    decided_by: str | None = None
+    decided_by: DecisionMethod | None = None
     reason: str | None = None
     superseded_by: UUID | None = None
     visibility: Visibility | None = None
+    changed_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

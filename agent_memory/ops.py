@@ -28,11 +28,13 @@ from .models import (
     Conflict,
     DecisionMethod,
     Identity,
+    InjectedTurn,
     MemoryItem,
     MemoryStats,
     MemoryType,
     MemoryVersion,
     NewMemory,
+    RecallCount,
     Rejection,
     RejectionReason,
     Scope,
@@ -54,6 +56,7 @@ from .validation import (
     check_id,
     check_k,
     check_key,
+    check_list,
     check_metadata,
     check_offset,
     check_optional_id,
@@ -737,6 +740,29 @@ def stats(config: MemoryConfig, identity: Identity) -> Op[MemoryStats]:
         for bucket, key in ((by_type, "memory_type"), (by_scope, "scope"), (by_status, "status")):
             bucket[r[key]] = bucket.get(r[key], 0) + int(r["n"])
     remaining = yield from extraction_budget(config, identity)
+    visible = queries.item_filter(identity, statuses=None)
+    totals = yield Sql(*queries.recall_totals(visible), fetch="one")
+    most = [_recall(r) for r in (yield Sql(*queries.most_recalled(visible, 3)))]
+    least = [_recall(r) for r in (yield Sql(*queries.least_recalled(visible, 3)))]
+    session: dict[str, Any] = {}
+    if identity.session_id is not None:
+        row = yield Sql(*queries.select_conversation(identity), fetch="one")
+        metadata = dict(row["metadata"] or {}) if row is not None else {}
+        injected = [i for i in metadata.get("injected") or [] if isinstance(i, dict)]
+        ids = sorted({str(x) for i in injected for x in i.get("ids") or []})
+        seen: dict[str, RecallCount] = {}
+        if ids:
+            found = yield Sql(*queries.recalls_by_ids(visible, [UUID(x) for x in ids if _is_uuid(x)]))
+            seen = {str(r["id"]): _recall(r) for r in found}
+        session = {
+            "extraction_runs": config.max_extractions - (remaining or 0),
+            "extraction_waits": int(metadata.get("budget_waits") or 0),
+            "turns_waiting": len(metadata.get("waiting") or []),
+            "recently_injected": tuple(InjectedTurn(
+                at=datetime.fromisoformat(i["at"]) if isinstance(i.get("at"), str) else datetime.now(UTC),
+                count=len(i.get("ids") or []),
+                memories=tuple(seen[str(x)] for x in i.get("ids") or [] if str(x) in seen)) for i in injected),
+        }
     return MemoryStats(
         total=sum(by_status.values()),
         by_type=by_type,
@@ -745,7 +771,35 @@ def stats(config: MemoryConfig, identity: Identity) -> Op[MemoryStats]:
         last_write=max((r["last_write"] for r in rows), default=None),
         extractions_remaining=remaining,
         storage_bytes=sum(int(r["bytes"] or 0) for r in rows),
+        recalls=int(totals["recalls"]),
+        last_used=totals["last_used"],
+        most_recalled=tuple(most),
+        least_recalled=tuple(least),
+        **session,
     )
+
+
+def record_injected(identity: Identity, memory_ids: Sequence[Any]) -> Op[None]:
+    """Remember on the session's conversation which memories were put in this turn's prompt
+    (the last few turns are kept, for :func:`stats`); without a session, nothing."""
+    if identity.session_id is None:
+        return
+    ids = [str(check_uuid(i, "memory_ids")) for i in check_list("memory_ids", memory_ids, max_items=1000)]
+    conversation = yield from resources.conversation(identity)
+    yield Sql(*queries.record_injected(conversation.id, ids), fetch="none")
+    yield Commit()
+
+
+def _recall(row: Any) -> RecallCount:
+    return RecallCount(row["id"], row["content"], int(row["access_count"]), row["last_used_at"])
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 def import_memories(

@@ -21,16 +21,17 @@ is not one principal's (projects, teams and orgs, moving and erasing a user's da
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 from . import access, documents, ops, resources, rights
 from .config import MemoryConfig
 from .db.requests import Op
 from .documents import DocumentReport, PassageHit
 from .errors import InvalidInputError
-from .extraction.pipeline import ExtractionReport, extract_memories
+from .extraction.pipeline import ExtractionReport, extract_memories, extract_waiting
 from .models import (
     Conflict,
     Identity,
@@ -218,22 +219,40 @@ class PrincipalOps:
 
     # --- learning: resources -> memories -> profiles ----------------------------------------
 
-    def extract(self, messages: Any, *, llm: Any = SERVICE_LLM, min_new_turns: int = 1) -> Op[ExtractionReport]:
+    def extract(self, messages: Any, *, llm: Any = SERVICE_LLM, min_new_turns: int = 1,
+                keep_last_run: bool = False) -> Op[ExtractionReport]:
         """Learn from the session's conversation (the handle needs a ``session_id``).
 
-        Proposes memory items from its new messages, passes them through the gate,
-        consolidates each against what is stored (ADD / UPDATE / SUPERSEDE / NONE), then
-        rebuilds the profiles that changed. ``messages`` are LangChain messages,
-        ``{"role", "content"}`` dicts or strings (user turns); pass the whole conversation:
-        the session remembers what it read. At most ``MEMORY_MAX_EXTRACTIONS`` runs per session
-        per window. ``llm``: the service's model by default, another chat model, or ``None``
-        for the offline rules. A model failure never raises: the report says ``failed`` and
-        the messages wait for the next run. ``min_new_turns``: do nothing (status ``waiting``)
-        until that many user turns are new.
+        Proposes memory items from its messages not read yet (those that waited first), passes
+        them through the gate, consolidates each against what is stored (ADD / UPDATE /
+        SUPERSEDE / NONE), then rebuilds the profiles that changed. ``messages`` are LangChain
+        messages, ``{"role", "content"}`` dicts or strings (user turns); pass the whole
+        conversation: the session remembers what it read. At most ``MEMORY_MAX_EXTRACTIONS`` runs
+        per session per window; beyond it the report says ``rate_limited`` and the messages are
+        kept on the session's conversation for the next run the limit allows (never dropped).
+        ``llm``: the service's model by default, another chat model, or ``None`` for the offline
+        rules. A model failure never raises: the report says ``failed`` and the messages wait for
+        the next run. ``min_new_turns``: keep them (status ``waiting``) until that many user turns
+        wait. ``keep_last_run``: do not spend the window's last run here; keep it for
+        :meth:`extract_waiting` at the end of the conversation (what the agent middleware does).
         """
+        keep_last_run = check_bool("keep_last_run", keep_last_run)
         model = self.choose_model(llm)
         return (yield from extract_memories(
-            self.config, self.identity, messages, model=model, profile_model=model, min_new_turns=min_new_turns))
+            self.config, self.identity, messages, model=model, profile_model=model, min_new_turns=min_new_turns,
+            keep_last_run=keep_last_run))
+
+    def extract_waiting(self, *, llm: Any = SERVICE_LLM, idle_seconds: float = 0.0) -> Op[list[ExtractionReport]]:
+        """Read the turns waiting on the caller's session conversations (kept by :meth:`extract`
+        for a later run), each session with its own budget; one report per session read.
+        ``idle_seconds``: only conversations with no new turn for that long (0: all). The agent
+        middleware calls it when a thread goes idle, is resumed, or the user's next session
+        starts; call it yourself from a scheduler if your agent runs elsewhere. Only the caller's
+        own conversations are read.
+        """
+        model = self.choose_model(llm)
+        return (yield from extract_waiting(self.config, self.identity, model=model, profile_model=model,
+                                           idle_seconds=idle_seconds))
 
     def record_extraction_run(self) -> Op[int | Rejection]:
         """Count one automatic extraction run against the session's budget
@@ -482,12 +501,22 @@ class PrincipalOps:
         return (yield from ops.check_duplicate(self.config, self.identity, content, scope))
 
     def stats(self) -> Op[MemoryStats]:
-        """Counts by type, scope and status, last write, extraction budget left and storage
-        size, over what the caller may see.
+        """What the caller's memory holds and what it is doing, over what the caller may see:
+        counts by type, scope and status, last write, storage size, recalls (total, last use,
+        the three memories recalled most and least) and, with a session, the extraction runs
+        used and left in the window, the times a run had to wait for the budget, the messages
+        waiting to be read, and the memories injected in the session's last turns.
 
         Raises only for the database (:class:`DatabaseUnavailableError`).
         """
         return (yield from ops.stats(self.config, self.identity))
+
+    def record_injected(self, memory_ids: Sequence[str | UUID]) -> Op[None]:
+        """Remember which memories were put in the prompt in this turn of the session (the agent
+        middleware calls it after each run; :meth:`stats` shows the last turns'). Without a
+        session it does nothing; ids that are not UUIDs raise :class:`InvalidInputError`.
+        """
+        return (yield from ops.record_injected(self.identity, memory_ids))
 
     def extraction_budget(self) -> Op[int | None]:
         """Extraction runs left in the session's window (``None`` without a session).

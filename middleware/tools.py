@@ -151,9 +151,12 @@ DELETE_DESCRIPTION = """Delete (archive) one long-term memory by its id, when th
 memory is wrong or outdated. Find the id with memory_search first. Users can only delete memories they created; \
 an archived memory no longer appears anywhere but can be restored by the user."""
 
-STATS_DESCRIPTION = """Counts of this user's long-term memories by type, scope and status, when the last one was written, \
-and how many automatic extraction runs this session has left. Use it when the user asks what you remember \
-about them in general or how much is stored."""
+STATS_DESCRIPTION = """What long-term memory holds and what it is doing: counts of this user's memories by type, scope \
+and status, when the last one was written, how often memories were recalled (the most and least recalled, and \
+when one was last used), this session's automatic learning (runs used and left, messages waiting to be read, \
+times it had to wait for the budget) and which memories were given to you in the last turns. Use it when the \
+user asks what you remember about them in general, how much is stored, or why you did or did not remember \
+something."""
 
 
 def one_line(text: str, limit: int = 500) -> str:
@@ -226,20 +229,45 @@ def describe_delete(item: MemoryItem) -> str:
 
 
 def describe_stats(stats: MemoryStats) -> str:
+    """The tool's answer: one fact a line, memory contents escaped onto one line each."""
     def counts(d: dict[str, int]) -> str:
         return ", ".join(f"{k} {v}" for k, v in sorted(d.items()) if v) or "none"
 
+    def when(at: Any) -> str:
+        return at.isoformat(timespec="seconds") if at else "never"
+
+    def recalled(r: Any) -> str:
+        return f"{r.memory_id} ({r.recalls} recall{'' if r.recalls == 1 else 's'}, last {when(r.last_used)}): " \
+               f"{one_line(r.content, 200)}"
+
     active = stats.by_status.get("active", 0)
-    parts = [
+    lines = [
         f"{active} active memories ({stats.total} in all).",
         f"By type: {counts(stats.by_type)}.",
         f"By scope: {counts(stats.by_scope)}.",
         f"By status: {counts(stats.by_status)}.",
-        f"Last written: {stats.last_write.isoformat(timespec='seconds') if stats.last_write else 'never'}.",
+        f"Last written: {when(stats.last_write)}.",
+        f"Recalls (searches and injections that found a memory): {stats.recalls}; last used: {when(stats.last_used)}.",
     ]
+    if stats.most_recalled:
+        lines.append("Most recalled:")
+        lines += [f"- {recalled(r)}" for r in stats.most_recalled]
+    if stats.least_recalled:
+        lines.append("Least recalled:")
+        lines += [f"- {recalled(r)}" for r in stats.least_recalled]
     if stats.extractions_remaining is not None:
-        parts.append(f"Automatic extraction runs left in this session: {stats.extractions_remaining}.")
-    return " ".join(parts)
+        lines.append(f"Automatic learning in this session: {stats.extraction_runs} run"
+                     f"{'' if stats.extraction_runs == 1 else 's'} used, {stats.extractions_remaining} left in the "
+                     f"window; {stats.turns_waiting} message{'' if stats.turns_waiting == 1 else 's'} waiting to be "
+                     f"read; it had to wait for the budget {stats.extraction_waits} time"
+                     f"{'' if stats.extraction_waits == 1 else 's'}.")
+        if stats.recently_injected:
+            lines.append(f"Memories given to you in the last {len(stats.recently_injected)} turns (oldest first):")
+            for turn in stats.recently_injected:
+                shown = "; ".join(f"{m.memory_id}: {one_line(m.content, 120)}" for m in turn.memories)
+                lines.append(f"- {when(turn.at)}: {turn.count} memor{'y' if turn.count == 1 else 'ies'}"
+                             + (f" ({shown})" if shown else ""))
+    return "\n".join(lines)
 
 
 def describe_error(exc: Exception) -> str:

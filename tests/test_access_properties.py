@@ -446,8 +446,15 @@ class AccessMachine(RuleBasedStateMachine):
         if not search:
             return
         STATS["calls"] += 1
-        total = self.service.for_user(user, **ident).stats().total
+        stats = self.service.for_user(user, **ident).stats()
+        total = stats.total
         assert total == len(expected), f"stats as {user} {ident} counted {total}, the model {len(expected)}"
+        # the most and least recalled are memories the reader sees (active ones)
+        named = {r.memory_id for r in (*stats.most_recalled, *stats.least_recalled)}
+        seen_active = {i for i in expected if m.items[i].status == "active"}
+        assert named <= seen_active, f"stats as {user} {ident} named {[m.items.get(i) for i in named - seen_active]}"
+        if seen_active:
+            assert stats.least_recalled, f"stats as {user} {ident} named no least recalled of {len(seen_active)}"
         STATS["calls"] += 1
         k = self.service.config.max_k
         hits = {h.item.id for h in self.service.for_user(user, **ident).search("note written for the shared world", k=k, status=None, min_relevance=0.0)}

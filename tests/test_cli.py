@@ -55,7 +55,7 @@ def test_chat_reads_turns_and_commands_from_stdin(dsn, memory, monkeypatch, caps
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     lines = ["I prefer answers in British English.", "/memories", "/new", "How should you answer me?",
-             "/search british", "/forget not-an-id", "/nonsense", "/quit", "this line is never read"]
+             "/search british", "/forget not-an-id", "/stats", "/nonsense", "/quit", "this line is never read"]
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
     who = ["--user", tenant.user, "--project", tenant.project, "--thread", tenant.session]
     assert main(["chat", *who]) == 0
@@ -66,6 +66,9 @@ def test_chat_reads_turns_and_commands_from_stdin(dsn, memory, monkeypatch, caps
     assert "new thread chat-" in text
     assert "- Prefers answers in British English. (preference, user memory)" in _section(text, "How should you")
     assert "error: memory_id: must be a memory id" in text and "unknown command '/nonsense'" in text
+    stats = _section(text, "you> /stats", "you> /nonsense")
+    assert "1 active memories" in stats and "Recalls (searches and injections" in stats
+    assert "Automatic learning in this session:" in stats and "Memories given to you in the last" in stats
     assert "never read" not in text
     # --thread resumes the checkpointed thread (the second question went to the /new one)
     monkeypatch.setattr("sys.stdin", io.StringIO("What do you remember?\n"))  # ends at end of input
@@ -245,7 +248,13 @@ def test_edit_history_delete_restore_and_tables(dsn, monkeypatch, capsys, tenant
     assert [v["content"] for v in versions] == ["I use Vim for everything", "I use VS Code for everything"]
     assert main(["history", short, *me]) == 0
     table = capsys.readouterr().out
-    assert table.splitlines()[0].split() == ["id", "version", "status", "from", "until", "change", "content"]
+    assert table.splitlines()[0].split() == ["id", "version", "status", "from", "until", "change", "by", "why",
+                                             "content"]
+    # each wording with the change that made it: the first was added, the second is the edit
+    first, second = (line for line in table.splitlines()[1:] if line.strip() and not set(line) <= {"-", " "})
+    assert " add (user) " in first and "Vim" in first and "switched" not in first
+    assert " edit (user) " in second and "VS Code" in second and "switched" in second
+    assert tenant.user in first and tenant.user in second
     assert "\x1b[" not in table  # piped: plain text, no colour codes
     assert main(["delete", short, "--json", *me]) == 0
     assert _json(capsys)["archived"] is True

@@ -94,6 +94,7 @@ BAD_VALUES = {
     "llm": "gpt-4o-mini",
     "extraction": "sometimes",
     "extract_every": 0,
+    "extract_idle_seconds": 0,
     "auto_create_projects": "yes",
     "team_write": "everyone",
     "conflict_threshold": 1.01,

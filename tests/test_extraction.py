@@ -95,7 +95,10 @@ def test_each_decision_by_the_model(memory: MemoryService, tenant, dsn: str) -> 
     history = memory.for_user(**ids).history(updated.memory.id)
     assert [(v.content, v.current) for v in history] == [
         ("Prefers concise answers.", False), ("Prefers concise answers with Python code examples.", True)]
-    assert history[0].decided_by == "llm" and history[0].change == "update"
+    # the first wording was stated directly (add); the second is the model's update, with its reason
+    assert (history[0].change, history[0].changed_by) == ("add", ids["user_id"])
+    assert history[1].decided_by is DecisionMethod.LLM and history[1].change == "update"
+    assert history[1].reason and history[1].changed_by == ids["user_id"]
     moved = report.superseded[0]
     assert moved.replaced.content == "Lives in Berlin." and moved.replaced.superseded_by == moved.memory.id
     assert moved.replaced.valid_to == moved.memory.valid_from

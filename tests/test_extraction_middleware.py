@@ -76,15 +76,18 @@ def test_every_n_waits_for_the_nth_user_turn(memory: MemoryService, tenant) -> N
     agent, _, mw = agent_with(memory, every=2)
     config = cfg(tenant.user, tenant.session)
     agent.invoke(say("I live in Lisbon."), config)
-    assert [r.status for r in mw.reports] == ["waiting"]
-    assert memory.for_user(tenant.user).list() == []
+    # a new session of the user starts: the turn that waited in the other one is read first
+    assert [r.status for r in mw.reports] == ["done", "waiting"]
+    assert contents(memory, tenant.user) == ["Owns a canoe."]
     assert memory.for_user(tenant.user, session_id=tenant.session).extraction_budget() == 3  # waiting costs nothing
     agent.invoke(say("I use Neovim."), config)
-    assert [r.status for r in mw.reports] == ["waiting", "done"]
-    assert contents(memory, tenant.user) == ["Lives in Lisbon.", "Uses Neovim."]
+    assert [r.status for r in mw.reports] == ["done", "waiting", "done"]
+    assert contents(memory, tenant.user) == ["Lives in Lisbon.", "Owns a canoe.", "Uses Neovim."]
     agent.invoke(say("I am a nurse."), config)
-    assert mw.reports[-1].status == "waiting"
+    assert mw.reports[-1].status == "waiting" and mw.reports[-1].waiting_turns == 2  # the answer waits with it
     assert memory.for_user(tenant.user, session_id=tenant.session).extraction_budget() == 2
+    mw.close()  # nothing is left behind: what waits is read when the middleware closes
+    assert "Is a nurse." in contents(memory, tenant.user)
 
 
 def test_background_extraction_is_flushed(memory: MemoryService, tenant) -> None:
@@ -130,29 +133,45 @@ def limited(dsn: str, embeddings) -> Iterator[MemoryService]:
         yield service
 
 
-def test_rate_limited_turns_wait_for_budget(limited: MemoryService, dsn: str, tenant) -> None:
+def test_turns_beyond_the_budget_wait_for_the_next_allowed_run(limited: MemoryService, dsn: str, tenant,
+                                                                caplog) -> None:
+    """One run in the window: it is kept for the end of the thread; turns after it wait for the
+    next run the limit allows, logged once, counted, and none dropped."""
     agent, _, mw = agent_with(limited)
     config = cfg(tenant.user, tenant.session)
     agent.invoke(say("I live in Lisbon."), config)
     agent.invoke(say("I use Neovim."), config)
-    assert [r.status for r in mw.reports] == ["done", "rate_limited"]
-    assert mw.reports[-1].runs_left == 0
-    assert contents(limited, tenant.user) == ["Lives in Lisbon."]
-    agent.invoke(say("I am a nurse."), config)
-    assert mw.reports[-1].status == "rate_limited"
-    assert contents(limited, tenant.user) == ["Lives in Lisbon."]
+    assert [r.status for r in mw.reports] == ["waiting", "waiting"]  # the only run is kept for the end
+    mw.close()  # the thread ends: one run reads both turns
+    assert mw.reports[-1].status == "done" and mw.reports[-1].runs_left == 0
+    assert contents(limited, tenant.user) == ["Lives in Lisbon.", "Uses Neovim."]
+
+    with caplog.at_level("WARNING", logger="agent_memory"):
+        agent.invoke(say("I am a nurse."), config)
+        agent.invoke(say("I speak Portuguese."), config)
+    assert [r.status for r in list(mw.reports)[-2:]] == ["rate_limited", "rate_limited"]
+    assert mw.reports[-1].waiting_turns == 4 and "MEMORY_MAX_EXTRACTIONS" in mw.reports[-1].error
+    assert "4 messages waiting" in mw.reports[-1].summary()
+    warned = [r for r in caplog.records if "MEMORY_MAX_EXTRACTIONS" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelname == "WARNING"  # once per session
+    stats = limited.for_user(tenant.user, session_id=tenant.session).stats()
+    assert stats.extraction_waits == 2 and stats.turns_waiting == 4 and stats.extractions_remaining == 0
+    assert contents(limited, tenant.user) == ["Lives in Lisbon.", "Uses Neovim."]
 
     # another session has its own budget
     agent.invoke(say("I own a bicycle."), cfg(tenant.user, tenant.other_session))
-    assert mw.reports[-1].status == "done"
+    mw.close()
+    assert "Owns a bicycle." in contents(limited, tenant.user)
 
-    # the window passes: the next run reads every turn that waited
+    # the window passes: the next run reads every turn that waited, none dropped
     with psycopg.connect(dsn) as conn:
         conn.execute("UPDATE memory_extraction_runs SET created_at = now() - interval '25 hours'"
                      " WHERE user_id = %s AND session_id = %s", (tenant.user, tenant.session))
     agent.invoke(say("Thanks!"), config)
-    assert mw.reports[-1].status == "done"
-    assert contents(limited, tenant.user) == ["Is a nurse.", "Lives in Lisbon.", "Owns a bicycle.", "Uses Neovim."]
+    mw.close()
+    assert contents(limited, tenant.user) == ["Is a nurse.", "Lives in Lisbon.", "Owns a bicycle.",
+                                              "Speaks Portuguese.", "Uses Neovim."]
+    assert limited.for_user(tenant.user, session_id=tenant.session).stats().turns_waiting == 0
 
 
 async def test_ainvoke_learns_too(memory: MemoryService, tenant) -> None:

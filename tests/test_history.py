@@ -63,14 +63,50 @@ def test_edit_keeps_the_old_wording_and_re_embeds(memory: MemoryService, tenant)
     history = memory.for_user(tenant.user).history(item.id)
     assert [(v.content, v.version, v.current) for v in history] == [
         ("Drinks espresso every morning.", 1, False), ("Drinks green tea every morning.", 2, True)]
-    old = history[0]
-    assert old.change == "edit" and old.decided_by == DecisionMethod.USER.value and old.reason == "gave up coffee"
+    old, new = history
+    # each version says how IT came to be: the first was added, the second is the edit and its reason
+    assert (old.change, old.decided_by, old.reason, old.changed_by) == ("add", DecisionMethod.USER, None, tenant.user)
+    assert (new.change, new.decided_by, new.reason, new.changed_by) == (
+        "edit", DecisionMethod.USER, "gave up coffee", tenant.user)
+    assert isinstance(new.decided_by, DecisionMethod)
     assert old.recorded_until is not None and history[1].recorded_until is None
 
     # the embedding follows the new wording: a search on it finds the memory, first
     [hit, *_] = memory.for_user(tenant.user).search("green tea", k=1)
     assert hit.id == item.id and hit.content == "Drinks green tea every morning."
     assert hit.similarity > 0.5
+
+
+def test_history_says_who_made_each_version_and_how(memory: MemoryService, tenant) -> None:
+    """A member's project memory edited by the project's owner: the first version is the member's
+    add, the second the owner's edit; a superseded item's successor says it superseded."""
+    member = memory.for_user(tenant.other_user, project_id=tenant.project)
+    owner = memory.for_user(tenant.user, project_id=tenant.project)
+    item = member.add("The project deploys on Fridays.", scope="project", memory_type="habit")
+    owner.edit(item.id, content="The project deploys on Thursdays.", reason="release day moved")
+    first, second = owner.history(item.id)
+    assert (first.version, first.change, first.decided_by, first.changed_by) == (
+        1, "add", DecisionMethod.USER, tenant.other_user)
+    assert (second.version, second.change, second.decided_by, second.changed_by, second.reason) == (
+        2, "edit", DecisionMethod.USER, tenant.user, "release day moved")
+
+    old, new, _ = _superseded_editor(memory, tenant.user, tenant.session)
+    chain = memory.for_user(tenant.user).history(new.id)
+    assert [(v.memory_id, v.change, v.decided_by, v.changed_by) for v in chain] == [
+        (old.id, "add", DecisionMethod.USER, tenant.user),
+        (new.id, "supersede", DecisionMethod.SIMILARITY, tenant.user)]
+    assert chain[1].reason  # why the thresholds decided it
+
+
+def test_a_change_the_reader_could_not_see_is_not_labelled(memory: MemoryService, tenant) -> None:
+    """The change that made a version is kept with the version before; a reader who could not read
+    that one gets no label (its reason may quote the wording they could not read)."""
+    item, _ = _widened(memory, tenant.user, tenant.project, narrow="owner_only", wide="members")
+    [seen] = memory.for_user(tenant.other_user, project_id=tenant.project).history(item.id)
+    assert seen.version == 2 and (seen.change, seen.decided_by, seen.reason, seen.changed_by) == (None,) * 4
+    owned = memory.for_user(tenant.user, project_id=tenant.project).history(item.id)
+    assert [(v.version, v.change, v.changed_by) for v in owned] == [(1, "add", tenant.user),
+                                                                     (2, "edit", tenant.user)]
 
 
 def test_edit_type_and_confidence_without_content(memory: MemoryService, tenant) -> None:

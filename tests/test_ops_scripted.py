@@ -319,7 +319,8 @@ def conversation_row(conversation: uuid.UUID) -> dict[str, Any]:
 
 def test_an_extraction_run_over_its_budget_waits_without_calling_the_model():
     """With the session's runs used up, the run is refused before the model is asked: no run is
-    recorded, the conversation's cursor does not move (the messages wait for a later run)."""
+    recorded; the messages are kept on the conversation (waiting, the cursor past them) for a
+    later run, and the wait is counted."""
     conversation = uuid.uuid4()
     window = CONFIG.extraction_window_hours * 3600.0
     budget_asked: list[Any] = []
@@ -344,9 +345,12 @@ def test_an_extraction_run_over_its_budget_waits_without_calling_the_model():
     assert str(CONFIG.max_extractions) in (report.error or "")
     assert budget_asked
     assert not any(isinstance(r, (Llm, Embed)) for r in requests)
-    # nothing names the conversation after it was looked up: no run row, no cursor moved
+    # after the lookup, the conversation is named once: the messages kept, the wait counted; no run row
     lookup = next(i for i, r in enumerate(requests) if isinstance(r, Sql) and r.params == ("alice", "s-1", "s-1"))
-    assert not any(conversation in param_values(r) for r in sql(requests[lookup + 1:]))
+    [kept] = [r for r in sql(requests[lookup + 1:]) if conversation in param_values(r)]
+    assert kept.params["wait"] is True and kept.params["cursor"] is not None
+    assert [t["text"] for t in kept.params["turns"].obj] == ["I prefer dark roast coffee in the morning."]
+    assert not any("memory_extraction_runs" in str(r.query) and "INSERT" in str(r.query) for r in sql(requests))
     # the lock taken to count the runs is let go before the profiles are looked at
     assert any(isinstance(r, Commit) for r in requests[requests.index(budget_asked[0]):])
 
@@ -378,12 +382,14 @@ def test_an_extraction_run_with_budget_left_is_recorded_before_the_model_is_call
     assert report.status == "failed" and report.run_id == 41 and report.runs_left == 0
     assert "the provider is down" in (report.error or "")
     [llm] = [i for i, r in enumerate(requests) if isinstance(r, Llm)]
-    [recorded] = [i for i, r in enumerate(requests) if isinstance(r, Sql) and conversation in param_values(r)]
+    [recorded, *_] = [i for i, r in enumerate(requests) if isinstance(r, Sql) and conversation in param_values(r)]
     assert recorded < llm and any(isinstance(r, Commit) for r in requests[recorded:llm])
     assert requests[recorded].params == ("alice", "s-1", None, conversation, "llm:object")
-    # the failure is recorded on run 41, and the cursor stays (the messages are read again next time)
+    # the failure is recorded on run 41, and the messages are kept on the conversation for the next run
     assert any(41 in param_values(r) for r in sql(requests[llm:]))
-    assert not any(conversation in param_values(r) for r in sql(requests[llm:]))
+    [kept] = [r for r in sql(requests[llm:]) if conversation in param_values(r)]
+    assert kept.params["wait"] is False and [t["text"] for t in kept.params["turns"].obj] == [
+        "I prefer dark roast coffee in the morning."]
 
 
 # --- migrations -----------------------------------------------------------------------------

@@ -161,10 +161,13 @@ def history(args: argparse.Namespace, out: Output) -> int:
     def when(value: Any) -> str:
         return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
 
+    # each row: a wording, and the change that made it (who decided, whose call, why)
     rows = [[short_id(v.memory_id), str(v.version), v.status.value + (" (now)" if v.current else ""),
              when(v.valid_from), when(v.valid_to or v.recorded_until),
-             " ".join(x for x in (v.change, v.decided_by) if x), v.content] for v in versions]
-    out.table(("id", "version", "status", "from", "until", "change", "content"), rows, empty="no history")
+             " ".join(x for x in (v.change, v.decided_by and f"({v.decided_by})") if x), v.changed_by or "",
+             v.reason or "", v.content] for v in versions]
+    out.table(("id", "version", "status", "from", "until", "change", "by", "why", "content"), rows,
+              empty="no history")
     return 0
 
 
@@ -177,9 +180,20 @@ def stats(args: argparse.Namespace, out: Output) -> int:
     pairs: list[tuple[str, Any]] = [("total", s.total)]
     for name, counts in (("type", s.by_type), ("scope", s.by_scope), ("status", s.by_status)):
         pairs += [(f"{name}: {k}", v) for k, v in sorted(counts.items())]
-    pairs += [("last write", s.last_write.strftime("%Y-%m-%d %H:%M:%S %Z") if s.last_write else "never"),
-              ("extraction runs left", "n/a (no --session)" if s.extractions_remaining is None
-               else s.extractions_remaining),
-              ("storage", f"{s.storage_bytes:,} bytes")]
+    def when(value: Any) -> str:
+        return value.strftime("%Y-%m-%d %H:%M:%S %Z") if value else "never"
+
+    pairs += [("last write", when(s.last_write)),
+              ("recalls", s.recalls), ("last used", when(s.last_used))]
+    pairs += [("most recalled", f"{r.recalls}x {short_id(r.memory_id)} {r.content}") for r in s.most_recalled]
+    pairs += [("least recalled", f"{r.recalls}x {short_id(r.memory_id)} {r.content}") for r in s.least_recalled]
+    pairs += [("extraction runs left", "n/a (no --session)" if s.extractions_remaining is None
+               else s.extractions_remaining)]
+    if s.extractions_remaining is not None:
+        pairs += [("extraction runs used", s.extraction_runs), ("messages waiting", s.turns_waiting),
+                  ("waits for the budget", s.extraction_waits)]
+        pairs += [("injected", f"{when(t.at)}: {t.count} ({', '.join(short_id(m.memory_id) for m in t.memories)})")
+                  for t in s.recently_injected]
+    pairs += [("storage", f"{s.storage_bytes:,} bytes")]
     out.fields(pairs)
     return 0

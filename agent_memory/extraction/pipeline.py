@@ -53,6 +53,7 @@ from ..models import (
     NewMemory,
     Proposal,
     Rejection,
+    Resource,
     RejectionReason,
     Scope,
     Source,
@@ -64,17 +65,18 @@ from ..queries.rows import new_item_row, row_to_item
 from ..reports import Report
 from ..validation import shown
 from ..withheld import redact
-from . import levels, rules, schemas, saved
+from . import cadence, levels, rules, saved, schemas
 from .consolidate import Verdict, decide_by_similarity
 from .transcript import Turn, new_turns, transcript, turns_from_messages
 
 __all__ = [
-    "ExtractionReport", "Outcome", "Outcomes", "close_failed_run", "consolidate_proposals", "extract_memories", "model_name",
+    "ExtractionReport", "Outcome", "Outcomes", "close_failed_run", "consolidate_proposals", "extract_memories",
+    "extract_waiting", "model_name",
 ]
 
 logger = logging.getLogger(__name__)
 
-MAX_PROPOSALS = 20  # per run; a conversation that yields more is better read again in parts
+MAX_PROPOSALS = 20  # per part of a conversation a model reads (:func:`_parts`)
 MAX_TRANSCRIPT_CHARS = 12_000
 
 
@@ -151,6 +153,9 @@ class ExtractionReport(Report, Outcomes):
     ``waiting`` (fewer new user turns than ``min_new_turns``: no budget used, they wait);
     ``rate_limited`` (the session's runs for the window are used up; the messages wait for a
     later run); ``failed`` (the model failed; ``error`` says how, and the messages wait too).
+    ``waiting`` is also the answer when the window's last run is kept for the end of the
+    conversation (``keep_last_run``). ``waiting_turns``: how many turns wait on the session's
+    conversation after this run (read by the next run; never dropped).
     """
 
     status: Literal["done", "nothing_new", "waiting", "rate_limited", "failed"]
@@ -161,6 +166,7 @@ class ExtractionReport(Report, Outcomes):
     runs_left: int | None = None
     error: str | None = None
     profiles_rebuilt: tuple[str, ...] = ()
+    waiting_turns: int = 0
 
     @property
     def changed(self) -> bool:
@@ -169,7 +175,9 @@ class ExtractionReport(Report, Outcomes):
     def summary(self) -> str:
         """One line per outcome, for logs and demos."""
         if self.status != "done":
-            return f"extraction {self.status}" + (f": {self.error}" if self.error else "")
+            waiting = f" ({self.waiting_turns} message{'' if self.waiting_turns == 1 else 's'} waiting)" \
+                if self.waiting_turns else ""
+            return f"extraction {self.status}{waiting}" + (f": {self.error}" if self.error else "")
         lines = []
         for o in self.outcomes:
             if o.rejection is not None:
@@ -182,17 +190,40 @@ class ExtractionReport(Report, Outcomes):
 # --- steps ------------------------------------------------------------------------------------
 
 
+def _parts(turns: Sequence[Turn]) -> list[list[Turn]]:
+    """``turns`` in consecutive parts whose transcript fits :data:`MAX_TRANSCRIPT_CHARS` (a run
+    reads everything that waited: a long conversation is read part by part, none of it cut)."""
+    parts: list[list[Turn]] = [[]]
+    size = 0
+    for turn in turns:
+        length = len(turn.text) + 12
+        if parts[-1] and size + length > MAX_TRANSCRIPT_CHARS:
+            parts.append([])
+            size = 0
+        parts[-1].append(turn)
+        size += length
+    return [p for p in parts if p]
+
+
 def _propose(model: Any, fresh: Sequence[Turn], config: MemoryConfig | None = None) -> Op[list[Proposal]]:
-    """Proposals from the new turns; when a fact began ("last month") is resolved against the
-    time its turn was said (the conversation's time: the newest turn's for a model), else now."""
+    """Proposals from the turns not read yet, part by part (a model's: at most
+    :data:`MAX_PROPOSALS` a part); when a fact began ("last month") is resolved against the time its turn was said (the
+    part's time: its newest turn's for a model), else now. A proposal quoting a secret a waiting
+    turn had withheld is no memory."""
     now = datetime.now(UTC)
-    if model is None:
-        return [p for t in fresh if t.role == "user"
-                for p in rules.extract_proposals(t.text, said_at=min(t.at or now, now))][:MAX_PROPOSALS]
-    said = min(next((t.at for t in reversed(fresh) if t.at is not None), now), now)
-    output = yield Llm(model, schemas.extraction_schema(config), tuple(schemas.extraction_messages(
-        transcript(fresh, max_chars=MAX_TRANSCRIPT_CHARS), now=said, config=config)))
-    return schemas.proposals_from_output(output, now=said)[:MAX_PROPOSALS]
+    proposals: list[Proposal] = []
+    for part in _parts(fresh):
+        if model is None:
+            found = [p for t in part if t.role == "user"
+                     for p in rules.extract_proposals(t.text, said_at=min(t.at or now, now))]
+        else:
+            said = min(next((t.at for t in reversed(part) if t.at is not None), now), now)
+            output = yield Llm(model, schemas.extraction_schema(config), tuple(schemas.extraction_messages(
+                transcript(part, max_chars=MAX_TRANSCRIPT_CHARS), now=said, config=config)))
+            found = schemas.proposals_from_output(output, now=said)
+        found = [p for p in found if cadence.WITHHELD not in p.content]
+        proposals += found if model is None else found[:MAX_PROPOSALS]  # the rules' are all the user's words
+    return proposals
 
 
 def _evidence(proposal: Proposal) -> str | None:
@@ -450,10 +481,41 @@ def _skip_saved(proposals: Sequence[Proposal], fresh: Sequence[Turn],
                f"cosine {cosine:.2f})"))) for p, s, cosine in skipped]
 
 
-def _mark_read(conversation_id: UUID, fresh: Sequence[Turn]) -> Op[None]:
-    """Keep what was read (secrets withheld) on the conversation and move its cursor past it."""
-    return resources.append_to_conversation(
-        conversation_id, transcript(fresh, max_chars=resources.MAX_RESOURCE_CHARS, redact=True), fresh[-1].id)
+def _mark_read(conversation: Resource, fresh: Sequence[Turn], waited: int) -> Op[None]:
+    """Keep what was read (secrets withheld) on the conversation, move its cursor past it and
+    drop the ``waited`` turns that waited on it (they are read now)."""
+    read = list(fresh)
+    if waited:
+        yield Sql(*queries.clear_waiting(conversation.id, waited), fetch="none")
+    if read:
+        cursor = next((t.id for t in reversed(read) if t.id and not t.id.startswith(_WAITED)), None)
+        yield from resources.append_to_conversation(
+            conversation.id, transcript(read, max_chars=resources.MAX_RESOURCE_CHARS, redact=True), cursor)
+
+
+#: the ids of turns read back from the waiting list are marked so the cursor never moves back to one
+_WAITED = "\x00waited:"
+
+
+def _stash(config: MemoryConfig, identity: Identity, conversation: Resource, fresh: Sequence[Turn], *,
+           budget_wait: bool = False) -> Op[int]:
+    """Keep ``fresh`` on the conversation to be read by a later run (the cadence deferred them,
+    the budget is spent, or the model failed) and move the cursor past them. With
+    ``budget_wait`` the wait is counted, and logged at WARNING the first time in the session.
+    Answers how many turns wait now."""
+    waiting = len(cadence.waiting_turns(conversation.metadata)) + len(cadence.turns_to_json(fresh))
+    if not fresh and not budget_wait:
+        return waiting
+    cursor = fresh[-1].id if fresh else None
+    row = yield Sql(*queries.stash_turns(conversation.id, cadence.turns_to_json(fresh), cursor,
+                                         budget_wait=budget_wait), fetch="one")
+    if budget_wait and row is not None and not row["warned"]:
+        logger.warning(
+            "memory extraction for session %r of user %r waits: its %d runs of the last %g h are used "
+            "(MEMORY_MAX_EXTRACTIONS); %d message(s) are kept and read by the next run the limit allows "
+            "(logged once per session; stats() counts the waits)",
+            identity.session_id, identity.user_id, config.max_extractions, config.extraction_window_hours, waiting)
+    return waiting
 
 
 def close_failed_run(run_id: int, exc: Exception) -> Op[None]:
@@ -473,9 +535,16 @@ def close_failed_run(run_id: int, exc: Exception) -> Op[None]:
 
 def extract_memories(
     config: MemoryConfig, identity: Identity, messages: Any, *, model: Any = None, profile_model: Any = None,
-    min_new_turns: int = 1,
+    min_new_turns: int = 1, keep_last_run: bool = False,
 ) -> Op[ExtractionReport]:
-    """Read the session's new messages and turn what is worth keeping into memory items."""
+    """Read the session's messages not read yet (those that waited on its conversation first,
+    then the new ones) and turn what is worth keeping into memory items.
+
+    min_new_turns: run only once this many user turns wait (fewer: they are kept for a later
+        run, ``waiting``). keep_last_run: never spend the window's last run here; it is kept for
+        the end of the conversation (:func:`extract_waiting`). Turns a run cannot read now (the
+        cadence, the budget, a failed model) are kept on the conversation, never dropped.
+    """
     if isinstance(min_new_turns, bool) or not isinstance(min_new_turns, int) or min_new_turns < 1:
         raise InvalidInputError("min_new_turns", f"must be a whole number >= 1, got {shown(min_new_turns)}")
     turns = turns_from_messages(messages)
@@ -485,49 +554,59 @@ def extract_memories(
     extractor = "rules" if model is None else f"llm:{model_name(model)}"
     conversation = yield from resources.conversation(identity)
     fresh = new_turns(turns, conversation.cursor)
-    new_user_turns = sum(1 for t in fresh if t.role == "user" and t.text.strip())
-    if new_user_turns < min_new_turns:
+    waited = cadence.waiting_turns(conversation.metadata)
+    pending = [dataclasses.replace(t, id=_WAITED + str(t.id)) for t in waited] + fresh
+    new_user_turns = cadence.user_turns(pending)
+
+    def report(status: Any, waiting: int, **fields: Any) -> Op[ExtractionReport]:
+        yield Commit()
         rebuilt = yield from refresh_profiles(identity, model=profile_model)
-        return ExtractionReport("waiting" if new_user_turns else "nothing_new", extractor,
-                                resource_id=conversation.id, profiles_rebuilt=tuple(rebuilt))
+        return ExtractionReport(status, extractor, resource_id=conversation.id, profiles_rebuilt=tuple(rebuilt),
+                                waiting_turns=waiting, **fields)
+
+    if new_user_turns == 0 or new_user_turns < min_new_turns:
+        waiting = yield from _stash(config, identity, conversation, fresh if new_user_turns else [])
+        return (yield from report("waiting" if new_user_turns else "nothing_new", waiting if new_user_turns else 0))
 
     saves = saved.saves_in(messages, fresh)  # what the agent saved with memory_save meanwhile
     ruled: list[Proposal] = []
     skipped: list[Outcome] = []
     if model is None:
-        ruled, skipped = yield from _skip_saved((yield from _propose(None, fresh)), fresh, saves)
-        if not ruled:  # the rules cost nothing: a turn without a statement uses no budget
-            yield from _mark_read(conversation.id, fresh)
-            yield Commit()
-            rebuilt = yield from refresh_profiles(identity, model=profile_model)
-            return ExtractionReport("done", extractor, tuple(skipped), resource_id=conversation.id,
-                                    profiles_rebuilt=tuple(rebuilt))
+        ruled, skipped = yield from _skip_saved((yield from _propose(None, pending)), pending, saves)
+        if not ruled:  # the rules cost nothing: turns without a statement use no budget
+            yield from _mark_read(conversation, pending, len(waited))
+            return (yield from report("done", 0, outcomes=tuple(skipped)))
+    if keep_last_run:
+        left = yield from ops.extraction_budget(config, identity)
+        if cadence.due(new_user_turns, every=min_new_turns, runs_left=left, keep_last_run=True) == "keep_last_run":
+            waiting = yield from _stash(config, identity, conversation, fresh)
+            return (yield from report("waiting", waiting, runs_left=left))
     run = queries.start_extraction_run(identity.user_id, identity.session_id, identity.project_id, conversation.id,
                                        extractor)
     taken = yield from ops.take_extraction_run(config, identity, run, then="its new messages wait")
     if isinstance(taken, Rejection):
-        yield Commit()
-        rebuilt = yield from refresh_profiles(identity, model=profile_model)
-        return ExtractionReport("rate_limited", extractor, resource_id=conversation.id, runs_left=0,
-                                profiles_rebuilt=tuple(rebuilt), error=taken.message)
+        waiting = yield from _stash(config, identity, conversation, fresh, budget_wait=True)
+        return (yield from report("rate_limited", waiting, runs_left=0, error=taken.message))
     run_id, left = taken
     yield Commit()
 
     try:
         proposals = ruled
         if model is not None:
-            proposals, skipped = yield from _skip_saved((yield from _propose(model, fresh, config)), fresh, saves)
+            proposals, skipped = yield from _skip_saved((yield from _propose(model, pending, config)), pending, saves)
     except Exception as exc:  # noqa: BLE001 - the model failed: record it, keep the messages for the next run
         error = redact(f"{type(exc).__name__}: {exc}")[:1000]  # an error may quote the conversation
         logger.warning("memory extraction failed for session %r: %s", identity.session_id, error)
         yield Sql(*queries.fail_extraction_run(run_id, error), fetch="none")
+        waiting = yield from _stash(config, identity, conversation, fresh)
+        yield Commit()
         return ExtractionReport("failed", extractor, run_id=run_id, resource_id=conversation.id,
-                                runs_left=left, error=error)
+                                runs_left=left, error=error, waiting_turns=waiting)
 
     try:
         outcomes = yield from _consolidate(config, identity, proposals, model, run_id=run_id,
                                            source_id=str(conversation.id), place=True)
-        yield from _mark_read(conversation.id, fresh)
+        yield from _mark_read(conversation, pending, len(waited))
         yield Sql(*queries.close_extraction_run(run_id, _counts(outcomes)), fetch="none")
         yield Commit()
     except Exception as exc:
@@ -536,3 +615,23 @@ def extract_memories(
     rebuilt = yield from refresh_profiles(identity, model=profile_model)
     return ExtractionReport("done", extractor, (*skipped, *outcomes), run_id, conversation.id, left,
                             profiles_rebuilt=tuple(rebuilt))
+
+
+def extract_waiting(
+    config: MemoryConfig, identity: Identity, *, model: Any = None, profile_model: Any = None,
+    idle_seconds: float = 0.0,
+) -> Op[list[ExtractionReport]]:
+    """Read the turns waiting on the caller's conversations, each session's with its own budget:
+    the end of a conversation, when the last run of its window was kept for it (the agent
+    middleware calls this when a thread goes idle, is resumed, or the user's next session starts).
+    Only conversations with no new turn for ``idle_seconds`` (0: all); only the caller's own."""
+    if isinstance(idle_seconds, bool) or not isinstance(idle_seconds, (int, float)) or not idle_seconds >= 0:
+        raise InvalidInputError("idle_seconds", f"must be a number >= 0, got {shown(idle_seconds)}")
+    rows = yield Sql(*queries.select_waiting_conversations(identity.user_id, idle_seconds=float(idle_seconds)))
+    yield Commit()
+    reports: list[ExtractionReport] = []
+    for row in rows:
+        session = Identity(identity.user_id, project_id=row["project_id"], session_id=row["session_id"],
+                           team_id=identity.team_id, org_id=identity.org_id)
+        reports.append((yield from extract_memories(config, session, [], model=model, profile_model=profile_model)))
+    return reports

@@ -119,6 +119,20 @@ from .resources import (
     select_resources,
     upsert_resource,
 )
+from .cadence import (
+    MAX_WAITING_TURNS,
+    clear_waiting,
+    select_waiting_conversations,
+    stash_turns,
+)
+from .usage import (
+    INJECTED_KEPT,
+    least_recalled,
+    most_recalled,
+    recall_totals,
+    recalls_by_ids,
+    record_injected,
+)
 from .passages import (
     delete_passages,
     insert_passages,
@@ -374,6 +388,16 @@ __all__ = [
     "select_profile",
     "select_resource_by_id",
     "select_resources",
+    "MAX_WAITING_TURNS",
+    "clear_waiting",
+    "select_waiting_conversations",
+    "stash_turns",
+    "INJECTED_KEPT",
+    "least_recalled",
+    "most_recalled",
+    "recall_totals",
+    "recalls_by_ids",
+    "record_injected",
     "select_scope_access",
     "set_keyed_fields",
     "set_valid_from",

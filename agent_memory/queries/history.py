@@ -110,7 +110,7 @@ def earlier_wordings(visible: Query, ids: Sequence[UUID]) -> Query:
     return (
         sql.SQL(
             "SELECT h.memory_id, h.version, h.content, h.memory_type, h.recorded_at, h.replaced_at, h.change,"
-            " h.decided_by, h.reason, h.visibility FROM memory_item_history h JOIN memory_items m ON m.id = h.memory_id"
+            " h.decided_by, h.reason, h.changed_by, h.metadata, h.visibility FROM memory_item_history h JOIN memory_items m ON m.id = h.memory_id"
             " WHERE h.memory_id = ANY(%(h_ids)s) AND {filt} ORDER BY h.memory_id, h.version"
         ).format(filt=filt),
         dict(params, h_ids=list(ids)),

@@ -118,7 +118,9 @@ def describe_history(versions: list[MemoryVersion]) -> str:
     for v in versions:
         held = f"{v.valid_from:%Y-%m-%d}" if v.valid_from else "?"
         held += f" to {v.valid_to:%Y-%m-%d}" if v.valid_to else " on"
-        note = " (current)" if v.current else f" ({v.change})" if v.change else ""
+        made = f"{v.change} by {v.changed_by}" if v.change and v.changed_by else v.change
+        parts = [p for p in ("current" if v.current else None, made) if p]
+        note = f" ({'; '.join(parts)})" if parts else ""
         lines.append(f"- {v.memory_id} v{v.version} [{v.status.value}, {held}]{note}: {one_line(v.content)}")
     return "\n".join(lines)
 
