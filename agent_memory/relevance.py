@@ -73,7 +73,9 @@ _SIGNALS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((reason, re.compile(pa
     ("personal reference", r"\b(?:my|mine|myself|our|ours|ourselves|we|we're|we've|we'd|us)\b"),
     ("decision", r"\b(?:should|shall)\s+(?:i|we)\b"),
     # the user as the subject ("I keep mixing up", "did I", "for me"), outside how-to frames
-    ("about the user", r"\b(?:i|i'm|i've|i'd|i'll)\b|\b(?:for|to|with|about|suit|help) me\b|\b(?:recommend|suggest)\b[^.?!]*\bme\b"),
+    ("about the user", r"\b(?:i|i'm|i've|i'd|i'll)\b|\b(?:for|to|with|about|suit|help) me\b|\b(?:recommend|suggest)\b[^.?!]*\bme\b"
+                       # how the assistant is to talk to the user ("how should you answer me?")
+                       r"|\b(?:answer|address|call|treat|greet|reply to|respond to|talk to|speak to|write to)\s+me\b"),
     # the user's own calendar
     ("schedule", r"\b(?:today|tonight|tomorrow|this (?:week|week's|weekend|month|morning|evening)"
                  r"|next (?:week|month)|" + _DAYS + r")\b"),
