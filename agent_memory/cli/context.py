@@ -29,8 +29,10 @@ def config(args: argparse.Namespace) -> Any:
 def open_service(args: argparse.Namespace) -> Any:
     """A :class:`MemoryService` on the chosen database (use it as a context manager)."""
     from ..service import MemoryService
+    from .server import keep_server
 
     cfg = config(args)
+    keep_server(cfg)  # the embedded server outlives this command (until MEMORY_SERVER_IDLE_TIMEOUT)
     return MemoryService(cfg.database_url, config=cfg)
 
 
