@@ -8,7 +8,8 @@ others find it running, as any command within MEMORY_SERVER_IDLE_TIMEOUT of the 
 Each search asks for one seeded memory by other words; recall counts the searches whose top 5
 hold it, short results the searches that returned fewer than 5. Also times the same commands
 with MEMORY_SERVER_IDLE_TIMEOUT=0 (each command starts and stops the server, as before).
-Reports the median and the 90th percentile of wall time per command.
+Reports the median and the 90th percentile of wall time per command, and the median CPU time of
+the command's process (user + system), which a busy machine stretches far less than wall time.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,10 +36,22 @@ MEMORIES = [
 ] + [(f"Note number {i} about the quarterly report section {i}", "") for i in range(15)]
 
 
+CPU: dict[str, list[float]] = {}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _run(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    start = time.perf_counter()
+    """Wall time of one command; its CPU time (user + system, the command's own process; the
+    server's work is not counted) goes to CPU under the command's name."""
+    cpu, start = _children_cpu(), time.perf_counter()
     done = subprocess.run(CLI + argv, capture_output=True, text=True, env=env, check=True)
-    return time.perf_counter() - start, done
+    wall = time.perf_counter() - start
+    CPU.setdefault(argv[0], []).append(_children_cpu() - cpu)
+    return wall, done
 
 
 def _summary(times: list[float]) -> str:
@@ -77,7 +91,8 @@ def main() -> None:
             hits += any(hit["id"] == ids[content] for hit in found)
             short += len(found) < 5
         for name, times in results.items():
-            print(f"{name:<7} warm server: {_summary(times)}")
+            cpu = statistics.median(CPU[name][-len(times):])
+            print(f"{name:<7} warm server: {_summary(times)}; CPU median {cpu:.2f} s")
         print(f"search recall@5 {hits}/{asked}, short results {short}/{asked}")
         subprocess.run(CLI + ["server", "stop"], env=env, capture_output=True, check=True)
         env["MEMORY_SERVER_IDLE_TIMEOUT"] = "0"

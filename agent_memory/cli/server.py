@@ -25,11 +25,11 @@ def keep_server(cfg: Any) -> bool:
         return False
     from ..db import watchdog
 
-    if not watchdog.supported():
+    data_dir = cfg.resolved_data_dir()
+    if not watchdog.can_watch(data_dir):
         return False
     from ..db.embedded import ensure_embedded_server
 
-    data_dir = cfg.resolved_data_dir()
     ensure_embedded_server(data_dir, keep_running=True)
     watchdog.ensure_watchdog(data_dir, cfg.server_idle_timeout)
     atexit.register(watchdog.mark_used, data_dir)  # the idle time counts from this command's end

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ensure_watchdog", "mark_used", "watchdog_file", "watchdog_status", "main"]
+__all__ = ["can_watch", "ensure_watchdog", "main", "mark_used", "supported", "watchdog_file", "watchdog_status"]
 
 try:
     import fcntl
@@ -44,6 +44,20 @@ def watchdog_file(data_dir: Path | str) -> Path:
 def supported() -> bool:
     """Whether this platform runs a watchdog (it needs ``fcntl``)."""
     return fcntl is not None
+
+
+def can_watch(data_dir: Path | str) -> bool:
+    """Whether a watchdog can run for ``data_dir`` here: ``fcntl`` exists and its file can be
+    made. Without one, a server left running would never stop, so commands then stop it on exit."""
+    if not supported():
+        return False
+    path = watchdog_file(data_dir)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    except OSError:
+        return False
+    return True
 
 
 def _locked_by_other(path: Path) -> bool:
