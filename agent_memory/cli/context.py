@@ -32,8 +32,8 @@ def open_service(args: argparse.Namespace) -> Any:
     from .server import keep_server
 
     cfg = config(args)
-    keep_server(cfg)  # the embedded server outlives this command (until MEMORY_SERVER_IDLE_TIMEOUT)
-    return MemoryService(cfg.database_url, config=cfg)
+    kept = keep_server(cfg)  # the embedded server outlives this command (until MEMORY_SERVER_IDLE_TIMEOUT)
+    return MemoryService(kept or cfg.database_url, config=cfg)
 
 
 def identity(args: argparse.Namespace) -> dict[str, Any]:

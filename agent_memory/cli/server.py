@@ -17,23 +17,26 @@ from .output import Output
 __all__ = ["keep_server", "server"]
 
 
-def keep_server(cfg: Any) -> bool:
+def keep_server(cfg: Any) -> str | None:
     """Before a command opens the service: join (or start) the embedded server so that this
-    command's exit does not stop it, and make sure its watchdog runs. False (nothing done) with
-    ``DATABASE_URL``, with ``MEMORY_SERVER_IDLE_TIMEOUT=0``, or where no watchdog can run."""
+    command's exit does not stop it, and make sure its watchdog runs; answers the memory
+    database's dsn, for the service to use as is (joining once: each join takes pixeltable's
+    machine-wide lock, which a server starting anywhere holds for seconds). None (nothing done)
+    with ``DATABASE_URL``, with ``MEMORY_SERVER_IDLE_TIMEOUT=0``, or where no watchdog can run."""
     if cfg.database_url or cfg.server_idle_timeout <= 0:
-        return False
+        return None
     from ..db import watchdog
 
     data_dir = cfg.resolved_data_dir()
     if not watchdog.can_watch(data_dir):
-        return False
+        return None
+    from ..db.connection import DEFAULT_DATABASE
     from ..db.embedded import ensure_embedded_server
 
-    ensure_embedded_server(data_dir, keep_running=True)
+    server = ensure_embedded_server(data_dir, keep_running=True)
     watchdog.ensure_watchdog(data_dir, cfg.server_idle_timeout)
     atexit.register(watchdog.mark_used, data_dir)  # the idle time counts from this command's end
-    return True
+    return server.ensure_database(DEFAULT_DATABASE)
 
 
 def _status(cfg: Any) -> dict[str, Any]:
