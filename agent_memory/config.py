@@ -80,6 +80,7 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
     {
         "DATABASE_URL": ("database_url", str),
         "MEMORY_DATA_DIR": ("data_dir", Path),
+        "MEMORY_SERVER_IDLE_TIMEOUT": ("server_idle_timeout", float),
         "MEMORY_EMBEDDINGS": ("embeddings", str),
         "MEMORY_EMBEDDING_MODEL": ("embedding_model", str),
         "MEMORY_EMBEDDING_THREADS": ("embedding_threads", int),
@@ -150,6 +151,7 @@ def default_data_dir() -> Path:
 _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "database_url": None,
     "data_dir": None,
+    "server_idle_timeout": 600.0,
     "embeddings": "local",
     "embedding_model": None,
     "embedding_threads": 1,
@@ -247,6 +249,8 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
                           "a non-empty postgresql:// URL, or None to use the embedded server", show_value=False),
     "data_dir": _Rule(lambda v: v is None or isinstance(v, (str, os.PathLike)),
                       "a directory path, or None for the per-user default"),
+    "server_idle_timeout": _Rule(lambda v: _number(v) and math.isfinite(v) and v >= 0,
+                                 "a number of seconds >= 0 (0: each command stops the server it started)"),
     "embeddings": _one_of(EMBEDDING_PROVIDERS, "; to use another model pass any LangChain Embeddings object "
                                                "as embeddings= to MemoryService"),
     "embedding_model": _Rule(lambda v: v is None or isinstance(v, str),
@@ -346,6 +350,9 @@ class MemoryConfig:
     """Every tunable of agent-memory, checked when built.
 
     database_url: a PostgreSQL URL; ``None`` starts the embedded server in ``data_dir``.
+    server_idle_timeout: seconds the embedded server started by ``agent-memory`` commands keeps
+        running once no process uses it (a watchdog then stops it), so the next command does not
+        pay for a start; 0: each command stops the server it started, as a Python process does.
     embeddings: ``"local"`` (MiniLM, offline, 384 dims) or ``"openai"``
         (``embedding_model`` defaults to text-embedding-3-small, 1536 dims).
     min_confidence .. max_length: the memory gate.
@@ -429,6 +436,7 @@ class MemoryConfig:
 
     database_url: str | None = FROM_ENV
     data_dir: Path | None = FROM_ENV
+    server_idle_timeout: float = FROM_ENV
     embeddings: str = FROM_ENV
     embedding_model: str | None = FROM_ENV
     embedding_threads: int = FROM_ENV

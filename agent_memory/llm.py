@@ -10,22 +10,32 @@ configuration (``MEMORY_LLM=openai:gpt-4o-mini``, built with LangChain's
 
 from __future__ import annotations
 
+import sys
 import threading
-from typing import Any
-
-from langchain_core.language_models import BaseChatModel
+from typing import TYPE_CHECKING, Any
 
 from .config import MemoryConfig
 from .errors import ConfigurationError
 
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
 __all__ = ["LlmSlot"]
+
+
+def _is_chat_model(llm: Any) -> bool:
+    """Whether ``llm`` is a LangChain chat model, without importing langchain_core's model classes
+    (0.3 s, most of a command line's start) unless some model was made: one can't be an instance
+    of a class nobody imported."""
+    module = sys.modules.get("langchain_core.language_models")
+    return module is not None and isinstance(llm, module.BaseChatModel)
 
 
 class LlmSlot:
     """Holds the service's chat model: the one given, or the one the config names (built lazily)."""
 
     def __init__(self, llm: Any, config: MemoryConfig) -> None:
-        if llm is not None and not isinstance(llm, BaseChatModel):
+        if llm is not None and not _is_chat_model(llm):
             raise ConfigurationError(
                 f"llm must be a LangChain chat model (e.g. ChatOpenAI(model='gpt-4o-mini')) or None, "
                 f"got {type(llm).__name__}"

@@ -40,3 +40,15 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     command = ".venv/bin/python -m pytest -q"
     assert command in README and ci.strip().splitlines()[-1] == command
+
+
+def test_ci_installs_as_the_readme_says():
+    """The README's first command installs the runtime only and runs the demo; the second adds
+    the test extra. CI runs both in that order, so the runtime alone is proven enough for the demo."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/agent-memory demo" in README
+    assert '.venv/bin/pip install -e ".[test]" && .venv/bin/python -m pytest -q' in README
+    steps = [".venv/bin/pip install --quiet -e .\n", ".venv/bin/agent-memory demo",
+             '.venv/bin/pip install --quiet -e ".[test]"', ".venv/bin/python -m pytest -q"]
+    where = [ci.index(step) for step in steps]
+    assert where == sorted(where)

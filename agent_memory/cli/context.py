@@ -29,9 +29,11 @@ def config(args: argparse.Namespace) -> Any:
 def open_service(args: argparse.Namespace) -> Any:
     """A :class:`MemoryService` on the chosen database (use it as a context manager)."""
     from ..service import MemoryService
+    from .server import keep_server
 
     cfg = config(args)
-    return MemoryService(cfg.database_url, config=cfg)
+    kept = keep_server(cfg)  # the embedded server outlives this command (until MEMORY_SERVER_IDLE_TIMEOUT)
+    return MemoryService(kept or cfg.database_url, config=cfg)
 
 
 def identity(args: argparse.Namespace) -> dict[str, Any]:

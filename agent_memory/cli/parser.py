@@ -34,6 +34,7 @@ Memory ids may be shortened to any unambiguous prefix (the 8 characters tables s
 ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("DATABASE_URL", "PostgreSQL to use (postgresql://user:pass@host/db); unset: the embedded server"),
     ("MEMORY_DATA_DIR", "the embedded server's data directory (default: per user)"),
+    ("MEMORY_SERVER_IDLE_TIMEOUT", "seconds the embedded server stays up unused after a command (default: 600)"),
     ("MEMORY_EMBEDDINGS", "local (offline MiniLM, the default) or openai"),
     ("MEMORY_EMBEDDING_MODEL", "the OpenAI embedding model (with MEMORY_EMBEDDINGS=openai)"),
     ("OPENAI_API_KEY", "lets demo and chat use a real model"),
@@ -223,6 +224,15 @@ COMMANDS: tuple[Command, ...] = (
                         "MEMORY_ARCHIVE_BELOW set, faded ones unused for MEMORY_ARCHIVE_IDLE_DAYS. In batches; "
                         "several runs may overlap.",
             identity=False),
+    Command("server", "the embedded PostgreSQL: whether it runs and who uses it, or stop it now", "server:server",
+            ("agent-memory server status", "agent-memory server stop", "MEMORY_SERVER_IDLE_TIMEOUT=60 agent-memory list --user alice"),
+            description="Without DATABASE_URL, commands use the embedded server and leave it running, so the next "
+                        "command starts at once; a watchdog stops it once no process has used it for "
+                        "MEMORY_SERVER_IDLE_TIMEOUT seconds (default 600; 0: each command stops it on exit). "
+                        "status: whether it runs, its data directory, the processes using it and the watchdog. "
+                        "stop: stop it now, even if processes use it (they start it again when they need it).",
+            identity=False,
+            args=(_a("action", choices=("status", "stop"), help="status: what runs; stop: stop it now"),)),
     Command("mcp", "serve memory to MCP clients (Claude Desktop, IDEs, agents) over stdio or streamable HTTP",
             "servers:mcp",
             ("agent-memory mcp --transport stdio --user alice --project webshop",

