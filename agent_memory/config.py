@@ -23,7 +23,8 @@ from typing import Any
 from .errors import ConfigurationError
 from .ranking import KEYWORD_NORMS
 
-__all__ = ["ENV_VARS", "FROM_ENV", "MemoryConfig", "default_data_dir"]
+__all__ = ["ENV_VARS", "FROM_ENV", "PLUGIN_PRINCIPAL", "SERVER_ENV_VARS", "MemoryConfig", "default_data_dir",
+           "server_setting"]
 
 EMBEDDING_PROVIDERS = ("local", "openai")
 EXTRACTION_MODES = ("inline", "background", "off")
@@ -431,3 +432,25 @@ class MemoryConfig:
 
     def resolved_data_dir(self) -> Path:
         return self.data_dir if self.data_dir is not None else default_data_dir()
+
+
+# --- the servers' own settings --------------------------------------------------------------------
+
+#: the user the ``memory_store`` plugin acts for when neither ``--user`` nor ``MEMORY_STORE_USER``
+#: names one (a daemon starts plugins with no arguments); like any user, its user-level memories
+#: and its derived projects are its own, and no other principal reads them
+PLUGIN_PRINCIPAL = "memory-store-plugin"
+
+#: environment variable -> the server flag it stands for (a flag given on the command line wins);
+#: ``docs/reference/configuration.md`` lists them
+SERVER_ENV_VARS: Mapping[str, str] = MappingProxyType({
+    "MEMORY_STORE_USER": "agent-memory memory-store --user",
+})
+
+
+def server_setting(var: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A server flag's environment variable (:data:`SERVER_ENV_VARS`); unset or blank is None."""
+    if var not in SERVER_ENV_VARS:
+        raise KeyError(f"{var} is not a server setting; add it to SERVER_ENV_VARS")
+    value = (os.environ if environ is None else environ).get(var, "")
+    return value if value.strip() else None
