@@ -80,12 +80,33 @@ def redact_dsn(dsn: str) -> str:
 
 def _check_dsn(dsn: str) -> None:
     try:
-        psycopg.conninfo.conninfo_to_dict(dsn)
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
         raise ConfigurationError(
             f"database_url is not a valid PostgreSQL connection string ({exc}); "
             "expected something like postgresql://user:password@host:5432/dbname"
         ) from None
+    for host in str(info.get("host") or "").split(","):
+        problem = _host_problem(host.strip())
+        if problem:
+            raise ConfigurationError(
+                f"database_url names the host {host.strip()!r}, which is not a valid host name ({problem}); "
+                "fix the host in DATABASE_URL (or --database-url), e.g. postgresql://user:password@db.example.com:5432/dbname, "
+                "or unset it to use the embedded server"
+            )
+
+
+def _host_problem(host: str) -> str | None:
+    """Why ``host`` can never be looked up (an empty label as in ``a..b``, a label over 63
+    characters), found before connecting; None for a name, an address or a socket directory.
+    (The resolver would otherwise fail with a bare ``UnicodeError`` from the idna codec.)"""
+    if not host or host.startswith(("/", "@")) or ":" in host:  # a socket directory, or an IPv6 address
+        return None
+    try:
+        host.encode("idna")
+    except UnicodeError as exc:
+        return str(exc.__cause__ or exc).removeprefix("encoding with 'idna' codec failed ").strip("() ") or "bad label"
+    return None
 
 
 def unreachable(dsn: str, exc: Exception) -> DatabaseError:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import EmbeddingDimensionMismatchError, MigrationError
+from .failures import missing_extension
 from .requests import Commit, Op, Sql
 
 __all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "SEARCH_INDEX_MAX_DIMENSIONS", "SEARCH_INDEX_NAME", "Dimensions",
@@ -830,7 +831,7 @@ def apply_migrations(migrations: Sequence[Migration], dimensions: Dimensions) ->
                 yield Sql(migration.sql if size is None else migration.statement(size), fetch="none")
             except Exception as exc:
                 raise MigrationError(
-                    f"migration {migration.name} failed and was rolled back: {exc}"
+                    f"migration {migration.name} failed and was rolled back: {exc}{missing_extension(exc)}"
                 ) from exc
             yield Sql("INSERT INTO agent_memory_migrations (name) VALUES (%s)", (migration.name,), fetch="none")
             applied_now.append(migration.name)
