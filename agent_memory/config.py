@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,7 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
     {
         "DATABASE_URL": ("database_url", str),
         "MEMORY_DATA_DIR": ("data_dir", Path),
+        "MEMORY_DB_SCHEMA": ("db_schema", str),
         "MEMORY_EMBEDDINGS": ("embeddings", str),
         "MEMORY_EMBEDDING_MODEL": ("embedding_model", str),
         "MEMORY_EMBEDDING_THREADS": ("embedding_threads", int),
@@ -140,6 +142,7 @@ def default_data_dir() -> Path:
 _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "database_url": None,
     "data_dir": None,
+    "db_schema": "public",
     "embeddings": "local",
     "embedding_model": None,
     "embedding_threads": 1,
@@ -223,12 +226,19 @@ def _ttl_days(value: Any) -> bool:
             and all(_number(v) and math.isfinite(v) and 0 < v <= 36_600 for v in value.values()))
 
 
+#: the schema names we accept: never quoted, so the same name in SQL, in a URL's options and in psql
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
 #: config field -> the rule its value must follow; every field has one (tests/test_config_env.py checks)
 _RULES: Mapping[str, _Rule] = MappingProxyType({
     "database_url": _Rule(lambda v: v is None or (isinstance(v, str) and v.strip() != ""),
                           "a non-empty postgresql:// URL, or None to use the embedded server", show_value=False),
     "data_dir": _Rule(lambda v: v is None or isinstance(v, (str, os.PathLike)),
                       "a directory path, or None for the per-user default"),
+    "db_schema": _Rule(lambda v: isinstance(v, str) and _SCHEMA_NAME.fullmatch(v) is not None
+                       and not v.startswith("pg_"),
+                       "a PostgreSQL schema name of lowercase letters, digits and _ (at most 63, not "
+                       "starting with a digit or pg_)", "; e.g. MEMORY_DB_SCHEMA=agent_memory"),
     "embeddings": _one_of(EMBEDDING_PROVIDERS, "; to use another model pass any LangChain Embeddings object "
                                                "as embeddings= to MemoryService"),
     "embedding_model": _Rule(lambda v: v is None or isinstance(v, str),
@@ -306,6 +316,10 @@ class MemoryConfig:
     """Every tunable of agent-memory, checked when built.
 
     database_url: a PostgreSQL URL; ``None`` starts the embedded server in ``data_dir``.
+    db_schema: the PostgreSQL schema that holds every table, index, function and sequence of ours
+        (``"public"`` by default, where databases made before it was a setting have theirs);
+        another name gives one database several independent memories, or keeps ours apart from
+        an application's own tables.
     embeddings: ``"local"`` (MiniLM, offline, 384 dims) or ``"openai"``
         (``embedding_model`` defaults to text-embedding-3-small, 1536 dims).
     min_confidence .. max_length: the memory gate.
@@ -365,6 +379,7 @@ class MemoryConfig:
 
     database_url: str | None = FROM_ENV
     data_dir: Path | None = FROM_ENV
+    db_schema: str = FROM_ENV
     embeddings: str = FROM_ENV
     embedding_model: str | None = FROM_ENV
     embedding_threads: int = FROM_ENV

@@ -68,6 +68,7 @@ def test_the_service_uses_database_url_when_given_a_config(
 BAD_VALUES = {
     "database_url": "  ",
     "data_dir": 42,
+    "db_schema": "My-Schema",
     "embeddings": "cohere",
     "embedding_model": 3,
     "embedding_threads": 0,

@@ -122,16 +122,19 @@ def unreachable(dsn: str, exc: Exception) -> DatabaseError:
 def resolve_dsn(conn: str | None, config: MemoryConfig) -> str:
     """The database a component uses when given ``conn`` (a DSN or nothing): that DSN, else
     ``config.database_url``, else the embedded server's ``agent_memory`` database. The memory
-    service and the checkpointer both resolve it here, so by default they share one database."""
+    service and the checkpointer both resolve it here, so by default they share one database.
+    The URL answered searches ``config.db_schema`` first (:mod:`.schema`; as given for ``public``)."""
+    from .schema import in_schema
+
     if conn:
-        return conn
+        return in_schema(conn, config.db_schema)
     if config.database_url:
-        return config.database_url
+        return in_schema(config.database_url, config.db_schema)
     from .embedded import ensure_embedded_server
 
     server = ensure_embedded_server(config.resolved_data_dir())
     server.ensure_database(DEFAULT_DATABASE)
-    return server.dsn(DEFAULT_DATABASE)
+    return in_schema(server.dsn(DEFAULT_DATABASE), config.db_schema)
 
 
 # --- handing out connections ----------------------------------------------------------------

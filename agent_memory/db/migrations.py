@@ -794,7 +794,9 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 def recorded_dimensions() -> Op[int | None]:
     """The embedding size the database was made for, or None before ``0002_memory_items``."""
-    made = yield Sql("SELECT to_regclass('agent_memory_meta') IS NOT NULL AS made", fetch="one")
+    # in our schema only: another schema's table (public's, searched for pgvector) is not ours
+    made = yield Sql("SELECT to_regclass(quote_ident(current_schema()) || '.agent_memory_meta') IS NOT NULL AS made",
+                     fetch="one")
     if not made["made"]:
         return None
     row = yield Sql("SELECT value FROM agent_memory_meta WHERE key = 'embedding_dimensions'", fetch="one")
