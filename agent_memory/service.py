@@ -151,7 +151,8 @@ class MemoryService(ServiceMethods, _Common):
         self._closed = False
         try:
             self.applied_migrations: list[str] = run(
-                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings)),
+                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings),
+                        schema=self.config.db_schema),
                 self.conn, self.embeddings,
             )
         except BaseException:
@@ -255,7 +256,8 @@ class AsyncMemoryService(AsyncServiceMethods, _Common):
             )
         try:
             self.applied_migrations = await arun(
-                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings)),
+                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings),
+                        schema=self.config.db_schema),
                 conn, self.embeddings,
             )
         except BaseException:

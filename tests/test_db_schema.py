@@ -126,3 +126,22 @@ def test_the_search_path_keeps_the_urls_own_options() -> None:
     given = "postgresql://u@127.0.0.1:5432/db?options=-c%20statement_timeout%3D5000"
     options = psycopg.conninfo.conninfo_to_dict(with_search_path(given, ["am_a", "public", "am_a"]))["options"]
     assert options == "-c statement_timeout=5000 -c search_path=am_a,public"
+
+
+def test_a_connection_of_your_own_must_search_the_schema(fresh_dsn, embeddings) -> None:
+    """A connection or pool passed in is used as it is: without the schema first in its search
+    path it is refused before anything is made, rather than filling another schema."""
+    dsn = fresh_dsn()
+    config = MemoryConfig(db_schema="am_d")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(ConfigurationError, match="db_schema is 'am_d' but this connection's first schema is"):
+            MemoryService(conn, config=config, embeddings=embeddings)
+        with pytest.raises(ConfigurationError, match="search_path=am_d"):
+            PostgresCheckpointer(conn, config=config)
+        assert conn.execute("SELECT to_regclass('public.memory_items')").fetchone() == (None,)  # nothing made
+        conn.execute("CREATE SCHEMA am_d")
+    with psycopg.connect(with_search_path(dsn, ["am_d", "public"]), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+        with MemoryService(conn, config=config, embeddings=embeddings) as memory:
+            memory.for_user("alice").add("Keeps her notes in Markdown files")
+        assert conn.execute("SELECT count(*) FROM am_d.memory_items").fetchone() == (1,)

@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import EmbeddingDimensionMismatchError, MigrationError
+from ..errors import ConfigurationError, EmbeddingDimensionMismatchError, MigrationError
 from .failures import missing_extension
 from .requests import Commit, Op, Sql
 
@@ -842,7 +842,7 @@ def apply_migrations(migrations: Sequence[Migration], dimensions: Dimensions) ->
 
 
 def migrate(dimensions: Dimensions, model_name: str | None,
-            migrations: tuple[Migration, ...] = MIGRATIONS) -> Op[list[str]]:
+            migrations: tuple[Migration, ...] = MIGRATIONS, *, schema: str = "public") -> Op[list[str]]:
     """Apply pending migrations, then check the embedding size against the database's;
     answer the names applied now (empty when up to date).
 
@@ -851,7 +851,19 @@ def migrate(dimensions: Dimensions, model_name: str | None,
     the size its configuration's embedder makes. It is asked only while the database has no
     size recorded; a database that has one is migrated at that size, and nothing about the
     embedder is checked or recorded: the first ``MemoryService`` does that.
+
+    ``schema`` (``MEMORY_DB_SCHEMA``) other than ``public``: the connection must search it first
+    (ours do, :mod:`.schema`; a connection or pool of the caller's may not), or nothing is
+    created or read, rather than everything landing in another schema.
     """
+    if schema != "public":
+        found = yield Sql("SELECT current_schema() AS schema", fetch="one")
+        if found is None or found["schema"] != schema:
+            raise ConfigurationError(
+                f"db_schema is {schema!r} but this connection's first schema is "
+                f"{found['schema'] if found else None!r}, so agent-memory's tables would be made or read there; "
+                f"give the connection or pool you pass the search path (options='-c search_path={schema},public'), "
+                "or pass a DSN instead")
     applied_now = yield from apply_migrations(migrations, dimensions)
     if model_name is None or callable(dimensions):  # no embedder: nothing to check or record
         return applied_now
