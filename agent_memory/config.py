@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,8 @@ from .errors import ConfigurationError
 from .memory_types import MAX_INSTRUCTIONS, custom_types_problem, memory_type_descriptions, normalized_custom_types
 from .ranking import KEYWORD_NORMS
 
-__all__ = ["ENV_VARS", "FROM_ENV", "MemoryConfig", "default_data_dir"]
+__all__ = ["ENV_VARS", "FROM_ENV", "PLUGIN_PRINCIPAL", "SERVER_ENV_VARS", "MemoryConfig", "default_data_dir",
+           "server_setting"]
 
 EMBEDDING_PROVIDERS = ("local", "openai")
 EXTRACTION_MODES = ("inline", "background", "off")
@@ -81,6 +83,7 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "DATABASE_URL": ("database_url", str),
         "MEMORY_DATA_DIR": ("data_dir", Path),
         "MEMORY_SERVER_IDLE_TIMEOUT": ("server_idle_timeout", float),
+        "MEMORY_DB_SCHEMA": ("db_schema", str),
         "MEMORY_EMBEDDINGS": ("embeddings", str),
         "MEMORY_EMBEDDING_MODEL": ("embedding_model", str),
         "MEMORY_EMBEDDING_THREADS": ("embedding_threads", int),
@@ -152,6 +155,7 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "database_url": None,
     "data_dir": None,
     "server_idle_timeout": 600.0,
+    "db_schema": "public",
     "embeddings": "local",
     "embedding_model": None,
     "embedding_threads": 1,
@@ -243,6 +247,9 @@ def _ttl_days(value: Any) -> bool:  # custom types' names are checked against th
             and all(_number(v) and math.isfinite(v) and 0 < v <= 36_600 for v in value.values()))
 
 
+#: the schema names we accept: never quoted, so the same name in SQL, in a URL's options and in psql
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
 #: config field -> the rule its value must follow; every field has one (tests/test_config_env.py checks)
 _RULES: Mapping[str, _Rule] = MappingProxyType({
     "database_url": _Rule(lambda v: v is None or (isinstance(v, str) and v.strip() != ""),
@@ -251,6 +258,10 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
                       "a directory path, or None for the per-user default"),
     "server_idle_timeout": _Rule(lambda v: _number(v) and math.isfinite(v) and v >= 0,
                                  "a number of seconds >= 0 (0: each command stops the server it started)"),
+    "db_schema": _Rule(lambda v: isinstance(v, str) and _SCHEMA_NAME.fullmatch(v) is not None
+                       and not v.startswith("pg_"),
+                       "a PostgreSQL schema name of lowercase letters, digits and _ (at most 63, not "
+                       "starting with a digit or pg_)", "; e.g. MEMORY_DB_SCHEMA=agent_memory"),
     "embeddings": _one_of(EMBEDDING_PROVIDERS, "; to use another model pass any LangChain Embeddings object "
                                                "as embeddings= to MemoryService"),
     "embedding_model": _Rule(lambda v: v is None or isinstance(v, str),
@@ -353,6 +364,10 @@ class MemoryConfig:
     server_idle_timeout: seconds the embedded server started by ``agent-memory`` commands keeps
         running once no process uses it (a watchdog then stops it), so the next command does not
         pay for a start; 0: each command stops the server it started, as a Python process does.
+    db_schema: the PostgreSQL schema that holds every table, index, function and sequence of ours
+        (``"public"`` by default, where databases made before it was a setting have theirs);
+        another name gives one database several independent memories, or keeps ours apart from
+        an application's own tables.
     embeddings: ``"local"`` (MiniLM, offline, 384 dims) or ``"openai"``
         (``embedding_model`` defaults to text-embedding-3-small, 1536 dims).
     min_confidence .. max_length: the memory gate.
@@ -437,6 +452,7 @@ class MemoryConfig:
     database_url: str | None = FROM_ENV
     data_dir: Path | None = FROM_ENV
     server_idle_timeout: float = FROM_ENV
+    db_schema: str = FROM_ENV
     embeddings: str = FROM_ENV
     embedding_model: str | None = FROM_ENV
     embedding_threads: int = FROM_ENV
@@ -512,3 +528,25 @@ class MemoryConfig:
 
     def resolved_data_dir(self) -> Path:
         return self.data_dir if self.data_dir is not None else default_data_dir()
+
+
+# --- the servers' own settings --------------------------------------------------------------------
+
+#: the user the ``memory_store`` plugin acts for when neither ``--user`` nor ``MEMORY_STORE_USER``
+#: names one (a daemon starts plugins with no arguments); like any user, its user-level memories
+#: and its derived projects are its own, and no other principal reads them
+PLUGIN_PRINCIPAL = "memory-store-plugin"
+
+#: environment variable -> the server flag it stands for (a flag given on the command line wins);
+#: ``docs/reference/configuration.md`` lists them
+SERVER_ENV_VARS: Mapping[str, str] = MappingProxyType({
+    "MEMORY_STORE_USER": "agent-memory memory-store --user",
+})
+
+
+def server_setting(var: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A server flag's environment variable (:data:`SERVER_ENV_VARS`); unset or blank is None."""
+    if var not in SERVER_ENV_VARS:
+        raise KeyError(f"{var} is not a server setting; add it to SERVER_ENV_VARS")
+    value = (os.environ if environ is None else environ).get(var, "")
+    return value if value.strip() else None

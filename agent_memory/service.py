@@ -153,7 +153,8 @@ class MemoryService(ServiceMethods, _Common, SpecificationMethods):
         self._closed = False
         try:
             self.applied_migrations: list[str] = run(
-                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings)),
+                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings),
+                        schema=self.config.db_schema),
                 self.conn, self.embeddings,
             )
         except BaseException:
@@ -257,7 +258,8 @@ class AsyncMemoryService(AsyncServiceMethods, _Common, AsyncSpecificationMethods
             )
         try:
             self.applied_migrations = await arun(
-                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings)),
+                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings),
+                        schema=self.config.db_schema),
                 conn, self.embeddings,
             )
         except BaseException:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import re
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,12 +121,52 @@ def page_module(page: Path) -> str:
     return as_module("\n\n".join(b.code for b in python_blocks(page)))
 
 
-def run_page(page_blocks: Sequence[Block], namespace: dict[str, Any], fresh_dsn: Callable[[], str]) -> int:
+def nav_sections(mkdocs_yml: Path = ROOT / "mkdocs.yml") -> list[tuple[str, list[Path]]]:
+    """The site's sections in reading order, each with its pages in nav order (a page at the top
+    level of the nav is a section of its own)."""
+    sections: list[tuple[str, list[Path]]] = []
+    text = mkdocs_yml.read_text(encoding="utf-8").split("\nnav:\n", 1)[1]
+    for line in text.splitlines():
+        if line and not line.startswith(" "):
+            break  # the next top-level key
+        top = re.fullmatch(r"  - (?:\"([^\"]+)\"|([^:]+)):\s*(\S+\.md)?\s*", line)
+        if top:
+            title = top.group(1) or top.group(2)
+            sections.append((title, [DOCS / top.group(3)] if top.group(3) else []))
+            continue
+        page = re.fullmatch(r"\s+- (?:\"[^\"]+\"|[^:]+):\s*(\S+\.md)\s*", line)
+        if page and sections:
+            sections[-1][1].append(DOCS / page.group(1))
+    return sections
+
+
+def command_lines(text: str) -> list[str]:
+    """The ``agent-memory ...`` commands of a bash block (after ``&&`` or ``|`` too), comments
+    dropped; a synopsis line with ``[optional]`` or ``<placeholder>`` parts is not a command."""
+    found = []
+    for line in text.splitlines():
+        line = line.split(" #", 1)[0].strip()
+        for part in re.split(r"&&|\|", line):
+            words = shlex.split(part)
+            if words and Path(words[0]).name == "agent-memory" and not re.search(r"[\[<]", part):
+                found.append(part.strip())
+    return found
+
+
+def run_page(page_blocks: Sequence[Block], namespace: dict[str, Any], fresh_dsn: Callable[[], str],
+             run_command: Callable[[Block, str], None] | None = None) -> int:
     """Run the blocks that can run offline, in order, in ``namespace``; answers how many ran.
+    ``run_command``: how a ``bash`` block's ``agent-memory`` commands run (None: they don't).
     A traceback names the page and the line of the Markdown file."""
     ran = 0
     for block in page_blocks:
-        if block.lang != "python" or block.skip:
+        if block.skip:
+            continue
+        if block.lang == "bash" and run_command is not None:
+            for command in command_lines(block.code):
+                run_command(block, command)
+            continue
+        if block.lang != "python":
             continue
         code = block.code
         while PLACEHOLDER_DSN in code:

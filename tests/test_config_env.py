@@ -69,6 +69,7 @@ BAD_VALUES = {
     "database_url": "  ",
     "data_dir": 42,
     "server_idle_timeout": -1,
+    "db_schema": "My-Schema",
     "embeddings": "cohere",
     "embedding_model": 3,
     "embedding_threads": 0,

@@ -386,3 +386,76 @@ def test_stdio_server_stops_its_embedded_postgres_on_sigterm(data_dir: Path) -> 
             proc.wait()
         proc.stdin.close()
         proc.stdout.close()
+
+
+# --- in process: the schema, the profile resource, the command's help ---------------------------
+
+async def test_memory_search_k_is_bounded_in_the_schema_and_out_of_bounds_is_an_error_to_act_on(memory: Any) -> None:
+    from agent_memory.middleware.backend import MemoryBackend
+    from agent_memory.servers.mcp import build_server
+
+    from mcp.client.client import Client
+
+    tag = uuid.uuid4().hex[:8]
+    server = build_server(MemoryBackend.of(memory), Identity(user_id=f"k-{tag}"))
+    async with Client(server) as client:  # in process, through the protocol as a model's client sees it
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        k = tools["memory_search"].input_schema["properties"]["k"]
+        assert (k["minimum"], k["maximum"]) == (1, 20) and "1 to 20" in k["description"]
+        await client.call_tool("memory_save", {"content": "Keeps bees on the roof of the office"})
+        for bad, bound in ((0, "greater than or equal to 1"), (-3, "greater than or equal to 1"),
+                           (21, "less than or equal to 20"), (1000, "less than or equal to 20")):
+            result = await client.call_tool("memory_search", {"query": "bees", "k": bad})
+            assert result.is_error and "memory_search" in _text(result) and bound in _text(result), _text(result)
+        for good in (1, 20):
+            result = await client.call_tool("memory_search", {"query": "bees", "k": good})
+            assert not result.is_error and "bees" in _text(result)
+
+
+async def test_the_project_profile_is_the_projects_from_the_start(memory: Any) -> None:
+    """A session with a project reads that project's (empty) profile before anything is saved
+    there; only a session without a project says it has none."""
+    from agent_memory.middleware.backend import MemoryBackend
+    from agent_memory.servers.mcp import build_server
+
+    tag = uuid.uuid4().hex[:8]
+    backend = MemoryBackend.of(memory)
+
+    async def project_text(identity: Identity) -> str:
+        from mcp.client.client import Client
+
+        async with Client(build_server(backend, identity)) as client:
+            return str((await client.read_resource("memory://profile/project")).contents[0].text)
+
+    with_project = Identity(user_id=f"pp-{tag}", project_id=f"proj-{tag}")
+    assert "empty so far" in await project_text(with_project)
+    assert "no project" in await project_text(Identity(user_id=f"pp-{tag}"))
+    memory.for_user(f"pp-{tag}", project_id=f"proj-{tag}").add(
+        "The project deploys with Helm charts", scope="project", memory_type="decision")
+    assert "Helm" in await project_text(with_project)
+
+
+def test_the_servers_help_names_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent_memory.servers import memory_store
+
+    for server_main, command in ((main, "agent-memory mcp"), (memory_store.main, "agent-memory memory-store")):
+        with pytest.raises(SystemExit):
+            server_main(["--help"])
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: {command}") and "python -m" not in out
+
+
+def test_without_the_mcp_package_the_command_says_how_to_install_it_in_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from agent_memory.cli import main as cli_main
+
+    for name in [n for n in sys.modules if n == "mcp" or n.startswith("mcp.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # importing mcp now fails as if it were not installed
+    monkeypatch.delitem(sys.modules, "agent_memory.servers.mcp")
+    assert cli_main(["mcp", "--transport", "stdio", "--user", "alice"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and captured.out == "", captured.err
+    assert lines[0].startswith("agent-memory mcp: error: the MCP server needs the mcp package")
+    assert "pip install -e '.[mcp]'" in lines[0] and ".whl[mcp]" in lines[0] and "not from PyPI" in lines[0]
+    assert "agent-memory[mcp]" not in lines[0]

@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 from agent_memory import MemoryService
+from agent_memory.config import PLUGIN_PRINCIPAL, server_setting
 from agent_memory.db.embedded import stop_embedded_server
 from agent_memory.servers.memory_store import MANIFEST, main
 from agent_memory.servers.memory_store_scopes import (
@@ -44,11 +45,14 @@ TIMEOUT = 120.0
 class Plugin:
     """One server process; :meth:`call` sends a request and reads its answer."""
 
-    def __init__(self, dsn: str, user: str) -> None:
+    def __init__(self, dsn: str, user: str | None, **env: str) -> None:
+        """``user=None`` starts the plugin as a daemon does: no arguments, settings in the environment."""
+        args = [] if user is None else ["--user", user]
+        base = {k: v for k, v in os.environ.items() if k != "MEMORY_STORE_USER"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agent_memory.servers.memory_store", "--user", user],
+            [sys.executable, "-m", "agent_memory.servers.memory_store", *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=dict(os.environ, DATABASE_URL=dsn))
+            env=dict(base, DATABASE_URL=dsn, **env))
         self.next_id = 0
 
     def send_line(self, line: str | bytes) -> None:
@@ -540,12 +544,51 @@ def test_an_unreachable_database_answers_minus_32304_and_the_loop_goes_on() -> N
         assert server.close() == 0
 
 
-def test_the_user_is_named_when_the_plugin_starts(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in ([], ["--user", ""], ["--user", " alice"]):
+def test_a_user_given_is_checked_and_the_flag_wins_over_the_environment(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    for argv in (["--user", ""], ["--user", " alice"]):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2
         assert "--user" in capsys.readouterr().err
+    monkeypatch.setenv("MEMORY_STORE_USER", " alice")
+    with pytest.raises(SystemExit) as exit_:
+        main([])
+    assert exit_.value.code == 2 and "MEMORY_STORE_USER" in capsys.readouterr().err
+    assert server_setting("MEMORY_STORE_USER", {"MEMORY_STORE_USER": "bob"}) == "bob"
+    assert server_setting("MEMORY_STORE_USER", {"MEMORY_STORE_USER": "  "}) is None  # blank is unset
+    assert server_setting("MEMORY_STORE_USER", {}) is None
+
+
+def test_started_bare_it_serves_the_plugin_principal_whose_data_nobody_else_reaches(
+        dsn: str, memory: MemoryService) -> None:
+    """The daemon starts plugins with no arguments: the plugin answers, acts for
+    PLUGIN_PRINCIPAL, and what it stores is that principal's alone."""
+    bare = Plugin(dsn, None)
+    named = Plugin(dsn, None, MEMORY_STORE_USER=_uid("env-user"))
+    try:
+        label = _uid("Daemon Notes")
+        info = bare.call("initialize", {"project_id": label})
+        assert info["session"]["user_id"] == PLUGIN_PRINCIPAL
+        scope = {"project_id": label, "agent_id": "worker"}
+        put = bare.call("memory/put", {"scope": scope, "key": "vault", "value": "The vault code is 4711"})
+        got = bare.call("memory/get", {"scope": scope, "key": "vault"})
+        assert got["found"] is True and got["value"] == "The vault code is 4711"
+        pid = project_of(label, PLUGIN_PRINCIPAL)
+        mine = memory.for_user(PLUGIN_PRINCIPAL, project_id=pid).list(scope="project", limit=10)
+        assert [str(item.id) for item in mine] == [put["record_id"]]
+
+        # another principal: a user, the same project id, a plugin for another user
+        other = _uid("someone")
+        for handle in (memory.for_user(other, project_id=pid), memory.for_user(other)):
+            assert not any("vault" in item.content for item in handle.search("vault code", k=20))
+            assert not any("vault" in item.content for item in handle.list(limit=100))
+        assert named.call("initialize", {"project_id": label})["session"]["user_id"].startswith("env-user-")
+        assert named.call("memory/get", {"scope": scope, "key": "vault"})["found"] is False
+        assert named.call("memory/query", {"scope": {"project_id": label}, "query": "vault code"})["hits"] == []
+    finally:
+        assert bare.close() == 0
+        assert named.close() == 0
 
 
 # --- the process ends: what it started stops ---------------------------------------------------

@@ -1,6 +1,6 @@
 """The docs site tells the truth: it builds with ``mkdocs build --strict``, its reference covers
-every public name, and every example on it runs (python against a fresh embedded database, in
-page order), type-checks under ``mypy --strict``, parses (``agent-memory`` command lines) or
+every public name, and every example on it runs (python blocks and ``agent-memory`` commands,
+section by section in reading order on one database, as a reader runs them), type-checks under ``mypy --strict``, parses (``agent-memory`` command lines) or
 loads (JSON). How blocks are read and run: ``tests/doc_examples.py``."""
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ from agent_memory.config import ENV_VARS, MemoryConfig
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from doc_examples import (  # noqa: E402
     DOCS,
+    Block,
     LANGUAGES,
     ROOT,
     blocks,
+    command_lines,
+    nav_sections,
     page_module,
     pages,
     python_blocks,
@@ -86,27 +89,62 @@ def test_every_public_name_is_in_the_reference_pages():
         assert name in references and name in middleware.__all__, name
 
 
-@pytest.mark.parametrize("page", RUNNABLE, ids=_id)
-def test_every_docs_example_runs(page, fresh_dsn, monkeypatch, tmp_path):
-    """A page's python blocks run in order in a fresh namespace against a fresh database
-    (``DATABASE_URL``); what they take as given is a scripted chat model, no tools and a service."""
-    monkeypatch.setenv("DATABASE_URL", fresh_dsn())
-    monkeypatch.chdir(tmp_path)  # an example may write a file (alice.json)
+#: the site's sections in reading order, with the pages that have something to run
+SECTIONS = [(title, pages_) for title, pages_ in nav_sections()
+            if any(not b.skip and (b.lang == "python" or (b.lang == "bash" and command_lines(b.code)))
+                   for page in pages_ for b in blocks(page))]
+
+
+@pytest.fixture(scope="module")
+def reader(fresh_dsn, tmp_path_factory) -> dict[str, Any]:
+    """One reader: one database and one working directory for the whole site, as someone who
+    reads it from the top and runs every example (sections run in nav order)."""
+    return {"dsn": fresh_dsn(), "cwd": tmp_path_factory.mktemp("reader")}
+
+
+def test_every_runnable_page_is_in_a_section():
+    assert {p for _, pages_ in SECTIONS for p in pages_} >= set(RUNNABLE)
+
+
+@pytest.mark.parametrize(("title", "section"), SECTIONS, ids=[t for t, _ in SECTIONS])
+def test_every_docs_example_runs_in_reading_order(title, section, reader, fresh_dsn, monkeypatch):
+    """A section's pages run in nav order on the reader's one database (``DATABASE_URL``) and in
+    one working directory: each page's python blocks in order, in a namespace of its own (a page
+    is a script of its own), and its ``agent-memory`` command lines as written, in process. A page
+    takes as given a scripted chat model, no tools and a service. Where a page of the section
+    made the virtual environment without activating it, its commands say ``.venv/bin/``."""
+    monkeypatch.setenv("DATABASE_URL", reader["dsn"])
+    monkeypatch.chdir(reader["cwd"])  # an example may write a file (alice.json) that a later one reads
     from langchain.agents import create_agent
 
     from agent_memory import MemoryService
+    from agent_memory.cli import main as cli
     from agent_memory.middleware import MemoryMiddleware
     from agent_memory.testing import ScriptedChatModel
 
-    namespace: dict[str, Any] = {"memory": MemoryService(), "model": ScriptedChatModel(script=["Noted."]),
-                                 "tools": [], "create_agent": create_agent, "MemoryMiddleware": MemoryMiddleware}
-    try:
-        ran = run_page(blocks(page), namespace, fresh_dsn)
-    finally:
-        for value in list(namespace.values()):
-            if isinstance(value, MemoryService):
-                value.close()
-    assert ran == len([b for b in python_blocks(page) if not b.skip])
+    venv_made = False
+
+    def run_command(block: Block, command: str) -> None:
+        argv = shlex.split(command)
+        if venv_made:
+            assert argv[0] == ".venv/bin/agent-memory", (
+                f"{block.where}: `{command}`: the page made .venv without activating it; write .venv/bin/agent-memory")
+        if argv[0] == ".venv/bin/agent-memory":
+            assert (Path(sys.executable).parent / "agent-memory").exists(), "the venv has no agent-memory script"
+        assert cli(argv[1:]) == 0, f"{block.where}: `{command}` failed"
+
+    for page in section:
+        venv_made = venv_made or any(
+            b.lang == "bash" and "-m venv .venv" in b.code and "activate" not in b.code for b in blocks(page))
+        namespace: dict[str, Any] = {"memory": MemoryService(), "model": ScriptedChatModel(script=["Noted."]),
+                                     "tools": [], "create_agent": create_agent, "MemoryMiddleware": MemoryMiddleware}
+        try:
+            ran = run_page(blocks(page), namespace, fresh_dsn, run_command)
+        finally:
+            for value in list(namespace.values()):
+                if isinstance(value, MemoryService):
+                    value.close()
+        assert ran == len([b for b in python_blocks(page) if not b.skip])
 
 
 def test_every_docs_example_type_checks(tmp_path):
@@ -128,19 +166,6 @@ def test_every_docs_example_type_checks(tmp_path):
     assert f"no issues found in {len(modules)} source files" in done.stdout
 
 
-def _command_lines(text: str) -> list[str]:
-    """The ``agent-memory ...`` commands of a bash block (after ``&&`` or ``|`` too), comments
-    dropped; a synopsis line with ``[optional]`` or ``<placeholder>`` parts is not a command."""
-    found = []
-    for line in text.splitlines():
-        line = line.split(" #", 1)[0].strip()
-        for part in re.split(r"&&|\|", line):
-            words = shlex.split(part)
-            if words and Path(words[0]).name == "agent-memory" and not re.search(r"[\[<]", part):
-                found.append(part.strip())
-    return found
-
-
 def test_every_command_line_in_the_docs_and_readme_parses():
     from agent_memory.cli.parser import build_parser
     from agent_memory.cli.servers import SERVERS
@@ -150,7 +175,7 @@ def test_every_command_line_in_the_docs_and_readme_parses():
         for block in blocks(page):
             if block.lang != "bash":
                 continue
-            for command in _command_lines(block.code):
+            for command in command_lines(block.code):
                 argv = shlex.split(command)[1:]
                 if argv and argv[0] in SERVERS:  # a server parses its own arguments
                     continue

@@ -18,9 +18,19 @@ SERVERS = {"mcp": "agent_memory.servers.mcp", "memory-store": "agent_memory.serv
 
 
 def run_server(command: str, argv: list[str]) -> int:
+    """Run a server's ``main``; a server whose optional dependency is missing says so in one line
+    (its import error holds how to install it), not a traceback."""
+    import sys
     from importlib import import_module
 
-    return int(import_module(SERVERS[command]).main(argv) or 0)
+    try:
+        server = import_module(SERVERS[command])
+    except ImportError as exc:
+        if exc.name is not None and exc.name.startswith("agent_memory"):
+            raise  # our own code is broken: the traceback is what helps
+        print(f"agent-memory {command}: error: {exc}", file=sys.stderr)
+        return 2
+    return int(server.main(argv) or 0)
 
 
 def mcp(args: argparse.Namespace, out: Output) -> int:

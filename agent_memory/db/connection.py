@@ -80,12 +80,33 @@ def redact_dsn(dsn: str) -> str:
 
 def _check_dsn(dsn: str) -> None:
     try:
-        psycopg.conninfo.conninfo_to_dict(dsn)
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
         raise ConfigurationError(
             f"database_url is not a valid PostgreSQL connection string ({exc}); "
             "expected something like postgresql://user:password@host:5432/dbname"
         ) from None
+    for host in str(info.get("host") or "").split(","):
+        problem = _host_problem(host.strip())
+        if problem:
+            raise ConfigurationError(
+                f"database_url names the host {host.strip()!r}, which is not a valid host name ({problem}); "
+                "fix the host in DATABASE_URL (or --database-url), e.g. postgresql://user:password@db.example.com:5432/dbname, "
+                "or unset it to use the embedded server"
+            )
+
+
+def _host_problem(host: str) -> str | None:
+    """Why ``host`` can never be looked up (an empty label as in ``a..b``, a label over 63
+    characters), found before connecting; None for a name, an address or a socket directory.
+    (The resolver would otherwise fail with a bare ``UnicodeError`` from the idna codec.)"""
+    if not host or host.startswith(("/", "@")) or ":" in host:  # a socket directory, or an IPv6 address
+        return None
+    try:
+        host.encode("idna")
+    except UnicodeError as exc:
+        return str(exc.__cause__ or exc).removeprefix("encoding with 'idna' codec failed ").strip("() ") or "bad label"
+    return None
 
 
 def unreachable(dsn: str, exc: Exception) -> DatabaseError:
@@ -101,16 +122,19 @@ def unreachable(dsn: str, exc: Exception) -> DatabaseError:
 def resolve_dsn(conn: str | None, config: MemoryConfig) -> str:
     """The database a component uses when given ``conn`` (a DSN or nothing): that DSN, else
     ``config.database_url``, else the embedded server's ``agent_memory`` database. The memory
-    service and the checkpointer both resolve it here, so by default they share one database."""
+    service and the checkpointer both resolve it here, so by default they share one database.
+    The URL answered searches ``config.db_schema`` first (:mod:`.schema`; as given for ``public``)."""
+    from .schema import in_schema
+
     if conn:
-        return conn
+        return in_schema(conn, config.db_schema)
     if config.database_url:
-        return config.database_url
+        return in_schema(config.database_url, config.db_schema)
     from .embedded import ensure_embedded_server
 
     server = ensure_embedded_server(config.resolved_data_dir())
     server.ensure_database(DEFAULT_DATABASE)
-    return server.dsn(DEFAULT_DATABASE)
+    return in_schema(server.dsn(DEFAULT_DATABASE), config.db_schema)
 
 
 # --- handing out connections ----------------------------------------------------------------

@@ -95,6 +95,28 @@ _HINT = (
     "hint: if the data directory is damaged, move it away or delete it (its memories are lost) "
     "and try again, or set DATABASE_URL to use a PostgreSQL server of your own"
 )
+#: what a failure says when the server may not write its data directory (nothing is damaged)
+_READ_ONLY_SIGNS = ("read-only file system", "permission denied", "operation not permitted")
+
+
+def _hint(pgdata: Path, *details: str) -> str:
+    """The hint under a start failure: a data directory the server may not write is not damaged,
+    so it is never answered with "delete it" (a read-only mount or a permission, its memories
+    intact); anything else keeps the general hint."""
+    said = " ".join(details).lower()
+    if not _writable(pgdata) or any(sign in said for sign in _READ_ONLY_SIGNS):
+        return (f"hint: the data directory {pgdata} is read-only or not writable by the server (a read-only "
+                "mount, or its owner and permissions); its memories are intact: make it writable (remount it "
+                "read-write, or give the server's user write access), or choose another data directory "
+                "(MEMORY_DATA_DIR), or set DATABASE_URL to use a PostgreSQL server of your own")
+    return _HINT
+
+
+def _writable(pgdata: Path) -> bool:
+    try:
+        return os.access(pgdata, os.W_OK) and not os.statvfs(pgdata).f_flag & os.ST_RDONLY
+    except (OSError, AttributeError):  # gone, or no statvfs (Windows): the failure's own words decide
+        return True
 
 # One lock for every data directory: pixeltable's inter-process lock is a single
 # fcntl lock, which threads of one process would all "hold" at once.
@@ -159,7 +181,8 @@ def ensure_embedded_server(
             if isinstance(err, EmbeddedServerError):
                 raise
             raise EmbeddedServerError(
-                f"could not start the embedded postgresql in {pgdata}: {err!r}{_log_tail(pgdata)}\n{_HINT}"
+                f"could not start the embedded postgresql in {pgdata}: {err!r}{_log_tail(pgdata)}\n"
+                f"{_hint(pgdata, repr(err), _log_tail(pgdata))}"
             ) from err
 
         handle = EmbeddedServer(server)
@@ -375,7 +398,7 @@ class _Server(PostgresServer):
         except subprocess.CalledProcessError as err:
             raise EmbeddedServerError(
                 f"initdb failed for the embedded postgresql in {self.pgdata} (status {err.returncode}); "
-                f"see the output above\n{_HINT}"
+                f"see the output above\n{_hint(self.pgdata)}"
             ) from err
 
     def _pgexec(self, command: str, *args: str, timeout: float | None = None) -> str:
@@ -457,12 +480,12 @@ class _Server(PostgresServer):
         except subprocess.CalledProcessError as err:
             raise EmbeddedServerError(
                 f"the embedded postgresql in {self.pgdata} did not start (pg_ctl exited with status "
-                f"{err.returncode}){_log_tail(self.pgdata)}\n{_HINT}"
+                f"{err.returncode}){_log_tail(self.pgdata)}\n{_hint(self.pgdata, _log_tail(self.pgdata))}"
             ) from err
         except subprocess.TimeoutExpired as err:
             raise EmbeddedServerError(
                 f"the embedded postgresql in {self.pgdata} did not start within {timeout}s"
-                f"{_log_tail(self.pgdata)}\n{_HINT}"
+                f"{_log_tail(self.pgdata)}\n{_hint(self.pgdata, _log_tail(self.pgdata))}"
             ) from err
 
     def _wait_until_ready(self) -> PostmasterInfo:
@@ -475,7 +498,7 @@ class _Server(PostgresServer):
                 status = "not running" if info is None or not _postmaster_alive(info) else info.status
                 raise EmbeddedServerError(
                     f"the embedded postgresql in {self.pgdata} is {status!r}, not ready, after "
-                    f"{self._start_timeout:g}s{_log_tail(self.pgdata)}\n{_HINT}"
+                    f"{self._start_timeout:g}s{_log_tail(self.pgdata)}\n{_hint(self.pgdata, _log_tail(self.pgdata))}"
                 )
             time.sleep(0.05)
 

@@ -26,6 +26,7 @@ __all__ = [
     "database_error",
     "first_line",
     "lost",
+    "missing_extension",
     "refused_by_server",
     "server_answer",
     "server_down",
@@ -156,3 +157,29 @@ def database_error(exc: psycopg.Error, *, committed: bool = False) -> DatabaseEr
     else:
         todo = "see the server log for the cause"
     return DatabaseError(f"postgresql failed the operation ({said}); it was rolled back and {written}; {todo}")
+
+
+#: how PostgreSQL says an extension is not installed on the server: 0A000 "extension "x" is not
+#: available" (PostgreSQL 15+), 58P01 "could not open extension control file" (before)
+_NO_EXTENSION_STATES = ("0A000", "58P01")
+_EXTENSION_NAMED = re.compile(r'extension (?:"([^"]+)"|control file "[^"]*/([^"/]+)\.control")')
+
+
+def missing_extension(exc: BaseException) -> str:
+    """What to do when ``CREATE EXTENSION`` failed because the server lacks the extension's files
+    (PostgreSQL's own hint only says it "must first be installed"): for pgvector, how to install
+    it and that the embedded server has it. Empty for any other failure."""
+    if getattr(exc, "sqlstate", None) not in _NO_EXTENSION_STATES:
+        return ""
+    found = _EXTENSION_NAMED.search(str(exc))
+    if found is None:
+        return ""
+    name = found.group(1) or found.group(2)
+    if name != "vector":
+        return (f"; the PostgreSQL server does not have the {name} extension installed: install it on the "
+                "server, or unset DATABASE_URL to use the embedded PostgreSQL")
+    return ("; the PostgreSQL server at DATABASE_URL does not have pgvector installed: install it on the "
+            "server (Debian/Ubuntu: apt install postgresql-<major version>-pgvector; macOS: brew install "
+            "pgvector; others: https://github.com/pgvector/pgvector#installation), or use an image that has it "
+            "(pgvector/pgvector:pg17), then start again; or unset DATABASE_URL to use the embedded PostgreSQL, "
+            "which includes pgvector")

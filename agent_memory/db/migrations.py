@@ -22,7 +22,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import EmbeddingDimensionMismatchError, MigrationError
+from ..errors import ConfigurationError, EmbeddingDimensionMismatchError, MigrationError
+from .failures import missing_extension
 from .requests import Commit, Op, Sql
 
 __all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "SEARCH_INDEX_MAX_DIMENSIONS", "SEARCH_INDEX_NAME", "Dimensions",
@@ -804,7 +805,9 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 def recorded_dimensions() -> Op[int | None]:
     """The embedding size the database was made for, or None before ``0002_memory_items``."""
-    made = yield Sql("SELECT to_regclass('agent_memory_meta') IS NOT NULL AS made", fetch="one")
+    # in our schema only: another schema's table (public's, searched for pgvector) is not ours
+    made = yield Sql("SELECT to_regclass(quote_ident(current_schema()) || '.agent_memory_meta') IS NOT NULL AS made",
+                     fetch="one")
     if not made["made"]:
         return None
     row = yield Sql("SELECT value FROM agent_memory_meta WHERE key = 'embedding_dimensions'", fetch="one")
@@ -841,7 +844,7 @@ def apply_migrations(migrations: Sequence[Migration], dimensions: Dimensions) ->
                 yield Sql(migration.sql if size is None else migration.statement(size), fetch="none")
             except Exception as exc:
                 raise MigrationError(
-                    f"migration {migration.name} failed and was rolled back: {exc}"
+                    f"migration {migration.name} failed and was rolled back: {exc}{missing_extension(exc)}"
                 ) from exc
             yield Sql("INSERT INTO agent_memory_migrations (name) VALUES (%s)", (migration.name,), fetch="none")
             applied_now.append(migration.name)
@@ -850,7 +853,7 @@ def apply_migrations(migrations: Sequence[Migration], dimensions: Dimensions) ->
 
 
 def migrate(dimensions: Dimensions, model_name: str | None,
-            migrations: tuple[Migration, ...] = MIGRATIONS) -> Op[list[str]]:
+            migrations: tuple[Migration, ...] = MIGRATIONS, *, schema: str = "public") -> Op[list[str]]:
     """Apply pending migrations, then check the embedding size against the database's;
     answer the names applied now (empty when up to date).
 
@@ -859,7 +862,19 @@ def migrate(dimensions: Dimensions, model_name: str | None,
     the size its configuration's embedder makes. It is asked only while the database has no
     size recorded; a database that has one is migrated at that size, and nothing about the
     embedder is checked or recorded: the first ``MemoryService`` does that.
+
+    ``schema`` (``MEMORY_DB_SCHEMA``) other than ``public``: the connection must search it first
+    (ours do, :mod:`.schema`; a connection or pool of the caller's may not), or nothing is
+    created or read, rather than everything landing in another schema.
     """
+    if schema != "public":
+        found = yield Sql("SELECT current_schema() AS schema", fetch="one")
+        if found is None or found["schema"] != schema:
+            raise ConfigurationError(
+                f"db_schema is {schema!r} but this connection's first schema is "
+                f"{found['schema'] if found else None!r}, so agent-memory's tables would be made or read there; "
+                f"give the connection or pool you pass the search path (options='-c search_path={schema},public'), "
+                "or pass a DSN instead")
     applied_now = yield from apply_migrations(migrations, dimensions)
     if model_name is None or callable(dimensions):  # no embedder: nothing to check or record
         return applied_now

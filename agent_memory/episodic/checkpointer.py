@@ -129,7 +129,7 @@ class PostgresCheckpointer(BaseCheckpointSaver[str]):
         """
         threshold, conn.prepare_threshold = conn.prepare_threshold, None
         try:
-            applied = run(migrate(self._new_database_dimensions, None), conn, None)
+            applied = run(migrate(self._new_database_dimensions, None, schema=self.config.db_schema), conn, None)
         finally:
             conn.prepare_threshold = threshold
         setup_database(conn)  # LangGraph's own tables

@@ -12,7 +12,10 @@ __all__ = [
     "advisory_unlock",
     "advisory_xact_lock",
     "create_database",
+    "create_extension",
+    "create_schema",
     "database_exists",
+    "extension_schema",
     "ping",
     "rollback",
 ]
@@ -52,3 +55,20 @@ def create_database(name: str, template: str | None = None) -> Statement:
     if template is None:
         return sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)), None
     return sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template)), None
+
+
+def create_schema(name: str) -> Statement:
+    """Make the schema our tables live in (``MEMORY_DB_SCHEMA``), if it is not there yet."""
+    return sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(name)), None
+
+
+def extension_schema(name: str) -> Statement:
+    """The schema an installed extension's objects live in (one row), or no row."""
+    return ("SELECT n.nspname AS schema FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname = %s", (name,))
+
+
+def create_extension(name: str, schema: str) -> Statement:
+    """Install an extension in ``schema`` unless it is installed (anywhere) already."""
+    return sql.SQL("CREATE EXTENSION IF NOT EXISTS {} WITH SCHEMA {}").format(
+        sql.Identifier(name), sql.Identifier(schema)), None

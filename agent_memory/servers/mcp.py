@@ -1,8 +1,8 @@
-"""Agent memory as an MCP server (the official ``mcp`` SDK): ``pip install -e ".[mcp]"`` in the checkout.
+"""Agent memory as an MCP server (the official ``mcp`` SDK, agent-memory's ``mcp`` extra).
 
-    python -m agent_memory.servers.mcp --transport stdio --user alice --project webshop
-    python -m agent_memory.servers.mcp --transport http --port 8765 --tokens tokens.json
-    python -m agent_memory.servers.mcp hash-token        # reads a token, prints its sha256 for tokens.json
+    agent-memory mcp --transport stdio --user alice --project webshop
+    agent-memory mcp --transport http --port 8765 --tokens tokens.json
+    agent-memory mcp hash-token        # reads a token, prints its sha256 for tokens.json
 
 Tools: ``memory_save``, ``memory_search``, ``memory_delete``, ``memory_stats`` (the agent tools'
 own descriptions, bodies and replies, :mod:`agent_memory.middleware.tools`), ``memory_list``,
@@ -37,8 +37,9 @@ try:
     from mcp.types import CallToolResult, TextContent
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
-        "the MCP server needs the mcp package: pip install mcp (or pip install -e '.[mcp]' in the agent-memory "
-        "checkout; agent-memory is installed from its checkout or a wheel, not from PyPI)"
+        f"the MCP server needs the mcp package, which this environment lacks ({exc}); agent-memory is installed "
+        "from its checkout or a wheel, not from PyPI, so add its mcp extra the same way: "
+        "`.venv/bin/pip install -e '.[mcp]'` in the checkout, or `pip install 'agent_memory-<version>-py3-none-any.whl[mcp]'`"
     ) from exc
 
 from pydantic import AnyHttpUrl
@@ -59,6 +60,7 @@ from agent_memory.middleware.tools import (
     ScopeArg,
     Toolkit,
     bound_types,
+    bound_k,
     describe_error,
     describe_item,
     one_line,
@@ -224,6 +226,7 @@ def build_server(backend: MemoryBackend, identity: Identity | None = None, *,
 
     config = backend.known_config  # its custom memory types go into the schemas
     bound_types(config, memory_save, memory_search, memory_list)
+    bound_k(kit.max_k, memory_search)  # the schema says 1..max_k; the SDK refuses a k outside with isError
     for fn, description in ((memory_save, save_description(config)), (memory_search, SEARCH_DESCRIPTION),
                             (memory_delete, DELETE_DESCRIPTION),
                             (memory_stats, STATS_DESCRIPTION), (memory_list, _LIST), (memory_history, _HISTORY),
@@ -240,8 +243,9 @@ def build_server(backend: MemoryBackend, identity: Identity | None = None, *,
         text = profiles.user_text if kind == "user" else profiles.project_text
         if text:
             return text
-        return "No project profile: this session has no project." if profiles.project is None \
-            else f"The {kind} profile is empty so far."
+        if kind == "project" and principal().project_id is None:
+            return "No project profile: this session has no project."
+        return f"The {kind} profile is empty so far."  # a project with no profile yet (nothing saved there)
 
     @server.resource(PROFILE_URIS["user"], name="user_profile", mime_type="text/markdown",
                      description="What is known about the user, built from their memories.")
@@ -258,7 +262,7 @@ def build_server(backend: MemoryBackend, identity: Identity | None = None, *,
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m agent_memory.servers.mcp",
+        prog="agent-memory mcp",
         description="Serve agent memory over MCP. 'hash-token' as the only argument prints the hash of a "
                     "token (read from stdin) for the --tokens file.")
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
@@ -280,7 +284,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _hash_token_command(args: list[str]) -> int:
     if args:
-        print("usage: python -m agent_memory.servers.mcp hash-token  (the token is read from stdin, not argv)",
+        print("usage: agent-memory mcp hash-token  (the token is read from stdin, not argv)",
               file=sys.stderr)
         return 2
     token = getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\r\n")

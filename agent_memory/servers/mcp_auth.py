@@ -2,7 +2,7 @@
 
 The token file is JSON: ``{"<sha256 hex of a token>": {"user_id": "alice", "project_id": "webshop",
 "team_id": null, "org_id": null}, ...}`` (a key may also be written ``"sha256:<hex>"``). Only
-hashes are stored; make one with ``python -m agent_memory.servers.mcp hash-token``. A presented
+hashes are stored; make one with ``agent-memory mcp hash-token``. A presented
 token is hashed and compared with every stored hash in constant time (:func:`hmac.compare_digest`),
 so neither a match nor a miss is told apart by timing. The verifier is the SDK's
 :class:`~mcp.server.auth.provider.TokenVerifier`: the SDK's bearer middleware answers 401 to a
@@ -59,7 +59,7 @@ def _parse_hash(key: Any) -> str:
     if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest.lower()):
         raise ConfigurationError(
             f"token file: {str(key)[:20]!r}... is not a sha256 hash (64 hex digits); store hashes, not "
-            "tokens: python -m agent_memory.servers.mcp hash-token"
+            "tokens: agent-memory mcp hash-token"
         )
     return digest.lower()
 

@@ -1,10 +1,12 @@
 """The ``memory_store`` plugin: JSON-RPC 2.0 over stdio, one message per line.
 
-``python -m agent_memory.servers.memory_store --user U [--database-url URL]`` serves the
-``memory_store`` plugin protocol until stdin closes; ``--manifest`` prints the
-plugin manifest and exits. Answers go to stdout (one line each, flushed), logs to stderr.
+``agent-memory memory-store [--user U] [--database-url URL]`` serves the ``memory_store``
+plugin protocol until stdin closes; ``--manifest`` prints the plugin manifest and exits. Answers
+go to stdout (one line each, flushed), logs to stderr. A daemon starts plugins with no arguments,
+so every flag has an environment variable (``MEMORY_STORE_USER``, ``DATABASE_URL``; the flag wins).
 
-The process acts for one principal, fixed at start (``--user``, required): no message can name
+The process acts for one principal, fixed at start (``--user``, else ``MEMORY_STORE_USER``, else
+the plugin principal :data:`~agent_memory.config.PLUGIN_PRINCIPAL`): no message can name
 another. ``initialize`` binds the session to one project (a later ``initialize`` rebinds it);
 calls for another project answer -32307, as do calls the user may not make there (a project of
 ours they are no member of). Scopes map to one of our projects' memory as store
@@ -42,6 +44,7 @@ from typing import IO, Any
 from langgraph.store.base import PutOp
 
 from .. import __version__
+from ..config import PLUGIN_PRINCIPAL, server_setting
 from ..errors import (
     AgentMemoryError,
     ConfigurationError,
@@ -436,22 +439,25 @@ def serve(server: Server, stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m agent_memory.servers.memory_store",
-        description="agent-memory as a memory_store plugin: JSON-RPC 2.0 over stdio, one message per line")
+        prog="agent-memory memory-store",
+        description="agent-memory as a memory_store plugin: JSON-RPC 2.0 over stdio, one message per line. "
+                    "Started with no arguments (as a daemon starts plugins) it reads its settings from the "
+                    "environment and acts for the plugin principal.")
     parser.add_argument("--manifest", action="store_true", help="print the plugin manifest as JSON and exit")
-    parser.add_argument("--user", help="the user the plugin acts for (required to serve)")
+    parser.add_argument("--user", help=f"the user the plugin acts for (default: MEMORY_STORE_USER, else the "
+                                       f"plugin principal {PLUGIN_PRINCIPAL!r})")
     parser.add_argument("--database-url", help="PostgreSQL URL (default: DATABASE_URL, else the embedded server)")
     args = parser.parse_args(argv)
     if args.manifest:
         print(json.dumps(MANIFEST))
         return 0
-    if not args.user:
-        parser.error("--user is required: the plugin acts for one user, named when it starts")
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    user = args.user if args.user is not None else (server_setting("MEMORY_STORE_USER") or PLUGIN_PRINCIPAL)
+    source = "--user" if args.user is not None else "MEMORY_STORE_USER"
     try:
-        server = Server(args.user, lambda: MemoryService(args.database_url))
+        server = Server(user, lambda: MemoryService(args.database_url))
     except InvalidInputError as error:
-        parser.error(f"--user {error}")
+        parser.error(f"{source} {error}")
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but answers may reach the peer
     with exit_on_signals():  # SIGTERM too ends with close() and the atexit hooks (the embedded server)
