@@ -341,19 +341,9 @@ def search_memories(
                        updated_after=updated_after, updated_before=updated_before, source=source,
                        source_id=source_id)
     subtree = check_bool("subtree", subtree)
-    weights = ranking.Weights(
-        similarity=config.weight_similarity, confidence=config.weight_confidence,
-        scope=config.weight_scope, keyword=config.keyword_weight, salience=config.weight_salience,
-    )
+    scoring = ranking.Scoring.from_config(config)
     [vector] = yield Embed((query,), query=True)
-    terms = dict(
-        query_vector=vector, query_text=query, pool=max(config.candidate_pool, k),
-        vector_weight=weights.similarity * (1 - weights.keyword), confidence_weight=weights.confidence,
-        scope_weight=weights.scope, scope_priority=dict(config.scope_priority),
-        keyword_weight=weights.similarity * weights.keyword, salience_weight=weights.salience,
-        k1=ranking.BM25_K1, half=ranking.BM25_HALF,
-    )
-    norm = config.keyword_norm
+    terms = dict(query_vector=vector, query_text=query, pool=max(config.candidate_pool, k), scoring=scoring)
     indexed = statuses == (Status.ACTIVE,) and past is None and narrow is None and not subtree
     if not indexed:  # a scan of the visible rows, exact under any filter (a subtree ranks nearer scopes first)
         where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of,
@@ -366,24 +356,22 @@ def search_memories(
         if indexed:  # the search indexes, and the process's copies of big ranges
             cached, copies = yield from _from_copies(config, identity, scopes, types, query_vector=vector,
                                                      query_text=query, extra=extra, need=need, floor=floor,
-                                                     weights=weights)
+                                                     scoring=scoring)
             q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=need, min_relevance=floor,
-                                          keyword_share=weights.keyword, keyword_norm=norm, extra_lexemes=extra,
-                                          cached=cached, **statement)
+                                          extra_lexemes=extra, cached=cached, **statement)
         else:  # one pass over the rows that pass; in the past, each in the wording (and vector) of then
-            q, p = queries.narrowed_search(where, k=need, min_relevance=floor, keyword_share=weights.keyword,
-                                           subtree=depth, keyword_norm=norm, extra_lexemes=extra, at=past,
-                                           **statement)
+            q, p = queries.narrowed_search(where, k=need, min_relevance=floor, subtree=depth, extra_lexemes=extra,
+                                           at=past, **statement)
         rows = yield Sql(q, p)
         df: dict[str, int] = dict(rows[0]["kw_df"] or {}) if rows else {}
         n_docs = int(rows[0]["kw_n"] or 0) if rows else 0
         if indexed and copies is not None and cached is None:  # read from the index: big enough for copies?
             copies.saw(vector_cache.caller(identity, scopes), n_docs)
-        return ranking.rank(rows, weights=weights, query_terms=list(df), df=df, n_docs=n_docs, k=need,
-                            min_relevance=floor, keyword_norm=norm), df
+        return ranking.rank(rows, scoring=scoring, query_terms=list(df), df=df, n_docs=n_docs, k=need,
+                            min_relevance=floor), df
 
     # word feedback: the words the best memories share join the question for a second, exact search
-    feedback = config.keyword_feedback if past is None and weights.keyword > 0 else 0
+    feedback = config.keyword_feedback if past is None and scoring.weights.keyword > 0 else 0
     ranked, df = yield from ranked_for([], max(k, ranking.FEEDBACK_DOCS) if feedback else k)
     extra = ranking.feedback_lexemes([r[0]["tsv"] for r in ranked[:ranking.FEEDBACK_DOCS]], df, feedback)
     if extra:
@@ -435,8 +423,7 @@ def _duplicate(config: MemoryConfig, identity: Identity, scope: Scope, vector: S
 
 def _from_copies(config: MemoryConfig, identity: Identity, scopes: Sequence[Scope] | None,
                  types: Sequence[MemoryType] | None, *, query_vector: Sequence[float], query_text: str,
-                 extra: Sequence[str], need: int, floor: float,
-                 weights: ranking.Weights
+                 extra: Sequence[str], need: int, floor: float, scoring: ranking.Scoring,
                  ) -> Op[tuple[vector_cache.Candidates | None, vector_cache.VectorCache | None]]:
     """The candidates of the big ranges the caller reads, chosen from the process's copies of
     their vectors (:mod:`agent_memory.vector_cache`), or None when no range is copied; and the
@@ -456,11 +443,7 @@ def _from_copies(config: MemoryConfig, identity: Identity, scopes: Sequence[Scop
                                                   query_text=query_text, extra_lexemes=extra))
     chosen = vector_cache.candidates(
         plan, query=vector_cache.unit(query_vector), owner_key=queries.scope_key(identity.user_id), types=types,
-        k=need, vector_weight=weights.similarity * (1 - weights.keyword), confidence_weight=weights.confidence,
-        scope_weight=weights.scope, priority=config.scope_priority, keyword_weight=weights.similarity * weights.keyword,
-        salience_weight=weights.salience, min_relevance=floor, relevance_share=1 - weights.keyword,
-        error=queries.HALF_ERROR, k1=ranking.BM25_K1, half=ranking.BM25_HALF,
-        coverage=queries.coverage_flag(config.keyword_norm),
+        k=need, scoring=scoring, min_relevance=floor, error=queries.HALF_ERROR,
         rest_n=next(int(r["n"]) for r in rest if r["kind"] == "n"),
         rest_df={r["lexeme"]: int(r["n"]) for r in rest if r["kind"] == "df"})
     return chosen, cache

@@ -39,7 +39,7 @@ import numpy as np
 from . import queries
 from .db.requests import Op, Sql
 from .models import Identity, MemoryType, Scope, Visibility
-from .ranking import parse_tsvector
+from .ranking import Scoring, parse_tsvector
 
 __all__ = ["CachedRange", "Candidates", "Plan", "VectorCache", "caller", "candidates", "near", "prepare", "unit"]
 
@@ -382,17 +382,15 @@ class Candidates:
 
 
 def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable[MemoryType] | None, k: int,
-               vector_weight: float, confidence_weight: float, scope_weight: float, priority: Mapping[str, float],
-               keyword_weight: float, salience_weight: float, min_relevance: float, relevance_share: float,
-               error: float, k1: float, half: float, coverage: bool, rest_n: int,
+               scoring: Scoring, min_relevance: float, error: float, rest_n: int,
                rest_df: Mapping[str, int]) -> Candidates:
     """The rows of ``plan``'s copies that can be in a search's top ``k``, and BM25's statistics.
 
-    Each copied row gets the score the search statement will estimate for it, ``f = A +
-    keyword_weight * key`` (``A = vector_weight * sim + confidence_weight * confidence +
-    scope_weight * priority``; ``key`` the keyword evidence from the copy's postings, with ``n``
-    and ``df`` over the copies plus ``rest_n``/``rest_df``, the rows outside them), and a
-    relevance ``(relevance_share) * sim + (1 - relevance_share) * key``. Per range let ``T`` be the
+    Each copied row gets the score the search statement will estimate for it under ``scoring``
+    (:class:`agent_memory.ranking.Scoring`), ``f = A + keyword_weight * key`` (``A =
+    vector_weight * sim + confidence * confidence + scope * priority``; ``key`` the keyword
+    evidence from the copy's postings, with ``n`` and ``df`` over the copies plus
+    ``rest_n``/``rest_df``, the rows outside them), and a relevance. Per range let ``T`` be the
     ``k``-th best ``f`` among rows whose relevance clears ``min_relevance + error``: the
     statement's cut is at least ``T`` (its ``k``-th best runs over more rows), and it keeps rows
     down to ``2 * vector_weight * error + salience_weight`` below its cut, so a row below ``T``
@@ -403,6 +401,8 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
     confidences: list[np.ndarray] = []
     names: list[list[UUID]] = []  # each copy's id list as it was (slots index it; a compaction makes a new one)
     counted: list[dict[str, tuple[np.ndarray, np.ndarray]]] = []
+    w = scoring.weights
+    vector_weight, keyword_weight, k1 = scoring.vector_weight, scoring.keyword_weight, scoring.k1
     df = dict(rest_df)
     n = rest_n
     for copy, rule in plan.ranges:
@@ -432,16 +432,16 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
             if lexeme in idf:
                 bm25[slots] += idf[lexeme] * tf * (k1 + 1) / (tf + k1)
         b = bm25[rows]
-        if coverage:
+        if scoring.coverage:
             key = np.minimum(b / ceiling, 1.0) if ceiling > 0 else np.zeros_like(b)
         else:
-            key = b / (b + half)
-        score = vector_weight * sim + confidence_weight * confidence + scope_weight * priority[copy.scope] \
+            key = b / (b + scoring.half)
+        score = vector_weight * sim + w.confidence * confidence + w.scope * scoring.scope_priority[copy.scope] \
             + keyword_weight * key
-        relevance = relevance_share * sim + (1 - relevance_share) * key
+        relevance = scoring.relevance(sim, key)
         sure = score if min_relevance <= 0 else score[relevance >= min_relevance + error]
         cut = np.partition(sure, len(sure) - k)[len(sure) - k] if len(sure) >= k else -np.inf
-        keep = score >= cut - 2 * vector_weight * error - salience_weight - 1e-9
+        keep = score >= cut - 2 * vector_weight * error - w.salience - 1e-9
         if min_relevance > 0:
             keep &= relevance >= min_relevance - error
         chosen = np.flatnonzero(keep)

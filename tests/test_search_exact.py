@@ -63,10 +63,8 @@ def exact_top_k(dsn, memory, ids, query, scope, k, keyword_weight):
          "created_at": r[3], "tsv": r[5]}
         for r, c in zip(rows, cos)
     ]
-    weights = ranking.Weights(similarity=memory.config.weight_similarity,
-                              confidence=memory.config.weight_confidence,
-                              scope=memory.config.weight_scope, keyword=keyword_weight)
-    ranked = ranking.rank(candidates, weights=weights, query_terms=terms, df=df, n_docs=len(rows), k=k)
+    scoring = ranking.Scoring.from_config(memory.config).with_weights(keyword=keyword_weight)
+    ranked = ranking.rank(candidates, scoring=scoring, query_terms=terms, df=df, n_docs=len(rows), k=k)
     return [r[0]["id"] for r in ranked], [r[1] for r in ranked]
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from agent_memory import AsyncMemoryService, MemoryService, queries, vector_cache
+from agent_memory import AsyncMemoryService, MemoryService, queries, ranking, vector_cache
 from agent_memory.db import requests
 from agent_memory.ops import NewMemory
 from agent_memory.reembed import reembed
@@ -242,11 +242,12 @@ def test_candidates_keep_every_row_that_can_reach_the_top_k():
         floor = float(rng.choice([0.0, 0.2]))
         rule = str(rng.choice(["all", "mine", "member", "public"]))
         plan = vector_cache.Plan(((copy, rule),), now=1.0, lexemes=("alpha", "gamma", "omega"), complete=True)
-        w = dict(vector_weight=0.3, confidence_weight=0.3, scope_weight=0.2, priority={"project": 0.8},
-                 keyword_weight=0.2, salience_weight=0.05, min_relevance=floor, relevance_share=0.6, error=0.01,
-                 k1=1.2, half=5.0, coverage=bool(rng.random() < 0.5), rest_n=int(rng.integers(0, 50)),
-                 rest_df={"alpha": 3, "omega": 1})
-        got = vector_cache.candidates(plan, query=q, owner_key=1, types=None, k=k, **w)
+        coverage = bool(rng.random() < 0.5)
+        scoring = ranking.Scoring(ranking.Weights(similarity=0.5, confidence=0.3, scope=0.2, keyword=0.4,
+                                                  salience=0.05),
+                                  {"project": 0.8}, keyword_norm="coverage" if coverage else "squash")
+        w = dict(min_relevance=floor, error=0.01, rest_n=int(rng.integers(0, 50)), rest_df={"alpha": 3, "omega": 1})
+        got = vector_cache.candidates(plan, query=q, owner_key=1, types=None, k=k, scoring=scoring, **w)
         # brute force, row by row
         seen = [r for r in rows if r["active"] and r["expires"] is None and {
             "all": True, "mine": r["owner_key"] == 1, "member": r["visibility"] != "owner_only" or r["owner_key"] == 1,
@@ -260,7 +261,7 @@ def test_candidates_keep_every_row_that_can_reach_the_top_k():
         def final(r):
             sim = float(vector_cache.unit(np.frombuffer(r["v"][4:], ">f4")) @ q)
             bm25 = sum(v for x, v in idf.items() if f"'{x}'" in r["tsv"])
-            key = (min(bm25 / sum(idf.values()), 1) if idf else 0) if w["coverage"] else bm25 / (bm25 + 5)
+            key = (min(bm25 / sum(idf.values()), 1) if idf else 0) if coverage else bm25 / (bm25 + 5)
             return (0.3 * sim + 0.3 * r["confidence"] + 0.2 * 0.8 + 0.2 * key, 0.6 * sim + 0.4 * key)
 
         scored = [(r["id"], *final(r)) for r in seen]

@@ -18,6 +18,7 @@ from typing import Any
 
 from psycopg import sql
 
+from ..ranking import Scoring
 from .items import salience_at
 from .search import BM25_OF_POSTINGS, QUERY_LEXEMES, keyword_key_sql, scope_priority_sql, scoring_params
 from .types import Query
@@ -51,16 +52,7 @@ def narrowed_search(
     pool: int,
     k: int,
     min_relevance: float,
-    vector_weight: float,
-    confidence_weight: float,
-    scope_weight: float,
-    scope_priority: dict[str, float],
-    keyword_weight: float = 0.0,
-    keyword_share: float | None = None,
-    salience_weight: float = 0.0,
-    k1: float = 1.2,
-    half: float = 5.0,
-    keyword_norm: str = "squash",
+    scoring: Scoring,
     extra_lexemes: Sequence[str] = (),
     subtree: dict[str, Any] | None = None,
     at: datetime | None = None,
@@ -85,9 +77,7 @@ def narrowed_search(
     prio = scope_priority_sql(subtree is not None)
     params.update(scoring_params(
         query_vector=query_vector, query_text=query_text, extra_lexemes=extra_lexemes, k=k, pool=pool,
-        min_relevance=min_relevance, vector_weight=vector_weight, confidence_weight=confidence_weight,
-        scope_weight=scope_weight, scope_priority=scope_priority, keyword_weight=keyword_weight,
-        keyword_share=keyword_share, salience_weight=salience_weight, k1=k1, half=half, keyword_norm=keyword_norm,
+        min_relevance=min_relevance, scoring=scoring,
     ), q_round=_ROUNDING, w_at=at)
     key = keyword_key_sql("kw.s", "(SELECT c FROM ceiling)")
     query = sql.SQL(
