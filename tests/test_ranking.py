@@ -61,3 +61,23 @@ def test_min_relevance_filters_before_the_cut():
             row("medium", 0.4, confidence=0.7)]
     assert [r[0]["id"] for r in ranking.rank(rows, scoring=w, k=2)] == ["strong", "weak"]
     assert [r[0]["id"] for r in ranking.rank(rows, scoring=w, k=2, min_relevance=0.3)] == ["strong", "medium"]
+
+
+def test_scoring_is_read_from_the_config_once_and_validated():
+    """The one scoring rule: its weights, level priorities and keyword form come from the config,
+    so the SQL statements and the Python ranking cannot disagree on a default."""
+    from agent_memory import MemoryConfig
+
+    config = MemoryConfig.defaults(keyword_weight=0.3, keyword_norm="squash", weight_salience=0.1)
+    s = ranking.Scoring.from_config(config)
+    assert (s.weights.keyword, s.keyword_norm, s.weights.salience, s.coverage) == (0.3, "squash", 0.1, False)
+    assert dict(s.scope_priority) == dict(config.scope_priority)
+    assert s.vector_weight == pytest.approx(config.weight_similarity * 0.7)
+    assert s.keyword_weight == pytest.approx(config.weight_similarity * 0.3)
+    assert s.keyword(5.0, 10.0) == pytest.approx(ranking.squash(5.0))
+    assert s.with_weights(keyword=0).keyword_weight == 0 and s.weights.keyword == 0.3
+    assert ranking.Scoring.from_config(MemoryConfig.defaults()).keyword(5.0, 10.0) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="keyword_norm must be one of"):
+        scoring(0.4, keyword_norm="bm25")
+    with pytest.raises(ValueError, match="k1 and half must be positive"):
+        scoring(0.4, half=0)
