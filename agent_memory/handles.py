@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+from . import transcripts
 from .db.requests import Op
 from .documents import DocumentReport, PassageHit
 from .extraction.pipeline import ExtractionReport
@@ -192,6 +193,43 @@ class MemoryHandle:
         :class:`InvalidInputError` before anything is written.
         """
         return self._run(self._ops.add_many(items, dedupe=dedupe))
+
+    def add_transcript(
+        self,
+        turns: Iterable[Mapping[str, Any] | str],
+        *,
+        conversation: str,
+        start: int | None = None,
+        window: int = transcripts.TRANSCRIPT_WINDOW,
+        scope: str = "user",
+        visibility: str = "members",
+        metadata: Mapping[str, Any] | None = None,
+        dedupe: bool = False,
+    ) -> AddManyReport:
+        """Save a conversation's turns as memories that keep their context: each records the
+        conversation (``source_id=conversation``, source ``"conversation"``), its position in it
+        (``position``: ``start``, ``start + 1``, ...) and its ``context``, the turn with the
+        ``window`` turns before it, whose vector is made in the same batch as the turn's own.
+
+        ``turns``: strings, or mappings with ``content`` and optional ``metadata``. ``start``
+        (None): right after the last turn of ``conversation`` already stored in ``scope``, so a
+        second call appends, and the stored turns before it are the new turns' context (only
+        turns before a turn are its context: appending never changes a stored memory). Each turn
+        passes the gate as in :meth:`add_many` (rejections reported by position; a refused turn
+        keeps its position and is still its neighbours' context, secrets withheld); ``dedupe``
+        as there (off: two turns may say the same thing). Malformed turns raise
+        :class:`InvalidInputError` before anything is written.
+        """
+        return self._run(self._ops.add_transcript(
+            turns,
+            conversation=conversation,
+            start=start,
+            window=window,
+            scope=scope,
+            visibility=visibility,
+            metadata=metadata,
+            dedupe=dedupe,
+        ))
 
     def edit(
         self,
@@ -806,6 +844,43 @@ class AsyncMemoryHandle:
         :class:`InvalidInputError` before anything is written.
         """
         return await self._run(self._ops.add_many(items, dedupe=dedupe))
+
+    async def add_transcript(
+        self,
+        turns: Iterable[Mapping[str, Any] | str],
+        *,
+        conversation: str,
+        start: int | None = None,
+        window: int = transcripts.TRANSCRIPT_WINDOW,
+        scope: str = "user",
+        visibility: str = "members",
+        metadata: Mapping[str, Any] | None = None,
+        dedupe: bool = False,
+    ) -> AddManyReport:
+        """Save a conversation's turns as memories that keep their context: each records the
+        conversation (``source_id=conversation``, source ``"conversation"``), its position in it
+        (``position``: ``start``, ``start + 1``, ...) and its ``context``, the turn with the
+        ``window`` turns before it, whose vector is made in the same batch as the turn's own.
+
+        ``turns``: strings, or mappings with ``content`` and optional ``metadata``. ``start``
+        (None): right after the last turn of ``conversation`` already stored in ``scope``, so a
+        second call appends, and the stored turns before it are the new turns' context (only
+        turns before a turn are its context: appending never changes a stored memory). Each turn
+        passes the gate as in :meth:`add_many` (rejections reported by position; a refused turn
+        keeps its position and is still its neighbours' context, secrets withheld); ``dedupe``
+        as there (off: two turns may say the same thing). Malformed turns raise
+        :class:`InvalidInputError` before anything is written.
+        """
+        return await self._run(self._ops.add_transcript(
+            turns,
+            conversation=conversation,
+            start=start,
+            window=window,
+            scope=scope,
+            visibility=visibility,
+            metadata=metadata,
+            dedupe=dedupe,
+        ))
 
     async def edit(
         self,

@@ -62,7 +62,7 @@ from .validation import (
     check_uuid,
     check_valid_from,
 )
-from .withheld import find_secret, metadata_rejection, refuse_secret
+from .withheld import find_secret, metadata_rejection, redact, refuse_secret
 
 __all__ = [
     "AddManyReport",
@@ -112,6 +112,8 @@ def make_new_memory(
     expires_at: Any = None,
     retention: Any = Retention.DECAY,
     valid_from: Any = None,
+    context: Any = None,
+    position: Any = None,
 ) -> NewMemory:
     """Type-check a proposed memory (the gate's content rules come later, in :func:`add_memory`).
     ``ttl`` (seconds or a timedelta) or ``expires_at`` (a time) says when it expires; neither:
@@ -130,7 +132,31 @@ def make_new_memory(
         expires_at=_expiry(ttl, expires_at),
         retention=check_enum("retention", retention, Retention),
         valid_from=check_valid_from(valid_from),
+        context=check_context(context),
+        position=None if position is None else check_position(position),
     )
+
+
+#: the longest context a memory keeps (a window of a few turns or passages; longer is cut at the end)
+MAX_CONTEXT_LENGTH = 8_000
+
+
+def check_context(value: Any, field: str = "context") -> str | None:
+    """A memory's context as it is stored: text (None or blank: none), at most
+    :data:`MAX_CONTEXT_LENGTH` characters, secrets withheld (``[withheld: <kind>]``): the context
+    is stored, searched and exported with the memory, and the turns around a memory may hold a
+    secret the memory itself does not."""
+    if value is None:
+        return None
+    text = check_text(field, value, allow_empty=True).strip()
+    return redact(text[:MAX_CONTEXT_LENGTH]) if text else None
+
+
+def check_position(value: Any, field: str = "position") -> int:
+    """A memory's place in its source: a whole number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value > 2**31 - 1:
+        raise InvalidInputError(field, f"must be a whole number >= 0 (a turn's or passage's index), got {value!r}")
+    return value
 
 
 def _expiry(ttl: Any, expires_at: Any) -> datetime | None:
@@ -181,7 +207,7 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
         return rejection
     new = with_default_expiry(config, new)
     scope_id = check_scope_id(identity, new.scope)
-    [vector] = yield Embed((content,))
+    [vector], [context_vector] = yield from _embed_with_context([(new, content)])
     yield Sql(*queries.lock_scope(new.scope, scope_id, identity.user_id), fetch="none")
     yield from access.require_write(config, identity, new.scope)
     if dedupe:
@@ -194,7 +220,8 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
         # said in a session: the session's conversation is where it came from
         conversation = yield from resources.conversation(identity)
         new = dataclasses.replace(new, source_id=str(conversation.id))
-    row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector), fetch="one")
+    row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector, context_vector=context_vector),
+                    fetch="one")
     return row_to_item(row)
 
 
@@ -447,6 +474,18 @@ def _from_copies(config: MemoryConfig, identity: Identity, scopes: Sequence[Scop
         rest_n=next(int(r["n"]) for r in rest if r["kind"] == "n"),
         rest_df={r["lexeme"]: int(r["n"]) for r in rest if r["kind"] == "df"})
     return chosen, cache
+
+
+def _embed_with_context(news: Sequence[tuple[NewMemory, str]]
+                        ) -> Op[tuple[list[Sequence[float]], list[Sequence[float] | None]]]:
+    """The vectors of each memory's text (``(new, content)``) and of its context (None without
+    one), in one embedding batch: a context costs one more text in the batch the memory's own
+    vector is made in, never a second call to the model."""
+    contexts = [new.context for new, _ in news if new.context is not None]
+    answer = yield Embed(tuple(content for _, content in news) + tuple(contexts))
+    vectors = list(answer[:len(news)])
+    rest = iter(answer[len(news):])
+    return vectors, [next(rest) if new.context is not None else None for new, _ in news]
 
 
 def narrowing(
@@ -749,9 +788,9 @@ def import_memories(
         return result
     for scope in dict.fromkeys(new.scope for _, new, _ in accepted):
         yield from access.require_write(config, identity, scope, "importing memories")
-    vectors = yield Embed(tuple(content for _, _, content in accepted))
-    rows = [new_item_row(identity, new, content, vector, binary=True)
-            for (_, new, content), vector in zip(accepted, vectors)]
+    vectors, context_vectors = yield from _embed_with_context([(new, content) for _, new, content in accepted])
+    rows = [new_item_row(identity, new, content, vector, binary=True, context_vector=context)
+            for (_, new, content), vector, context in zip(accepted, vectors, context_vectors)]
     keep = list(range(len(accepted)))
     if dedupe:
         keep = []

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import access, documents, ops, resources, rights
+from . import access, documents, ops, resources, rights, transcripts
 from .config import MemoryConfig
 from .db.requests import Op
 from .documents import DocumentReport, PassageHit
@@ -68,7 +68,8 @@ def coerce_new_memory(item: Any, index: int) -> NewMemory:
         return ops.make_new_memory(
             item.content, memory_type=item.memory_type, scope=item.scope, confidence=item.confidence,
             source=item.source, source_id=item.source_id, visibility=item.visibility, metadata=item.metadata,
-            expires_at=item.expires_at, retention=item.retention,
+            expires_at=item.expires_at, retention=item.retention, context=item.context,
+            position=item.position,
         )
     if isinstance(item, str):
         return ops.make_new_memory(item)
@@ -172,6 +173,29 @@ class PrincipalOps:
         """
         news = [coerce_new_memory(item, i) for i, item in enumerate(check_list("items", items))]
         return (yield from ops.import_memories(self.config, self.identity, news, dedupe=check_bool("dedupe", dedupe)))
+
+    def add_transcript(
+        self, turns: Iterable[Mapping[str, Any] | str], *, conversation: str, start: int | None = None,
+        window: int = transcripts.TRANSCRIPT_WINDOW, scope: str = "user", visibility: str = "members",
+        metadata: Mapping[str, Any] | None = None, dedupe: bool = False,
+    ) -> Op[AddManyReport]:
+        """Save a conversation's turns as memories that keep their context: each records the
+        conversation (``source_id=conversation``, source ``"conversation"``), its position in it
+        (``position``: ``start``, ``start + 1``, ...) and its ``context``, the turn with the
+        ``window`` turns before it, whose vector is made in the same batch as the turn's own.
+
+        ``turns``: strings, or mappings with ``content`` and optional ``metadata``. ``start``
+        (None): right after the last turn of ``conversation`` already stored in ``scope``, so a
+        second call appends, and the stored turns before it are the new turns' context (only
+        turns before a turn are its context: appending never changes a stored memory). Each turn
+        passes the gate as in :meth:`add_many` (rejections reported by position; a refused turn
+        keeps its position and is still its neighbours' context, secrets withheld); ``dedupe``
+        as there (off: two turns may say the same thing). Malformed turns raise
+        :class:`InvalidInputError` before anything is written.
+        """
+        return (yield from transcripts.add_transcript(
+            self.config, self.identity, turns, conversation=conversation, start=start, window=window, scope=scope,
+            visibility=visibility, metadata=metadata, dedupe=dedupe))
 
     def edit(
         self, memory_id: Any, *, content: str | None = None, memory_type: str | None = None,

@@ -788,6 +788,23 @@ MIGRATIONS: tuple[Migration, ...] = (
             EXECUTE FUNCTION agent_memory_history_level();
         """,
     ),
+    Migration(
+        "0018_memory_context",
+        # A memory keeps the context it was written in (issue 29): the text around it (the turns
+        # before a conversation's turn, the turns a memory was extracted from, a passage's
+        # neighbours and headings), its position in its source (``source_id`` names the source;
+        # one add_many gives every turn the same created_at, so order needs its own column) and
+        # the context's vector, made in the same embedding batch as the memory's own. All NULL
+        # for a memory added by hand. Plain columns of memory_items: forget, delete-scope and the
+        # export cover them with the rows they belong to.
+        """
+        ALTER TABLE memory_items
+            ADD COLUMN context           text CHECK (context IS NULL OR length(context) > 0),
+            ADD COLUMN context_position  integer CHECK (context_position IS NULL OR context_position >= 0),
+            ADD COLUMN context_embedding vector({dimensions}),
+            ADD CONSTRAINT memory_items_context_vector CHECK (context_embedding IS NULL OR context IS NOT NULL);
+        """,
+    ),
 )
 
 

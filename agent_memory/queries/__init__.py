@@ -90,6 +90,7 @@ from .search import (
     uncopied_statistics,
     subtree_params,
 )
+from .context import transcript_tail
 from .history import (
     earlier_wordings,
     revise_item,
@@ -358,6 +359,7 @@ __all__ = [
     "scope_priority_sql",
     "scoring_params",
     "search_candidates",
+    "transcript_tail",
     "weight_params",
     "select_agent_profiles",
     "salience_at",
