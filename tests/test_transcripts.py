@@ -130,3 +130,35 @@ async def test_the_async_handle_loads_a_transcript_too(dsn, amemory, tenant):
     report = await amemory.for_user(tenant.user).add_transcript(TURNS[:2], conversation="a", start=7)
     assert len(report.inserted) == 2
     assert [(r[0], r[2]) for r in _stored(dsn, tenant.user)] == [(7, TURNS[0]), (8, "\n".join(TURNS[:2]))]
+
+
+def test_export_carries_the_context_and_an_import_embeds_it_again(dsn, memory, tenant, fresh_dsn, config, embeddings):
+    memory.for_user(tenant.user).add_transcript(TURNS, conversation="exp")
+    data = memory.export_data(user_id=tenant.user)
+    exported = sorted((m["context_position"], m["context"]) for m in data["memories"])
+    assert exported == [(i, "\n".join(TURNS[max(0, i - 2): i + 1])) for i in range(len(TURNS))]
+    target = fresh_dsn()
+    with MemoryService(target, config=config, embeddings=embeddings) as other:
+        report = other.import_data(data, user_id=tenant.user)
+        assert report.inserted["memories"] == len(TURNS)
+        got = sorted(other.for_user(tenant.user).list(limit=100), key=lambda m: m.position)
+        assert [(m.position, m.context) for m in got] == exported
+    before = {r[0]: _vec(r[5]) for r in _stored(dsn, tenant.user)}
+    after = {r[0]: _vec(r[5]) for r in _stored(target, tenant.user)}
+    assert all(np.allclose(before[p], after[p], atol=1e-5) for p in before)
+
+
+def test_forgetting_the_user_takes_the_context_with_the_memories(dsn, memory, tenant):
+    """The context is columns of ``memory_items`` (listed in USER_DATA_TABLES): forget covers it."""
+    from agent_memory.queries.tables import table_of
+
+    assert table_of("memories") == "memory_items"
+    marker = f"the password hint is the name of {tenant.user}'s first cat"
+    memory.for_user(tenant.user).add_transcript([marker, "Sure, I will remember where it is written"],
+                                                conversation="gone")
+    count = "SELECT count(*) FROM memory_items WHERE context LIKE %s"
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute(count, (f"%{marker}%",)).fetchone()[0] == 2
+    memory.forget_user(user_id=tenant.user)
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute(count, (f"%{marker}%",)).fetchone()[0] == 0

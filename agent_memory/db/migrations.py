@@ -803,6 +803,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             ADD COLUMN context_position  integer CHECK (context_position IS NULL OR context_position >= 0),
             ADD COLUMN context_embedding vector({dimensions}),
             ADD CONSTRAINT memory_items_context_vector CHECK (context_embedding IS NULL OR context IS NOT NULL);
+        -- a re-embedding stages the context's vector beside the memory's own (agent_memory.reembed)
+        ALTER TABLE memory_reembed ADD COLUMN context_embedding vector;
         """,
     ),
 )
