@@ -88,10 +88,14 @@ class Scoring:
     must rank alike for the indexed search to stay exact, so none of them keeps a default of its
     own: a new term of the score is added here, and each reads it from here.
 
-    ``relevance = (1 - weights.keyword) * cosine + weights.keyword * keyword`` and
+    ``relevance = (1 - weights.keyword) * similarity + weights.keyword * keyword`` and
     ``final = weights.similarity * relevance + weights.confidence * confidence + weights.scope *
     priority + weights.salience * salience``; *keyword* is BM25 (``k1``, b = 0) brought to [0, 1]
-    by ``keyword_norm`` (:func:`coverage` or :func:`squash` with ``half``)."""
+    by ``keyword_norm`` (:func:`coverage` or :func:`squash` with ``half``). *similarity* is the
+    cosine of the question and the memory, or, for a memory that keeps its context (a
+    transcript's turn, issue 29), ``(1 - context) * cosine + context * context cosine``, the
+    second the cosine of the question and the context's vector (:meth:`similarity`).
+    """
 
     weights: Weights
     #: each level's precedence (``MemoryConfig.scope_priority``)
@@ -99,8 +103,12 @@ class Scoring:
     keyword_norm: str = "coverage"
     k1: float = BM25_K1
     half: float = BM25_HALF
+    #: the share of the context's cosine in the similarity of a memory that keeps its context
+    context: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.context <= 1.0:
+            raise ValueError(f"context must be between 0 and 1, got {self.context!r}")
         if self.keyword_norm not in KEYWORD_NORMS:
             raise ValueError(f"keyword_norm must be one of {', '.join(KEYWORD_NORMS)}, got {self.keyword_norm!r}")
         if self.k1 <= 0 or self.half <= 0:
@@ -115,7 +123,8 @@ class Scoring:
             weights=Weights(similarity=config.weight_similarity, confidence=config.weight_confidence,
                             scope=config.weight_scope, keyword=config.keyword_weight,
                             salience=config.weight_salience),
-            scope_priority=dict(config.scope_priority), keyword_norm=config.keyword_norm)
+            scope_priority=dict(config.scope_priority), keyword_norm=config.keyword_norm,
+            context=config.context_weight)
 
     def with_weights(self, **changes: float) -> Scoring:
         """This rule with some of its :class:`Weights` changed (``keyword=0``: vector only)."""
@@ -135,6 +144,10 @@ class Scoring:
     def coverage(self) -> bool:
         """Whether keyword evidence is :func:`coverage` (else :func:`squash`)."""
         return self.keyword_norm == "coverage"
+
+    def similarity(self, cosine: float, context_cosine: float | None) -> float:
+        """A memory's similarity: its cosine, mixed with its context's (None: it keeps none)."""
+        return cosine if context_cosine is None else cosine + self.context * (context_cosine - cosine)
 
     def keyword(self, bm25: float, ceiling: float) -> float:
         """BM25 ``bm25`` as keyword evidence in [0, 1] (``ceiling``: :func:`bm25_ceiling`)."""
@@ -232,9 +245,10 @@ def rank(
     k: int,
     min_relevance: float = 0.0,
 ) -> list[tuple[Mapping[str, Any], float, float, float]]:
-    """Score candidate rows (with ``similarity``, ``confidence``, ``scope_priority``, ``tsv`` and,
-    when ``scoring.weights.salience`` is set, ``salience``) by ``scoring``
-    and return the best ``k`` as ``(row, final, similarity, keyword)``; ties go to the newer row.
+    """Score candidate rows (with ``similarity``, ``confidence``, ``scope_priority``, ``tsv``,
+    optionally ``context_similarity`` and, when ``scoring.weights.salience`` is set, ``salience``)
+    by ``scoring`` and return the best ``k`` as ``(row, final, similarity, keyword)``
+    (``similarity``: the memory's own cosine); ties go to the newer row.
     With ``min_relevance > 0``, rows whose relevance is below it are left out before the cut."""
     if scoring.weights.keyword > 0 and query_terms:
         bm25 = bm25_scores([parse_tsvector(r.get("tsv") or "") for r in rows], query_terms, df or {}, n_docs,
@@ -245,8 +259,10 @@ def rank(
     scored = []
     for row, raw in zip(rows, bm25):
         similarity = float(row["similarity"])
+        context = row.get("context_similarity")
         keyword = scoring.keyword(raw, ceiling)
-        relevance = scoring.relevance(similarity, keyword)
+        relevance = scoring.relevance(scoring.similarity(similarity, None if context is None else float(context)),
+                                      keyword)
         if min_relevance > 0 and relevance < min_relevance:
             continue
         scored.append((row, scoring.final(row, relevance), similarity, keyword))

@@ -79,7 +79,8 @@ def swap_statements(dimensions: int, indexes: Sequence[dict[str, str]]) -> list[
     """The switch (see :func:`agent_memory.queries.swap_statements`), the search index made for
     the new size (it carries the vector only up to :data:`SEARCH_INDEX_MAX_DIMENSIONS`)."""
     return [Sql(*statement, fetch="none") for statement in queries.swap_statements(
-        dimensions, indexes, search_index_name=SEARCH_INDEX_NAME, search_index=search_index(dimensions))]
+        dimensions, indexes, search_index_name=SEARCH_INDEX_NAME,
+        search_index=search_index(dimensions, context=True))]
 
 
 # --- the op ------------------------------------------------------------------------------------

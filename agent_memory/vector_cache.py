@@ -71,6 +71,10 @@ class CachedRange:
         self.expires = np.zeros(0, np.float64)
         self.types = np.zeros(0, np.int8)
         self.alive = np.zeros(0, bool)
+        #: the rows' context vectors (unit, zero for a row without context), made with the first row
+        #: that has one: a range of memories added by hand holds none
+        self.contexts: np.ndarray | None = None
+        self.has_context = np.zeros(0, bool)
         self.size = 0
         #: the snapshot the copy is true as of: every transaction below ``xmax`` but those in ``xip`` had ended
         self.xmax = "0"
@@ -96,7 +100,8 @@ class CachedRange:
 
     @property
     def nbytes(self) -> int:
-        return int(self.vectors.nbytes) + 64 * len(self.ids) + 120 * sum(len(t) for t in self.slot_terms)
+        contexts = 0 if self.contexts is None else int(self.contexts.nbytes)
+        return int(self.vectors.nbytes) + contexts + 64 * len(self.ids) + 120 * sum(len(t) for t in self.slot_terms)
 
     def postings(self, lexeme: str) -> tuple[np.ndarray, np.ndarray]:
         """The slots holding ``lexeme`` and its frequency in each (call with ``lock`` held)."""
@@ -123,11 +128,28 @@ class CachedRange:
         if need <= capacity:
             return
         capacity = max(need, 2 * capacity, 64)
-        for name in ("vectors", "confidence", "visibility", "owner", "expires", "types", "alive"):
+        for name in self._columns():
             old = getattr(self, name)
             new = np.zeros((capacity, *old.shape[1:]), old.dtype)
             new[: self.size] = old[: self.size]
             setattr(self, name, new)
+
+    def _columns(self) -> tuple[str, ...]:
+        """The per-slot arrays (``contexts`` once made)."""
+        names = ("vectors", "confidence", "visibility", "owner", "expires", "types", "alive")
+        return (*names, "has_context") if self.contexts is None else (*names, "has_context", "contexts")
+
+    def context_similarity(self, query: np.ndarray, rows: np.ndarray, sim: np.ndarray, share: float) -> np.ndarray:
+        """``sim`` (the rows' cosines with ``query``) mixed with their contexts' by ``share``, as
+        :meth:`agent_memory.ranking.Scoring.similarity` does; a row without context keeps its own
+        (call with ``lock`` held)."""
+        if self.contexts is None or share == 0:
+            return sim
+        held = self.has_context[rows]
+        if not held.any():
+            return sim
+        csim = (self.contexts[: self.size] @ query)[rows].astype(np.float64)
+        return np.where(held, sim + share * (csim - sim), sim)
 
     def apply(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Take ``rows`` (:data:`agent_memory.queries.RANGE_COLUMNS`) as they now are: new rows are
@@ -135,7 +157,12 @@ class CachedRange:
         if not rows:
             return
         vectors = _vectors(rows, self.dimensions)
+        contexts = None
+        if any(r.get("cv") is not None for r in rows):
+            contexts = _vectors([{"v": r.get("cv")} for r in rows], self.dimensions)
         with self.lock:
+            if contexts is not None and self.contexts is None:
+                self.contexts = np.zeros(self.vectors.shape, np.float32)
             self._grow(self.size + len(rows))
             for i, row in enumerate(rows):
                 at = self.slot.get(row["id"])
@@ -149,6 +176,9 @@ class CachedRange:
                     self.slot[row["id"]] = at
                 self._index(at, row["tsv"], bool(row["active"]))
                 self.vectors[at] = vectors[i]
+                if self.contexts is not None:
+                    self.contexts[at] = 0.0 if contexts is None else contexts[i]
+                self.has_context[at] = row.get("cv") is not None
                 self.confidence[at] = row["confidence"]
                 self.visibility[at] = _VISIBILITY.get(row["visibility"], _OWNER_ONLY)
                 self.owner[at] = row["owner_key"]
@@ -160,7 +190,7 @@ class CachedRange:
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self.alive[: self.size])
-        for name in ("vectors", "confidence", "visibility", "owner", "expires", "types", "alive"):
+        for name in self._columns():
             setattr(self, name, getattr(self, name)[keep].copy())
         self.ids = [self.ids[i] for i in keep]
         self.slot = {id_: i for i, id_ in enumerate(self.ids)}
@@ -408,7 +438,8 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
     for copy, rule in plan.ranges:
         with copy.lock:
             rows = _seen(copy, rule, now=plan.now, owner_key=owner_key, types=types)
-            sims.append((copy.vectors[: copy.size] @ query)[rows].astype(np.float64))
+            own = (copy.vectors[: copy.size] @ query)[rows].astype(np.float64)
+            sims.append(copy.context_similarity(query, rows, own, scoring.context))
             confidences.append(copy.confidence[rows])
             names.append(copy.ids)
             visible = np.zeros(copy.size, bool)

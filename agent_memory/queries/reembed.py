@@ -118,6 +118,7 @@ def swap_statements(dimensions: int, indexes: Sequence[Mapping[str, str]], *, se
     statements += [
         (sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(search_index_name)), None),
         ("ALTER TABLE memory_items DROP COLUMN embedding_half", None),
+        ("ALTER TABLE memory_items DROP COLUMN context_half", None),
         ("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector USING embedding::vector", None),
         ("ALTER TABLE memory_items ALTER COLUMN context_embedding TYPE vector USING context_embedding::vector", None),
         # (stamped: a process's copy of a big scope's vectors takes the new ones; migration 0016)
@@ -134,6 +135,8 @@ def swap_statements(dimensions: int, indexes: Sequence[Mapping[str, str]], *, se
                  " USING context_embedding::vector({d})").format(d=dims), None),
         ("ALTER TABLE memory_items ADD COLUMN embedding_half halfvec GENERATED ALWAYS AS (embedding::halfvec) STORED",
          None),
+        ("ALTER TABLE memory_items ADD COLUMN context_half halfvec"
+         " GENERATED ALWAYS AS (context_embedding::halfvec) STORED", None),
     ]
     statements += [(ix["definition"], None) for ix in indexes]
     statements.append((search_index, None))

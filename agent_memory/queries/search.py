@@ -37,6 +37,7 @@ __all__ = [
     "scoring_params",
     "search_candidates",
     "similar_items",
+    "similarity_sql",
     "skipped",
     "subtree_params",
     "uncopied_statistics",
@@ -89,6 +90,13 @@ def subtree_params(identity: Identity, step: float) -> dict[str, Any]:
     ids = {"project": identity.project_id, "team": identity.team_id, "org": identity.org_id}
     return {"p_step": float(step),
             **{f"st_{level}": None if value is None else value.count("/") for level, value in ids.items()}}
+
+
+def similarity_sql(cosine: str, context_cosine: str) -> str:
+    """SQL: a row's similarity as :meth:`agent_memory.ranking.Scoring.similarity` computes it, from
+    its ``cosine`` and its ``context_cosine`` (NULL for a row without context: then the cosine),
+    mixed by ``%(w_ctx)s``."""
+    return f"({cosine} + %(w_ctx)s::float8 * coalesce({context_cosine} - {cosine}, 0))"
 
 
 def keyword_key_sql(bm25: str, ceiling: str) -> str:
@@ -147,8 +155,8 @@ def search_candidates(
                   q_extra=list(extra_lexemes), q_pool=pool)
     # ``A`` includes the salience term (read from each row: this statement scans the rows anyway)
     prior = sql.SQL(
-        "%(w_vec)s::float8 * (1 - (m.embedding <=> q.v)) + %(w_conf)s::float8 * m.confidence"
-        " + %(w_scope)s::float8 * {prio} + %(w_sal)s::float8 * {salience}"
+        "%(w_vec)s::float8 * " + similarity_sql("(1 - (m.embedding <=> q.v))", "(1 - (m.context_embedding <=> q.v))")
+        + " + %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} + %(w_sal)s::float8 * {salience}"
     ).format(prio=prio, salience=sql.SQL(salience_at()))
     keyword_ctes: sql.Composable
     keyword_branch: sql.Composable
@@ -207,6 +215,7 @@ def search_candidates(
             {keyword_branch}
         )
         SELECT m.id, m.confidence, m.created_at, 1 - (m.embedding <=> q.v) AS similarity,
+               1 - (m.context_embedding <=> q.v) AS context_similarity,
                m.content_tsv::text AS tsv, {prio} AS scope_priority, {salience} AS salience, {stats_cols}
         FROM memory_items m, q
         WHERE m.id IN (SELECT id FROM cand)
@@ -264,6 +273,7 @@ def weight_params(scoring: Scoring) -> dict[str, Any]:
     return dict(
         w_vec=scoring.vector_weight, w_conf=w.confidence, w_scope=w.scope, w_sal=w.salience,
         w_kw=scoring.keyword_weight, kw_k1=scoring.k1, kw_half=scoring.half, kw_cov=scoring.coverage,
+        w_ctx=scoring.context,
         **{f"p_{level}": float(weight) for level, weight in scoring.scope_priority.items()},
         # relevance = (1 - share) * similarity + share * keyword (ranking.rank), whatever the
         # weight of similarity in the final score: the floor is on relevance
@@ -363,7 +373,8 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
     def union(select: str, skip: bool = False) -> sql.Composable:
         return _keyed_union(identity, scopes, select, skip=skip, **fragments)[0]
 
-    rows: sql.Composable = union("SELECT m.id, 1 - (m.embedding_half <=> q.h) AS sim,"
+    estimate = similarity_sql("(1 - (m.embedding_half <=> q.h))", "(1 - (m.context_half <=> q.h))")
+    rows: sql.Composable = union("SELECT m.id, " + estimate + " AS sim,"
                                  " %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} AS b"
                                  " FROM memory_items m, q WHERE {part} AND " + _ACTIVE + "{types}", skip=cached)
     counts: sql.Composable = union(_COUNTS)
@@ -414,6 +425,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
               AND (%(q_floor)s::float8 <= 0 OR x.rel >= %(q_floor)s::float8 - %(q_err)s)
         )
         SELECT m.id, m.confidence, m.created_at, 1 - (m.embedding <=> q.v) AS similarity,
+               1 - (m.context_embedding <=> q.v) AS context_similarity,
                m.content_tsv::text AS tsv, {prio} AS scope_priority, {salience} AS salience,
                (SELECT coalesce(jsonb_object_agg(lexeme, df), jsonb_build_object()) FROM df) AS kw_df,
                (SELECT n FROM n) AS kw_n
