@@ -99,6 +99,7 @@ class MemoryHandle:
         expires_at: datetime | str | None = None,
         retention: str = "decay",
         valid_from: datetime | str | None = None,
+        context: str | None = None,
     ) -> MemoryItem | Rejection:
         """Save one memory through the gate.
 
@@ -119,6 +120,9 @@ class MemoryHandle:
         ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
         ``valid_from`` (a time, not in the future): when the fact began to hold in the world
         (``as_of`` reads by it); default: when it is recorded.
+        ``context``: the text around it where it was learned (the recent turns of the conversation
+        an agent saved it in): stored with it, secrets withheld, and embedded in the same batch as
+        the memory; a search then weighs it too (``MEMORY_CONTEXT_WEIGHT``). None: ranked as before.
         """
         return self._run(self._ops.add(
             content,
@@ -134,6 +138,7 @@ class MemoryHandle:
             expires_at=expires_at,
             retention=retention,
             valid_from=valid_from,
+            context=context,
         ))
 
     def put(
@@ -750,6 +755,7 @@ class AsyncMemoryHandle:
         expires_at: datetime | str | None = None,
         retention: str = "decay",
         valid_from: datetime | str | None = None,
+        context: str | None = None,
     ) -> MemoryItem | Rejection:
         """Save one memory through the gate.
 
@@ -770,6 +776,9 @@ class AsyncMemoryHandle:
         ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
         ``valid_from`` (a time, not in the future): when the fact began to hold in the world
         (``as_of`` reads by it); default: when it is recorded.
+        ``context``: the text around it where it was learned (the recent turns of the conversation
+        an agent saved it in): stored with it, secrets withheld, and embedded in the same batch as
+        the memory; a search then weighs it too (``MEMORY_CONTEXT_WEIGHT``). None: ranked as before.
         """
         return await self._run(self._ops.add(
             content,
@@ -785,6 +794,7 @@ class AsyncMemoryHandle:
             expires_at=expires_at,
             retention=retention,
             valid_from=valid_from,
+            context=context,
         ))
 
     async def put(

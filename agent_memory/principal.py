@@ -108,6 +108,7 @@ class PrincipalOps:
         source: str = "user", source_id: str | None = None, visibility: str = "members",
         metadata: Mapping[str, Any] | None = None, dedupe: bool = True, ttl: float | timedelta | None = None,
         expires_at: datetime | str | None = None, retention: str = "decay", valid_from: datetime | str | None = None,
+        context: str | None = None,
     ) -> Op[MemoryItem | Rejection]:
         """Save one memory through the gate.
 
@@ -128,11 +129,14 @@ class PrincipalOps:
         ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
         ``valid_from`` (a time, not in the future): when the fact began to hold in the world
         (``as_of`` reads by it); default: when it is recorded.
+        ``context``: the text around it where it was learned (the recent turns of the conversation
+        an agent saved it in): stored with it, secrets withheld, and embedded in the same batch as
+        the memory; a search then weighs it too (``MEMORY_CONTEXT_WEIGHT``). None: ranked as before.
         """
         new = ops.make_new_memory(
             content, memory_type=memory_type, scope=scope, confidence=confidence, source=source,
             source_id=source_id, visibility=visibility, metadata=metadata, ttl=ttl, expires_at=expires_at,
-            retention=retention, valid_from=valid_from,
+            retention=retention, valid_from=valid_from, context=context,
         )
         return (yield from ops.add_memory(self.config, self.identity, new, dedupe=check_bool("dedupe", dedupe)))
 
