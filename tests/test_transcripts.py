@@ -162,3 +162,13 @@ def test_forgetting_the_user_takes_the_context_with_the_memories(dsn, memory, te
     memory.forget_user(user_id=tenant.user)
     with psycopg.connect(dsn) as conn:
         assert conn.execute(count, (f"%{marker}%",)).fetchone()[0] == 0
+
+
+def test_an_extracted_memory_keeps_the_turn_it_was_read_from(memory, tenant):
+    """The extraction pipeline (offline rules) records the text a memory came from as its context."""
+    h = memory.for_user(tenant.user, session_id=tenant.session)
+    report = h.extract([{"role": "user", "content": "I'm allergic to peanuts, so please never suggest satay."}],
+                       llm=None)
+    added = [o.memory for o in report.outcomes if o.memory is not None]
+    assert added, report
+    assert all(m.context and "peanuts" in m.context for m in added)
