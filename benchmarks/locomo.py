@@ -2,12 +2,14 @@
 
 Each LoCoMo conversation becomes one memory space (user ``locomo-<sample_id>``);
 each dialogue turn one memory, ``"[<session date>] <speaker>: <text>"``, loaded
-with ``add_many``. Each question is a query; its evidence turns are the
+with the public ``add_transcript`` (each turn keeps its position and the ``--window`` turns
+before it as its context), exactly as a user's code would load a conversation. Each question is a query; its evidence turns are the
 relevant memories. Categories 1-4 make the "overall" figure, category 5
 (adversarial) is reported apart. The data is CC BY-NC: it is read from
 ``../shared/data/locomo/`` and never copied into this repository.
 
     python benchmarks/locomo.py [--data PATH] [--keyword-weight W] [--candidate-pool N]
+                                [--context-weight W] [--window N] [--context-cv W,W,...]
                                 [--limit-conversations N] [--dsn DSN] [--json OUT] [--sweep] [--cv]
 
 By default a throwaway embedded PostgreSQL is started in a temporary directory.
@@ -16,6 +18,8 @@ By default a throwaway embedded PostgreSQL is started in a temporary directory.
 candidate pool sizes, and replays many ranking methods on them in-process
 (see :data:`SWEEP_METHODS`). ``--cv`` chooses among ranking settings by
 leave-one-conversation-out (:mod:`locomo_cv`); it is how the default ranking was chosen.
+``--context-cv`` chooses ``context_weight`` (issue 29) by leave-one-conversation-out over the
+given values, each question searched through ``search`` under each value.
 """
 
 from __future__ import annotations
