@@ -172,3 +172,12 @@ def test_an_extracted_memory_keeps_the_turn_it_was_read_from(memory, tenant):
     added = [o.memory for o in report.outcomes if o.memory is not None]
     assert added, report
     assert all(m.context and "peanuts" in m.context for m in added)
+
+
+def test_a_memory_learned_from_a_document_keeps_the_text_it_was_read_from(memory, tenant):
+    h = memory.for_user(tenant.user)
+    report = h.add_document("# Team handbook\n\nWe always deploy on Tuesdays after the code review is done.\n",
+                            title="Handbook", llm=None)
+    learned = [m for m in h.list(limit=100) if m.source.value != "user"]
+    assert report.passages_added >= 1 and learned, report
+    assert all(m.context and "Tuesdays" in m.context for m in learned)
