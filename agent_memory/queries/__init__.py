@@ -83,6 +83,7 @@ from .search import (
     keyword_key_sql,
     scope_priority_sql,
     scoring_params,
+    similarity_sql,
     weight_params,
     search_candidates,
     similar_items,
