@@ -360,6 +360,7 @@ __all__ = [
     "scope_priority_sql",
     "scoring_params",
     "search_candidates",
+    "similarity_sql",
     "transcript_tail",
     "weight_params",
     "select_agent_profiles",
