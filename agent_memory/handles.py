@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
+from . import transcripts
 from .db.requests import Op
 from .documents import DocumentReport, PassageHit
 from .extraction.pipeline import ExtractionReport
@@ -99,6 +100,7 @@ class MemoryHandle:
         expires_at: datetime | str | None = None,
         retention: str = "decay",
         valid_from: datetime | str | None = None,
+        context: str | None = None,
     ) -> MemoryItem | Rejection:
         """Save one memory through the gate.
 
@@ -120,6 +122,9 @@ class MemoryHandle:
         ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
         ``valid_from`` (a time, not in the future): when the fact began to hold in the world
         (``as_of`` reads by it); default: when it is recorded.
+        ``context``: the text around it where it was learned (the recent turns of the conversation
+        an agent saved it in): stored with it, secrets withheld, and embedded in the same batch as
+        the memory; a search then weighs it too (``MEMORY_CONTEXT_WEIGHT``). None: ranked as before.
         """
         return self._run(self._ops.add(
             content,
@@ -135,6 +140,7 @@ class MemoryHandle:
             expires_at=expires_at,
             retention=retention,
             valid_from=valid_from,
+            context=context,
         ))
 
     def put(
@@ -194,6 +200,43 @@ class MemoryHandle:
         :class:`InvalidInputError` before anything is written.
         """
         return self._run(self._ops.add_many(items, dedupe=dedupe))
+
+    def add_transcript(
+        self,
+        turns: Iterable[Mapping[str, Any] | str],
+        *,
+        conversation: str,
+        start: int | None = None,
+        window: int = transcripts.TRANSCRIPT_WINDOW,
+        scope: str = "user",
+        visibility: str = "members",
+        metadata: Mapping[str, Any] | None = None,
+        dedupe: bool = False,
+    ) -> AddManyReport:
+        """Save a conversation's turns as memories that keep their context: each records the
+        conversation (``source_id=conversation``, source ``"conversation"``), its position in it
+        (``position``: ``start``, ``start + 1``, ...) and its ``context``, the turn with the
+        ``window`` turns before it, whose vector is made in the same batch as the turn's own.
+
+        ``turns``: strings, or mappings with ``content`` and optional ``metadata``. ``start``
+        (None): right after the last turn of ``conversation`` already stored in ``scope``, so a
+        second call appends, and the stored turns before it are the new turns' context (only
+        turns before a turn are its context: appending never changes a stored memory). Each turn
+        passes the gate as in :meth:`add_many` (rejections reported by position; a refused turn
+        keeps its position and is still its neighbours' context, secrets withheld); ``dedupe``
+        as there (off: two turns may say the same thing). Malformed turns raise
+        :class:`InvalidInputError` before anything is written.
+        """
+        return self._run(self._ops.add_transcript(
+            turns,
+            conversation=conversation,
+            start=start,
+            window=window,
+            scope=scope,
+            visibility=visibility,
+            metadata=metadata,
+            dedupe=dedupe,
+        ))
 
     def edit(
         self,
@@ -751,6 +794,7 @@ class AsyncMemoryHandle:
         expires_at: datetime | str | None = None,
         retention: str = "decay",
         valid_from: datetime | str | None = None,
+        context: str | None = None,
     ) -> MemoryItem | Rejection:
         """Save one memory through the gate.
 
@@ -772,6 +816,9 @@ class AsyncMemoryHandle:
         ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
         ``valid_from`` (a time, not in the future): when the fact began to hold in the world
         (``as_of`` reads by it); default: when it is recorded.
+        ``context``: the text around it where it was learned (the recent turns of the conversation
+        an agent saved it in): stored with it, secrets withheld, and embedded in the same batch as
+        the memory; a search then weighs it too (``MEMORY_CONTEXT_WEIGHT``). None: ranked as before.
         """
         return await self._run(self._ops.add(
             content,
@@ -787,6 +834,7 @@ class AsyncMemoryHandle:
             expires_at=expires_at,
             retention=retention,
             valid_from=valid_from,
+            context=context,
         ))
 
     async def put(
@@ -846,6 +894,43 @@ class AsyncMemoryHandle:
         :class:`InvalidInputError` before anything is written.
         """
         return await self._run(self._ops.add_many(items, dedupe=dedupe))
+
+    async def add_transcript(
+        self,
+        turns: Iterable[Mapping[str, Any] | str],
+        *,
+        conversation: str,
+        start: int | None = None,
+        window: int = transcripts.TRANSCRIPT_WINDOW,
+        scope: str = "user",
+        visibility: str = "members",
+        metadata: Mapping[str, Any] | None = None,
+        dedupe: bool = False,
+    ) -> AddManyReport:
+        """Save a conversation's turns as memories that keep their context: each records the
+        conversation (``source_id=conversation``, source ``"conversation"``), its position in it
+        (``position``: ``start``, ``start + 1``, ...) and its ``context``, the turn with the
+        ``window`` turns before it, whose vector is made in the same batch as the turn's own.
+
+        ``turns``: strings, or mappings with ``content`` and optional ``metadata``. ``start``
+        (None): right after the last turn of ``conversation`` already stored in ``scope``, so a
+        second call appends, and the stored turns before it are the new turns' context (only
+        turns before a turn are its context: appending never changes a stored memory). Each turn
+        passes the gate as in :meth:`add_many` (rejections reported by position; a refused turn
+        keeps its position and is still its neighbours' context, secrets withheld); ``dedupe``
+        as there (off: two turns may say the same thing). Malformed turns raise
+        :class:`InvalidInputError` before anything is written.
+        """
+        return await self._run(self._ops.add_transcript(
+            turns,
+            conversation=conversation,
+            start=start,
+            window=window,
+            scope=scope,
+            visibility=visibility,
+            metadata=metadata,
+            dedupe=dedupe,
+        ))
 
     async def edit(
         self,

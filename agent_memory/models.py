@@ -259,6 +259,8 @@ class NewMemory:
     expires_at: datetime | None = None  # invisible to every read from then on, deleted by a sweep
     retention: Retention = Retention.DECAY
     valid_from: datetime | None = None  # when the fact began to hold (event time); None: when it is recorded
+    context: str | None = None  # the text around it where it was learned (neighbouring turns or passages)
+    position: int | None = None  # its place in its source (``source_id``): a transcript's turn number
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +299,8 @@ class MemoryItem:
     retention: Retention = Retention.DECAY
     recorded_at: datetime | None = None  # record time: when the memory learned the fact
     known_to: datetime | None = None  # record time: when it stopped holding it (superseded)
+    context: str | None = None  # the text around it where it was learned (None: added by hand)
+    position: int | None = None  # its place in its source (``source_id``), e.g. a transcript's turn
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,7 @@ from .validation import (
     check_uuid,
     check_valid_from,
 )
-from .withheld import find_secret, metadata_rejection, refuse_secret
+from .withheld import find_secret, metadata_rejection, redact, refuse_secret
 
 __all__ = [
     "AddManyReport",
@@ -117,6 +117,8 @@ def make_new_memory(
     retention: Any = Retention.DECAY,
     valid_from: Any = None,
     config: MemoryConfig | None = None,
+    context: Any = None,
+    position: Any = None,
 ) -> NewMemory:
     """Type-check a proposed memory (the gate's content rules come later, in :func:`add_memory`).
     ``memory_type``: a built-in type, or a custom type of ``config`` (``custom_memory_types``).
@@ -136,7 +138,31 @@ def make_new_memory(
         expires_at=_expiry(ttl, expires_at),
         retention=check_enum("retention", retention, Retention),
         valid_from=check_valid_from(valid_from),
+        context=check_context(context),
+        position=None if position is None else check_position(position),
     )
+
+
+#: the longest context a memory keeps (a window of a few turns or passages; longer is cut at the end)
+MAX_CONTEXT_LENGTH = 8_000
+
+
+def check_context(value: Any, field: str = "context") -> str | None:
+    """A memory's context as it is stored: text (None or blank: none), at most
+    :data:`MAX_CONTEXT_LENGTH` characters, secrets withheld (``[withheld: <kind>]``): the context
+    is stored, searched and exported with the memory, and the turns around a memory may hold a
+    secret the memory itself does not."""
+    if value is None:
+        return None
+    text = check_text(field, value, allow_empty=True).strip()
+    return redact(text[:MAX_CONTEXT_LENGTH]) if text else None
+
+
+def check_position(value: Any, field: str = "position") -> int:
+    """A memory's place in its source: a whole number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value > 2**31 - 1:
+        raise InvalidInputError(field, f"must be a whole number >= 0 (a turn's or passage's index), got {value!r}")
+    return value
 
 
 def _expiry(ttl: Any, expires_at: Any) -> datetime | None:
@@ -187,7 +213,7 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
         return rejection
     new = with_default_expiry(config, new)
     scope_id = check_scope_id(identity, new.scope)
-    [vector] = yield Embed((content,))
+    [vector], [context_vector] = yield from _embed_with_context([(new, content)])
     yield Sql(*queries.lock_scope(new.scope, scope_id, identity.user_id), fetch="none")
     yield from access.require_write(config, identity, new.scope)
     if dedupe:
@@ -200,7 +226,8 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
         # said in a session: the session's conversation is where it came from
         conversation = yield from resources.conversation(identity)
         new = dataclasses.replace(new, source_id=str(conversation.id))
-    row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector), fetch="one")
+    row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector, context_vector=context_vector),
+                    fetch="one")
     return row_to_item(row)
 
 
@@ -347,19 +374,9 @@ def search_memories(
                        updated_after=updated_after, updated_before=updated_before, source=source,
                        source_id=source_id)
     subtree = check_bool("subtree", subtree)
-    weights = ranking.Weights(
-        similarity=config.weight_similarity, confidence=config.weight_confidence,
-        scope=config.weight_scope, keyword=config.keyword_weight, salience=config.weight_salience,
-    )
+    scoring = ranking.Scoring.from_config(config)
     [vector] = yield Embed((query,), query=True)
-    terms = dict(
-        query_vector=vector, query_text=query, pool=max(config.candidate_pool, k),
-        vector_weight=weights.similarity * (1 - weights.keyword), confidence_weight=weights.confidence,
-        scope_weight=weights.scope, scope_priority=dict(config.scope_priority),
-        keyword_weight=weights.similarity * weights.keyword, salience_weight=weights.salience,
-        k1=ranking.BM25_K1, half=ranking.BM25_HALF,
-    )
-    norm = config.keyword_norm
+    terms = dict(query_vector=vector, query_text=query, pool=max(config.candidate_pool, k), scoring=scoring)
     indexed = statuses == (Status.ACTIVE,) and past is None and narrow is None and not subtree
     if not indexed:  # a scan of the visible rows, exact under any filter (a subtree ranks nearer scopes first)
         where = queries.item_filter(identity, scopes=scopes, types=types, statuses=statuses, as_of=as_of,
@@ -372,24 +389,22 @@ def search_memories(
         if indexed:  # the search indexes, and the process's copies of big ranges
             cached, copies = yield from _from_copies(config, identity, scopes, types, query_vector=vector,
                                                      query_text=query, extra=extra, need=need, floor=floor,
-                                                     weights=weights)
+                                                     scoring=scoring)
             q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=need, min_relevance=floor,
-                                          keyword_share=weights.keyword, keyword_norm=norm, extra_lexemes=extra,
-                                          cached=cached, **statement)
+                                          extra_lexemes=extra, cached=cached, **statement)
         else:  # one pass over the rows that pass; in the past, each in the wording (and vector) of then
-            q, p = queries.narrowed_search(where, k=need, min_relevance=floor, keyword_share=weights.keyword,
-                                           subtree=depth, keyword_norm=norm, extra_lexemes=extra, at=past,
-                                           **statement)
+            q, p = queries.narrowed_search(where, k=need, min_relevance=floor, subtree=depth, extra_lexemes=extra,
+                                           at=past, **statement)
         rows = yield Sql(q, p)
         df: dict[str, int] = dict(rows[0]["kw_df"] or {}) if rows else {}
         n_docs = int(rows[0]["kw_n"] or 0) if rows else 0
         if indexed and copies is not None and cached is None:  # read from the index: big enough for copies?
             copies.saw(vector_cache.caller(identity, scopes), n_docs)
-        return ranking.rank(rows, weights=weights, query_terms=list(df), df=df, n_docs=n_docs, k=need,
-                            min_relevance=floor, keyword_norm=norm), df
+        return ranking.rank(rows, scoring=scoring, query_terms=list(df), df=df, n_docs=n_docs, k=need,
+                            min_relevance=floor), df
 
     # word feedback: the words the best memories share join the question for a second, exact search
-    feedback = config.keyword_feedback if past is None and weights.keyword > 0 else 0
+    feedback = config.keyword_feedback if past is None and scoring.weights.keyword > 0 else 0
     ranked, df = yield from ranked_for([], max(k, ranking.FEEDBACK_DOCS) if feedback else k)
     extra = ranking.feedback_lexemes([r[0]["tsv"] for r in ranked[:ranking.FEEDBACK_DOCS]], df, feedback)
     if extra:
@@ -441,8 +456,7 @@ def _duplicate(config: MemoryConfig, identity: Identity, scope: Scope, vector: S
 
 def _from_copies(config: MemoryConfig, identity: Identity, scopes: Sequence[Scope] | None,
                  types: Sequence[MemoryType] | None, *, query_vector: Sequence[float], query_text: str,
-                 extra: Sequence[str], need: int, floor: float,
-                 weights: ranking.Weights
+                 extra: Sequence[str], need: int, floor: float, scoring: ranking.Scoring,
                  ) -> Op[tuple[vector_cache.Candidates | None, vector_cache.VectorCache | None]]:
     """The candidates of the big ranges the caller reads, chosen from the process's copies of
     their vectors (:mod:`agent_memory.vector_cache`), or None when no range is copied; and the
@@ -462,14 +476,22 @@ def _from_copies(config: MemoryConfig, identity: Identity, scopes: Sequence[Scop
                                                   query_text=query_text, extra_lexemes=extra))
     chosen = vector_cache.candidates(
         plan, query=vector_cache.unit(query_vector), owner_key=queries.scope_key(identity.user_id), types=types,
-        k=need, vector_weight=weights.similarity * (1 - weights.keyword), confidence_weight=weights.confidence,
-        scope_weight=weights.scope, priority=config.scope_priority, keyword_weight=weights.similarity * weights.keyword,
-        salience_weight=weights.salience, min_relevance=floor, relevance_share=1 - weights.keyword,
-        error=queries.HALF_ERROR, k1=ranking.BM25_K1, half=ranking.BM25_HALF,
-        coverage=queries.coverage_flag(config.keyword_norm),
+        k=need, scoring=scoring, min_relevance=floor, error=queries.HALF_ERROR,
         rest_n=next(int(r["n"]) for r in rest if r["kind"] == "n"),
         rest_df={r["lexeme"]: int(r["n"]) for r in rest if r["kind"] == "df"})
     return chosen, cache
+
+
+def _embed_with_context(news: Sequence[tuple[NewMemory, str]]
+                        ) -> Op[tuple[list[Sequence[float]], list[Sequence[float] | None]]]:
+    """The vectors of each memory's text (``(new, content)``) and of its context (None without
+    one), in one embedding batch: a context costs one more text in the batch the memory's own
+    vector is made in, never a second call to the model."""
+    contexts = [new.context for new, _ in news if new.context is not None]
+    answer = yield Embed(tuple(content for _, content in news) + tuple(contexts))
+    vectors = list(answer[:len(news)])
+    rest = iter(answer[len(news):])
+    return vectors, [next(rest) if new.context is not None else None for new, _ in news]
 
 
 def narrowing(
@@ -823,9 +845,9 @@ def import_memories(
         return result
     for scope in dict.fromkeys(new.scope for _, new, _ in accepted):
         yield from access.require_write(config, identity, scope, "importing memories")
-    vectors = yield Embed(tuple(content for _, _, content in accepted))
-    rows = [new_item_row(identity, new, content, vector, binary=True)
-            for (_, new, content), vector in zip(accepted, vectors)]
+    vectors, context_vectors = yield from _embed_with_context([(new, content) for _, new, content in accepted])
+    rows = [new_item_row(identity, new, content, vector, binary=True, context_vector=context)
+            for (_, new, content), vector, context in zip(accepted, vectors, context_vectors)]
     keep = list(range(len(accepted)))
     if dedupe:
         keep = []

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from . import access, documents, ops, resources, rights
+from . import access, documents, ops, resources, rights, transcripts
 from .config import MemoryConfig
 from .db.requests import Op
 from .documents import DocumentReport, PassageHit
@@ -70,7 +70,8 @@ def coerce_new_memory(item: Any, index: int, config: MemoryConfig | None = None)
         return ops.make_new_memory(
             item.content, memory_type=item.memory_type, scope=item.scope, confidence=item.confidence,
             source=item.source, source_id=item.source_id, visibility=item.visibility, metadata=item.metadata,
-            expires_at=item.expires_at, retention=item.retention, config=config,
+            expires_at=item.expires_at, retention=item.retention, config=config, context=item.context,
+            position=item.position,
         )
     if isinstance(item, str):
         return ops.make_new_memory(item)
@@ -109,6 +110,7 @@ class PrincipalOps:
         source: str = "user", source_id: str | None = None, visibility: str = "members",
         metadata: Mapping[str, Any] | None = None, dedupe: bool = True, ttl: float | timedelta | None = None,
         expires_at: datetime | str | None = None, retention: str = "decay", valid_from: datetime | str | None = None,
+        context: str | None = None,
     ) -> Op[MemoryItem | Rejection]:
         """Save one memory through the gate.
 
@@ -130,11 +132,14 @@ class PrincipalOps:
         ``"ephemeral"`` (archive once unused for ``MEMORY_EPHEMERAL_DAYS``).
         ``valid_from`` (a time, not in the future): when the fact began to hold in the world
         (``as_of`` reads by it); default: when it is recorded.
+        ``context``: the text around it where it was learned (the recent turns of the conversation
+        an agent saved it in): stored with it, secrets withheld, and embedded in the same batch as
+        the memory; a search then weighs it too (``MEMORY_CONTEXT_WEIGHT``). None: ranked as before.
         """
         new = ops.make_new_memory(
             content, memory_type=memory_type, scope=scope, confidence=confidence, source=source,
             source_id=source_id, visibility=visibility, metadata=metadata, ttl=ttl, expires_at=expires_at,
-            retention=retention, valid_from=valid_from, config=self.config,
+            retention=retention, valid_from=valid_from, config=self.config, context=context,
         )
         return (yield from ops.add_memory(self.config, self.identity, new, dedupe=check_bool("dedupe", dedupe)))
 
@@ -175,6 +180,29 @@ class PrincipalOps:
         """
         news = [coerce_new_memory(item, i, self.config) for i, item in enumerate(check_list("items", items))]
         return (yield from ops.import_memories(self.config, self.identity, news, dedupe=check_bool("dedupe", dedupe)))
+
+    def add_transcript(
+        self, turns: Iterable[Mapping[str, Any] | str], *, conversation: str, start: int | None = None,
+        window: int = transcripts.TRANSCRIPT_WINDOW, scope: str = "user", visibility: str = "members",
+        metadata: Mapping[str, Any] | None = None, dedupe: bool = False,
+    ) -> Op[AddManyReport]:
+        """Save a conversation's turns as memories that keep their context: each records the
+        conversation (``source_id=conversation``, source ``"conversation"``), its position in it
+        (``position``: ``start``, ``start + 1``, ...) and its ``context``, the turn with the
+        ``window`` turns before it, whose vector is made in the same batch as the turn's own.
+
+        ``turns``: strings, or mappings with ``content`` and optional ``metadata``. ``start``
+        (None): right after the last turn of ``conversation`` already stored in ``scope``, so a
+        second call appends, and the stored turns before it are the new turns' context (only
+        turns before a turn are its context: appending never changes a stored memory). Each turn
+        passes the gate as in :meth:`add_many` (rejections reported by position; a refused turn
+        keeps its position and is still its neighbours' context, secrets withheld); ``dedupe``
+        as there (off: two turns may say the same thing). Malformed turns raise
+        :class:`InvalidInputError` before anything is written.
+        """
+        return (yield from transcripts.add_transcript(
+            self.config, self.identity, turns, conversation=conversation, start=start, window=window, scope=scope,
+            visibility=visibility, metadata=metadata, dedupe=dedupe))
 
     def edit(
         self, memory_id: Any, *, content: str | None = None, memory_type: str | None = None,

@@ -40,11 +40,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 __all__ = ["BM25_B", "BM25_HALF", "BM25_K1", "FEEDBACK_DOCS", "FEEDBACK_SHARED", "KEYWORD_NORMS", "SUBTREE_STEP",
-           "Weights", "bm25_ceiling", "bm25_scores", "coverage", "feedback_lexemes", "idf", "parse_tsvector", "rank",
+           "Scoring", "Weights", "bm25_ceiling", "bm25_scores", "coverage", "feedback_lexemes", "idf", "parse_tsvector", "rank",
            "squash"]
 
 BM25_K1 = 1.2
@@ -76,6 +77,93 @@ class Weights:
     keyword: float
     #: how much a memory's salience now (0..1: recalled often and lately) adds; 0 by default
     salience: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """The scoring rule of a search, once: built from the config (:meth:`from_config`) by the
+    search operation and handed to every place that scores rows, the Python ranking
+    (:func:`rank`), the SQL statements (``queries.search_candidates``, ``queries.indexed_search``,
+    ``queries.narrowed_search``) and the copies of big scopes (``vector_cache.candidates``). They
+    must rank alike for the indexed search to stay exact, so none of them keeps a default of its
+    own: a new term of the score is added here, and each reads it from here.
+
+    ``relevance = (1 - weights.keyword) * similarity + weights.keyword * keyword`` and
+    ``final = weights.similarity * relevance + weights.confidence * confidence + weights.scope *
+    priority + weights.salience * salience``; *keyword* is BM25 (``k1``, b = 0) brought to [0, 1]
+    by ``keyword_norm`` (:func:`coverage` or :func:`squash` with ``half``). *similarity* is the
+    cosine of the question and the memory, or, for a memory that keeps its context (a
+    transcript's turn, issue 29), ``(1 - context) * cosine + context * context cosine``, the
+    second the cosine of the question and the context's vector (:meth:`similarity`).
+    """
+
+    weights: Weights
+    #: each level's precedence (``MemoryConfig.scope_priority``)
+    scope_priority: Mapping[str, float]
+    keyword_norm: str = "coverage"
+    k1: float = BM25_K1
+    half: float = BM25_HALF
+    #: the share of the context's cosine in the similarity of a memory that keeps its context
+    context: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.context <= 1.0:
+            raise ValueError(f"context must be between 0 and 1, got {self.context!r}")
+        if self.keyword_norm not in KEYWORD_NORMS:
+            raise ValueError(f"keyword_norm must be one of {', '.join(KEYWORD_NORMS)}, got {self.keyword_norm!r}")
+        if self.k1 <= 0 or self.half <= 0:
+            raise ValueError(f"k1 and half must be positive, got k1={self.k1!r}, half={self.half!r}")
+        object.__setattr__(self, "scope_priority", MappingProxyType(dict(self.scope_priority)))
+
+    @classmethod
+    def from_config(cls, config: Any) -> Scoring:
+        """The rule a :class:`agent_memory.MemoryConfig` sets (its ``weight_*``, ``keyword_weight``,
+        ``keyword_norm`` and ``scope_priority``)."""
+        return cls(
+            weights=Weights(similarity=config.weight_similarity, confidence=config.weight_confidence,
+                            scope=config.weight_scope, keyword=config.keyword_weight,
+                            salience=config.weight_salience),
+            scope_priority=dict(config.scope_priority), keyword_norm=config.keyword_norm,
+            context=config.context_weight)
+
+    def with_weights(self, **changes: float) -> Scoring:
+        """This rule with some of its :class:`Weights` changed (``keyword=0``: vector only)."""
+        return replace(self, weights=replace(self.weights, **changes))
+
+    @property
+    def vector_weight(self) -> float:
+        """The weight of cosine similarity in the final score."""
+        return self.weights.similarity * (1 - self.weights.keyword)
+
+    @property
+    def keyword_weight(self) -> float:
+        """The weight of keyword evidence in the final score."""
+        return self.weights.similarity * self.weights.keyword
+
+    @property
+    def coverage(self) -> bool:
+        """Whether keyword evidence is :func:`coverage` (else :func:`squash`)."""
+        return self.keyword_norm == "coverage"
+
+    def similarity(self, cosine: float, context_cosine: float | None) -> float:
+        """A memory's similarity: its cosine, mixed with its context's (None: it keeps none)."""
+        return cosine if context_cosine is None else cosine + self.context * (context_cosine - cosine)
+
+    def keyword(self, bm25: float, ceiling: float) -> float:
+        """BM25 ``bm25`` as keyword evidence in [0, 1] (``ceiling``: :func:`bm25_ceiling`)."""
+        return coverage(bm25, ceiling) if self.coverage else squash(bm25, self.half)
+
+    def relevance(self, similarity: float, keyword: float) -> float:
+        """The two kinds of evidence fused: what the relevance floor (``min_relevance``) reads."""
+        return (1.0 - self.weights.keyword) * similarity + self.weights.keyword * keyword
+
+    def final(self, row: Mapping[str, Any], relevance: float) -> float:
+        """The score a search ranks by, for ``row`` (``confidence``, ``scope_priority`` and, when
+        ``weights.salience`` is set, ``salience``) of ``relevance``."""
+        w = self.weights
+        return (w.similarity * relevance + w.confidence * float(row["confidence"])
+                + w.scope * float(row["scope_priority"])
+                + (w.salience * float(row["salience"]) if w.salience else 0.0))
 
 
 def parse_tsvector(text: str) -> dict[str, int]:
@@ -150,39 +238,33 @@ def feedback_lexemes(tsvs: Sequence[str | None], query_terms: Collection[str], l
 def rank(
     rows: Sequence[Mapping[str, Any]],
     *,
-    weights: Weights,
+    scoring: Scoring,
     query_terms: Sequence[str] = (),
     df: Mapping[str, int] | None = None,
     n_docs: int = 0,
     k: int,
     min_relevance: float = 0.0,
-    keyword_norm: str = "coverage",
 ) -> list[tuple[Mapping[str, Any], float, float, float]]:
-    """Score candidate rows (with ``similarity``, ``confidence``, ``scope_priority``, ``tsv`` and,
-    when ``weights.salience`` is set, ``salience``)
-    and return the best ``k`` as ``(row, final, similarity, keyword)``; ties go to the newer row.
-    With ``min_relevance > 0``, rows whose relevance is below it are left out before the cut.
-    ``keyword_norm`` is one of :data:`KEYWORD_NORMS`."""
-    if keyword_norm not in KEYWORD_NORMS:
-        raise ValueError(f"keyword_norm must be one of {', '.join(KEYWORD_NORMS)}, got {keyword_norm!r}")
-    if weights.keyword > 0 and query_terms:
-        bm25 = bm25_scores([parse_tsvector(r.get("tsv") or "") for r in rows], query_terms, df or {}, n_docs)
+    """Score candidate rows (with ``similarity``, ``confidence``, ``scope_priority``, ``tsv``,
+    optionally ``context_similarity`` and, when ``scoring.weights.salience`` is set, ``salience``)
+    by ``scoring`` and return the best ``k`` as ``(row, final, similarity, keyword)``
+    (``similarity``: the memory's own cosine); ties go to the newer row.
+    With ``min_relevance > 0``, rows whose relevance is below it are left out before the cut."""
+    if scoring.weights.keyword > 0 and query_terms:
+        bm25 = bm25_scores([parse_tsvector(r.get("tsv") or "") for r in rows], query_terms, df or {}, n_docs,
+                           k1=scoring.k1)
     else:
         bm25 = [0.0] * len(rows)
     ceiling = bm25_ceiling(query_terms, df or {}, n_docs)
     scored = []
     for row, raw in zip(rows, bm25):
         similarity = float(row["similarity"])
-        keyword = coverage(raw, ceiling) if keyword_norm == "coverage" else squash(raw)
-        relevance = (1.0 - weights.keyword) * similarity + weights.keyword * keyword
+        context = row.get("context_similarity")
+        keyword = scoring.keyword(raw, ceiling)
+        relevance = scoring.relevance(scoring.similarity(similarity, None if context is None else float(context)),
+                                      keyword)
         if min_relevance > 0 and relevance < min_relevance:
             continue
-        final = (
-            weights.similarity * relevance
-            + weights.confidence * float(row["confidence"])
-            + weights.scope * float(row["scope_priority"])
-            + (weights.salience * float(row["salience"]) if weights.salience else 0.0)
-        )
-        scored.append((row, final, similarity, keyword))
+        scored.append((row, scoring.final(row, relevance), similarity, keyword))
     scored.sort(key=lambda s: (-s[1], -s[0]["created_at"].timestamp(), str(s[0]["id"])))
     return scored[:k]

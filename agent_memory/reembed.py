@@ -75,16 +75,12 @@ def _pending(limit: int | None) -> Sql:
     return Sql(*queries.pending_reembed(limit))
 
 
-def _stage(rows: Sequence[dict[str, Any]], vectors: Sequence[Sequence[float]]) -> Sql:
-    """Stage one vector per memory (see :func:`agent_memory.queries.stage_vectors`)."""
-    return Sql(*queries.stage_vectors(rows, vectors), fetch="rowcount")
-
-
 def swap_statements(dimensions: int, indexes: Sequence[dict[str, str]]) -> list[Sql]:
     """The switch (see :func:`agent_memory.queries.swap_statements`), the search index made for
     the new size (it carries the vector only up to :data:`SEARCH_INDEX_MAX_DIMENSIONS`)."""
     return [Sql(*statement, fetch="none") for statement in queries.swap_statements(
-        dimensions, indexes, search_index_name=SEARCH_INDEX_NAME, search_index=search_index(dimensions))]
+        dimensions, indexes, search_index_name=SEARCH_INDEX_NAME,
+        search_index=search_index(dimensions, context=True))]
 
 
 # --- the op ------------------------------------------------------------------------------------
@@ -101,8 +97,14 @@ def _check_vectors(vectors: Any, count: int, dimensions: int, model: str) -> lis
 
 
 def _embed_pending(rows: Sequence[dict[str, Any]], dimensions: int, model: str) -> Op[int]:
-    vectors = yield Embed(tuple(r["content"] for r in rows))
-    return (yield _stage(rows, _check_vectors(vectors, len(rows), dimensions, model)))
+    """Stage the new model's vectors of ``rows``: each memory's text and, where it has one, its
+    context (issue 29), in one batch, so no memory is left with a context vector of the old model."""
+    contexts = [r["context"] for r in rows if r.get("context") is not None]
+    answer = _check_vectors((yield Embed(tuple(r["content"] for r in rows) + tuple(contexts))),
+                            len(rows) + len(contexts), dimensions, model)
+    rest = iter(answer[len(rows):])
+    context_vectors = [next(rest) if r.get("context") is not None else None for r in rows]
+    return (yield Sql(*queries.stage_vectors(rows, answer[:len(rows)], context_vectors), fetch="rowcount"))
 
 
 def _embed_passages(batch_size: int, dimensions: int, model: str) -> Op[int]:

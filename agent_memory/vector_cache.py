@@ -39,7 +39,7 @@ import numpy as np
 from . import queries
 from .db.requests import Op, Sql
 from .models import Identity, MemoryType, Scope, Visibility
-from .ranking import parse_tsvector
+from .ranking import Scoring, parse_tsvector
 
 __all__ = ["CachedRange", "Candidates", "Plan", "VectorCache", "caller", "candidates", "near", "prepare", "unit"]
 
@@ -82,6 +82,10 @@ class CachedRange:
         self.expires = np.zeros(0, np.float64)
         self.types = np.zeros(0, np.int32)
         self.alive = np.zeros(0, bool)
+        #: the rows' context vectors (unit, zero for a row without context), made with the first row
+        #: that has one: a range of memories added by hand holds none
+        self.contexts: np.ndarray | None = None
+        self.has_context = np.zeros(0, bool)
         self.size = 0
         #: the snapshot the copy is true as of: every transaction below ``xmax`` but those in ``xip`` had ended
         self.xmax = "0"
@@ -107,7 +111,8 @@ class CachedRange:
 
     @property
     def nbytes(self) -> int:
-        return int(self.vectors.nbytes) + 64 * len(self.ids) + 120 * sum(len(t) for t in self.slot_terms)
+        contexts = 0 if self.contexts is None else int(self.contexts.nbytes)
+        return int(self.vectors.nbytes) + contexts + 64 * len(self.ids) + 120 * sum(len(t) for t in self.slot_terms)
 
     def postings(self, lexeme: str) -> tuple[np.ndarray, np.ndarray]:
         """The slots holding ``lexeme`` and its frequency in each (call with ``lock`` held)."""
@@ -134,11 +139,28 @@ class CachedRange:
         if need <= capacity:
             return
         capacity = max(need, 2 * capacity, 64)
-        for name in ("vectors", "confidence", "visibility", "owner", "expires", "types", "alive"):
+        for name in self._columns():
             old = getattr(self, name)
             new = np.zeros((capacity, *old.shape[1:]), old.dtype)
             new[: self.size] = old[: self.size]
             setattr(self, name, new)
+
+    def _columns(self) -> tuple[str, ...]:
+        """The per-slot arrays (``contexts`` once made)."""
+        names = ("vectors", "confidence", "visibility", "owner", "expires", "types", "alive")
+        return (*names, "has_context") if self.contexts is None else (*names, "has_context", "contexts")
+
+    def context_similarity(self, query: np.ndarray, rows: np.ndarray, sim: np.ndarray, share: float) -> np.ndarray:
+        """``sim`` (the rows' cosines with ``query``) mixed with their contexts' by ``share``, as
+        :meth:`agent_memory.ranking.Scoring.similarity` does; a row without context keeps its own
+        (call with ``lock`` held)."""
+        if self.contexts is None or share == 0:
+            return sim
+        held = self.has_context[rows]
+        if not held.any():
+            return sim
+        csim = (self.contexts[: self.size] @ query)[rows].astype(np.float64)
+        return np.where(held, sim + share * (csim - sim), sim)
 
     def apply(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Take ``rows`` (:data:`agent_memory.queries.RANGE_COLUMNS`) as they now are: new rows are
@@ -146,7 +168,12 @@ class CachedRange:
         if not rows:
             return
         vectors = _vectors(rows, self.dimensions)
+        contexts = None
+        if any(r.get("cv") is not None for r in rows):
+            contexts = _vectors([{"v": r.get("cv")} for r in rows], self.dimensions)
         with self.lock:
+            if contexts is not None and self.contexts is None:
+                self.contexts = np.zeros(self.vectors.shape, np.float32)
             self._grow(self.size + len(rows))
             for i, row in enumerate(rows):
                 at = self.slot.get(row["id"])
@@ -160,6 +187,9 @@ class CachedRange:
                     self.slot[row["id"]] = at
                 self._index(at, row["tsv"], bool(row["active"]))
                 self.vectors[at] = vectors[i]
+                if self.contexts is not None:
+                    self.contexts[at] = 0.0 if contexts is None else contexts[i]
+                self.has_context[at] = row.get("cv") is not None
                 self.confidence[at] = row["confidence"]
                 self.visibility[at] = _VISIBILITY.get(row["visibility"], _OWNER_ONLY)
                 self.owner[at] = row["owner_key"]
@@ -171,7 +201,7 @@ class CachedRange:
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self.alive[: self.size])
-        for name in ("vectors", "confidence", "visibility", "owner", "expires", "types", "alive"):
+        for name in self._columns():
             setattr(self, name, getattr(self, name)[keep].copy())
         self.ids = [self.ids[i] for i in keep]
         self.slot = {id_: i for i, id_ in enumerate(self.ids)}
@@ -393,17 +423,15 @@ class Candidates:
 
 
 def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable[MemoryType] | None, k: int,
-               vector_weight: float, confidence_weight: float, scope_weight: float, priority: Mapping[str, float],
-               keyword_weight: float, salience_weight: float, min_relevance: float, relevance_share: float,
-               error: float, k1: float, half: float, coverage: bool, rest_n: int,
+               scoring: Scoring, min_relevance: float, error: float, rest_n: int,
                rest_df: Mapping[str, int]) -> Candidates:
     """The rows of ``plan``'s copies that can be in a search's top ``k``, and BM25's statistics.
 
-    Each copied row gets the score the search statement will estimate for it, ``f = A +
-    keyword_weight * key`` (``A = vector_weight * sim + confidence_weight * confidence +
-    scope_weight * priority``; ``key`` the keyword evidence from the copy's postings, with ``n``
-    and ``df`` over the copies plus ``rest_n``/``rest_df``, the rows outside them), and a
-    relevance ``(relevance_share) * sim + (1 - relevance_share) * key``. Per range let ``T`` be the
+    Each copied row gets the score the search statement will estimate for it under ``scoring``
+    (:class:`agent_memory.ranking.Scoring`), ``f = A + keyword_weight * key`` (``A =
+    vector_weight * sim + confidence * confidence + scope * priority``; ``key`` the keyword
+    evidence from the copy's postings, with ``n`` and ``df`` over the copies plus
+    ``rest_n``/``rest_df``, the rows outside them), and a relevance. Per range let ``T`` be the
     ``k``-th best ``f`` among rows whose relevance clears ``min_relevance + error``: the
     statement's cut is at least ``T`` (its ``k``-th best runs over more rows), and it keeps rows
     down to ``2 * vector_weight * error + salience_weight`` below its cut, so a row below ``T``
@@ -414,12 +442,15 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
     confidences: list[np.ndarray] = []
     names: list[list[UUID]] = []  # each copy's id list as it was (slots index it; a compaction makes a new one)
     counted: list[dict[str, tuple[np.ndarray, np.ndarray]]] = []
+    w = scoring.weights
+    vector_weight, keyword_weight, k1 = scoring.vector_weight, scoring.keyword_weight, scoring.k1
     df = dict(rest_df)
     n = rest_n
     for copy, rule in plan.ranges:
         with copy.lock:
             rows = _seen(copy, rule, now=plan.now, owner_key=owner_key, types=types)
-            sims.append((copy.vectors[: copy.size] @ query)[rows].astype(np.float64))
+            own = (copy.vectors[: copy.size] @ query)[rows].astype(np.float64)
+            sims.append(copy.context_similarity(query, rows, own, scoring.context))
             confidences.append(copy.confidence[rows])
             names.append(copy.ids)
             visible = np.zeros(copy.size, bool)
@@ -443,16 +474,16 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
             if lexeme in idf:
                 bm25[slots] += idf[lexeme] * tf * (k1 + 1) / (tf + k1)
         b = bm25[rows]
-        if coverage:
+        if scoring.coverage:
             key = np.minimum(b / ceiling, 1.0) if ceiling > 0 else np.zeros_like(b)
         else:
-            key = b / (b + half)
-        score = vector_weight * sim + confidence_weight * confidence + scope_weight * priority[copy.scope] \
+            key = b / (b + scoring.half)
+        score = vector_weight * sim + w.confidence * confidence + w.scope * scoring.scope_priority[copy.scope] \
             + keyword_weight * key
-        relevance = relevance_share * sim + (1 - relevance_share) * key
+        relevance = scoring.relevance(sim, key)
         sure = score if min_relevance <= 0 else score[relevance >= min_relevance + error]
         cut = np.partition(sure, len(sure) - k)[len(sure) - k] if len(sure) >= k else -np.inf
-        keep = score >= cut - 2 * vector_weight * error - salience_weight - 1e-9
+        keep = score >= cut - 2 * vector_weight * error - w.salience - 1e-9
         if min_relevance > 0:
             keep &= relevance >= min_relevance - error
         chosen = np.flatnonzero(keep)

@@ -2,12 +2,14 @@
 
 Each LoCoMo conversation becomes one memory space (user ``locomo-<sample_id>``);
 each dialogue turn one memory, ``"[<session date>] <speaker>: <text>"``, loaded
-with ``add_many``. Each question is a query; its evidence turns are the
+with the public ``add_transcript`` (each turn keeps its position and the ``--window`` turns
+before it as its context), exactly as a user's code would load a conversation. Each question is a query; its evidence turns are the
 relevant memories. Categories 1-4 make the "overall" figure, category 5
 (adversarial) is reported apart. The data is CC BY-NC: it is read from
 ``../shared/data/locomo/`` and never copied into this repository.
 
     python benchmarks/locomo.py [--data PATH] [--keyword-weight W] [--candidate-pool N]
+                                [--context-weight W] [--window N] [--context-cv W,W,...]
                                 [--limit-conversations N] [--dsn DSN] [--json OUT] [--sweep] [--cv]
 
 By default a throwaway embedded PostgreSQL is started in a temporary directory.
@@ -16,6 +18,8 @@ By default a throwaway embedded PostgreSQL is started in a temporary directory.
 candidate pool sizes, and replays many ranking methods on them in-process
 (see :data:`SWEEP_METHODS`). ``--cv`` chooses among ranking settings by
 leave-one-conversation-out (:mod:`locomo_cv`); it is how the default ranking was chosen.
+``--context-cv`` chooses ``context_weight`` (issue 29) by leave-one-conversation-out over the
+given values, each question searched through ``search`` under each value.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from agent_memory import (
     ranking,
 )
 from agent_memory.embeddings import LocalEmbeddings
+from agent_memory.transcripts import TRANSCRIPT_WINDOW
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "locomo" / "locomo-dev.json"
@@ -117,13 +122,42 @@ def load_locomo(path: Path, limit: int | None = None) -> list[Conversation]:
     return out
 
 
-def load_into(service: MemoryService, convs: Sequence[Conversation], user_suffix: str = "") -> dict[str, int]:
-    """Import every turn (no dedupe: two turns may say the same thing); returns rejected counts by sample."""
+def load_into(service: MemoryService, convs: Sequence[Conversation], user_suffix: str = "",
+              window: int = TRANSCRIPT_WINDOW) -> dict[str, int]:
+    """Load every conversation through the public transcript call, ``add_transcript`` (each turn
+    keeps its position and the ``window`` turns before it as context; no dedupe: two turns may say
+    the same thing), as a user's code would; returns rejected counts by sample."""
     rejected = {}
     for c in convs:
-        result = service.for_user(c.user_id + user_suffix).add_many([{"content": content, "metadata": {"dia_id": dia_id}} for dia_id, content in c.turns], dedupe=False)
+        result = service.for_user(c.user_id + user_suffix).add_transcript(
+            [{"content": content, "metadata": {"dia_id": dia_id}} for dia_id, content in c.turns],
+            conversation=c.sample_id, window=window)
         rejected[c.sample_id] = len(result.rejected)
     return rejected
+
+
+def context_cv(config: MemoryConfig, embeddings: LocalEmbeddings, convs: Sequence[Conversation], suffix: str,
+               weights: Sequence[float]) -> dict[str, Any]:
+    """Choose ``context_weight`` by leave-one-conversation-out: every question searched (through
+    ``search``, on the loaded database) under each weight; per fold the weight with the best
+    overall Recall@10 on the other conversations is applied to the held-out one. Returns the
+    per-weight tables, the held-out table, each fold's choice and held-out R@10 (the spread)."""
+    by_weight: dict[float, list[Outcome]] = {}
+    for w in weights:
+        with MemoryService(config=config.replace(context_weight=w), embeddings=embeddings) as service:
+            by_weight[w] = evaluate(service, convs, suffix)
+        print(f"context_weight {w:g}: R@10 {score(by_weight[w])['overall']['R@10']:.3f}", flush=True)
+    held: list[Outcome] = []
+    folds = []
+    for c in convs:
+        def train_r10(w: float) -> float:
+            return summarize([o for o in by_weight[w] if o.sample_id != c.sample_id and o.category in OVERALL])["R@10"]
+        best = max(weights, key=lambda w: (round(train_r10(w), 9), -abs(w - 0.4)))
+        out = [o for o in by_weight[best] if o.sample_id == c.sample_id]
+        held.extend(out)
+        folds.append({"held_out": c.sample_id, "weight": best,
+                      "R@10": summarize([o for o in out if o.category in OVERALL])["R@10"]})
+    return {"weights": {str(w): score(o) for w, o in by_weight.items()}, "held_out": score(held), "folds": folds}
 
 
 # --- scoring ---------------------------------------------------------------------------------
@@ -468,6 +502,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dsn", default=None, help="PostgreSQL URL (default: DATABASE_URL, else a temporary embedded server)")
     p.add_argument("--threads", type=int, default=1, help="embedding threads (MemoryConfig.embedding_threads)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the results as JSON")
+    p.add_argument("--context-weight", type=float, default=None,
+                   help="MemoryConfig.context_weight (default: its default)")
+    p.add_argument("--window", type=int, default=TRANSCRIPT_WINDOW,
+                   help="turns before a turn kept as its context (add_transcript's window; default: %(default)s)")
+    p.add_argument("--context-cv", default=None, metavar="W,W,...",
+                   help="choose context_weight among these by leave-one-conversation-out (issue 29)")
     p.add_argument("--sweep", action="store_true", help="compare ranking methods on one loaded database")
     p.add_argument("--cv", action="store_true",
                    help="choose ranking settings leave-one-conversation-out (benchmarks/locomo_cv.py)")
@@ -485,7 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.limit_conversations is not None and args.limit_conversations < 1:
         sys.exit("error: --limit-conversations must be at least 1")
     overrides = {k: v for k, v in (("keyword_weight", args.keyword_weight),
-                                   ("candidate_pool", args.candidate_pool)) if v is not None}
+                                   ("candidate_pool", args.candidate_pool),
+                                   ("context_weight", args.context_weight)) if v is not None}
     try:
         MemoryConfig(embedding_threads=args.threads, **overrides)  # bad values fail here, before any work
         pools = [int(x) for x in args.pools.split(",")]
@@ -508,13 +549,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         with MemoryService(config=config, embeddings=embeddings) as service:
             t_open = time.perf_counter()
-            rejected = load_into(service, convs, suffix)
+            rejected = load_into(service, convs, suffix, window=args.window)
             t_load = time.perf_counter()
             outcomes = evaluate(service, convs, suffix)
             t_search = time.perf_counter()
         table = score(outcomes)
         report.update(
             config={"keyword_weight": config.keyword_weight, "keyword_norm": config.keyword_norm,
+                    "context_weight": config.context_weight, "window": args.window,
                     "keyword_feedback": config.keyword_feedback,
                     "candidate_pool": config.candidate_pool,
                     "bm25_k1": ranking.BM25_K1, "bm25_b": ranking.BM25_B, "bm25_half": ranking.BM25_HALF},
@@ -530,6 +572,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             report["sweep"] = run_sweep(config, embeddings, convs, suffix, pools, by_key)
         if args.cv:
             report["cv"] = run_cv(config, embeddings, convs, suffix, outcomes)
+        if args.context_cv:
+            report["context_cv"] = context_cv(config, embeddings, convs, suffix,
+                                              [float(x) for x in args.context_cv.split(",")])
 
     m = report["machine"]
     print(f"LoCoMo retrieval: {len(convs)} conversations, {report['turns']} turns "
@@ -555,6 +600,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(locomo_cv.format_ceiling(ceiling))
         print(locomo_cv.format_evidence_ranks(ranks))
+    if args.context_cv:
+        ccv = report["context_cv"]
+        for w, t in ccv["weights"].items():
+            print(f"\ncontext_weight {w} (every conversation):")
+            print(format_table(t))
+        print("\ncontext_weight chosen by leave-one-conversation-out, held-out answers:")
+        print(format_table(ccv["held_out"]))
+        r10 = [f["R@10"] for f in ccv["folds"]]
+        print("folds: " + ", ".join(f"{f['held_out']} w={f['weight']:g} R@10={f['R@10']:.3f}" for f in ccv["folds"]))
+        print(f"fold spread (held-out R@10): {min(r10):.3f}-{max(r10):.3f}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return 0

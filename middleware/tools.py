@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Annotated, Any, Literal, Protocol
 
 from langchain.tools import ToolRuntime
@@ -79,6 +79,29 @@ class RunInfo(Protocol):
 
     @property
     def tool_call_id(self) -> str | None: ...
+
+
+#: how many of the conversation's last turns a memory saved with ``memory_save`` keeps as its context
+SAVE_CONTEXT_TURNS = 3
+
+
+def recent_turns(runtime: Any, turns: int = SAVE_CONTEXT_TURNS) -> str | None:
+    """The text of the last ``turns`` user and assistant messages of the run's state (LangGraph's
+    ``ToolRuntime.state``), ``"role: text"`` one a line: what a memory saved during the turn keeps
+    as its context (issue 29). None when the run has no messages (plain LangChain)."""
+    state = getattr(runtime, "state", None)
+    messages = state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages", None)
+    lines: list[str] = []
+    for message in reversed(list(messages or ())):
+        role = getattr(message, "type", None)
+        content = getattr(message, "content", None)
+        text = content if isinstance(content, str) else " ".join(
+            b.get("text", "") for b in content or () if isinstance(b, Mapping) and isinstance(b.get("text"), str))
+        if role in ("human", "ai") and isinstance(text, str) and text.strip():
+            lines.insert(0, f"{'user' if role == 'human' else 'assistant'}: {text.strip()}")
+            if len(lines) == turns:
+                break
+    return "\n".join(lines) or None
 
 
 #: a tool's body: yields the one operation it needs, receives its result, returns (reply, is_error)
@@ -318,7 +341,7 @@ class Toolkit:
              tags: Sequence[str] | None = None) -> Body:
         metadata = {"tags": check_tags(tags)} if tags else None
         result = yield self._ops(runtime).add(content, memory_type=memory_type, scope=scope, source="ai",
-                                              metadata=metadata)
+                                              metadata=metadata, context=recent_turns(runtime))
         return describe_save(result)
 
     def search(self, runtime: RunInfo, query: str, k: int, memory_type: str | None, scope: str | None,

@@ -84,6 +84,7 @@ BAD_VALUES = {
     "weight_scope": 2,
     "scope_priority": {"planet": 1.0},
     "keyword_weight": True,
+    "context_weight": 1.5,
     "keyword_norm": "bm25",
     "keyword_feedback": -1,
     "min_relevance": -1,

@@ -5,6 +5,7 @@ reading another tenant's words."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import datetime, timezone
 
@@ -44,16 +45,18 @@ def test_coverage_splits_the_question_between_the_memories_by_idf():
     rows = [row("rare", 0.30, "'zephyrin':1"), row("common", 0.30, "'went':1 'today':2 'said':3")]
     df, n = {"zephyrin": 1, "went": 120, "today": 120, "said": 120}, 400
     terms = ["zephyrin", "went", "today", "said"]
-    w = ranking.Weights(similarity=0.5, confidence=0.3, scope=0.2, keyword=0.4)
-    ranked = ranking.rank(rows, weights=w, query_terms=terms, df=df, n_docs=n, k=2)
+    w = ranking.Scoring(ranking.Weights(similarity=0.5, confidence=0.3, scope=0.2, keyword=0.4),
+                        MemoryConfig.defaults().scope_priority)
+    ranked = ranking.rank(rows, scoring=w, query_terms=terms, df=df, n_docs=n, k=2)
     assert [r[0]["id"] for r in ranked] == ["rare", "common"]
     rare, common = ranked[0][3], ranked[1][3]
     assert rare > 0.5 > common > 0 and rare + common == pytest.approx(1.0)
-    squashed = ranking.rank(rows, weights=w, query_terms=terms, df=df, n_docs=n, k=2, keyword_norm="squash")
+    squashed = ranking.rank(rows, scoring=dataclasses.replace(w, keyword_norm="squash"), query_terms=terms, df=df,
+                            n_docs=n, k=2)
     assert {r[0]["id"]: r[3] for r in squashed}["common"] == pytest.approx(
         ranking.squash(ranking.bm25_scores([{"went": 1, "today": 1, "said": 1}], terms, df, n)[0]))
     with pytest.raises(ValueError, match="keyword_norm"):
-        ranking.rank(rows, weights=w, k=1, keyword_norm="bm25")
+        dataclasses.replace(w, keyword_norm="bm25")
 
 
 def test_the_config_defaults_to_coverage_and_refuses_other_norms():

@@ -215,3 +215,29 @@ def test_documents_passages_are_embedded_again_with_the_new_model(fresh_dsn):
         assert "Tuesdays" in hit.content and hit.similarity > 0
         added = memory.for_user("u1").add_document("We use ruff for linting.", title="Style", llm=None)
         assert added.passages_added == 1
+
+
+def test_a_reembedding_makes_the_contexts_vectors_with_the_new_model_in_the_same_batch(fresh_dsn):
+    """Memories that keep their context (issue 29): the switch gives both vectors of the new model,
+    the context's made in the batch of the memory's own; a memory without context keeps none."""
+    dsn = fresh_dsn()
+    turns = ["Ann: we should plan the trip to Porto", "Ben: I booked the train for Friday",
+             "Ann: great, I will book the hotel"]
+    with MemoryService(dsn, embeddings=HashEmbeddings(8)) as memory:
+        memory.for_user("u1").add_transcript(turns, conversation="trip")
+        memory.for_user("u1").add("I prefer window seats")
+    new = HashEmbeddings(16)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        report = reembed(conn, new, batch_size=10)
+        assert report.switched and new.calls == [4 + 3]  # 4 memories and 3 contexts, one batch
+        rows = conn.execute("SELECT content, context, context_embedding::text FROM memory_items").fetchall()
+        assert conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid ="
+                            " 'memory_items'::regclass AND attname = 'context_embedding'").fetchone()[0] == "vector(16)"
+    for content, context, vector in rows:
+        if context is None:
+            assert vector is None and content == "I prefer window seats"
+        else:
+            assert _close([float(x) for x in vector.strip("[]").split(",")], new._vector(context))
+    with MemoryService(dsn, embeddings=HashEmbeddings(16)) as memory:
+        more = memory.for_user("u1").add_transcript(["Ben: and the museum on Saturday"], conversation="trip")
+        assert len(more.inserted) == 1

@@ -43,7 +43,8 @@ def exact_top_k(dsn, memory, ids, query, scope, k, keyword_weight):
     scopes = {"user", "project", "session"} if scope is None else {scope} if isinstance(scope, str) else set(scope)
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
-            "SELECT id, scope, confidence, created_at, embedding::text AS emb, content_tsv::text AS tsv"
+            "SELECT id, scope, confidence, created_at, embedding::text AS emb, content_tsv::text AS tsv,"
+            " context_embedding::text AS ctx"
             " FROM memory_items WHERE status = 'active' AND ("
             " (scope = 'user' AND scope_id = %(u)s) OR (scope = 'project' AND scope_id = %(p)s)"
             " OR (scope = 'session' AND scope_id = %(s)s AND user_id = %(u)s))",
@@ -55,18 +56,22 @@ def exact_top_k(dsn, memory, ids, query, scope, k, keyword_weight):
     q = np.asarray(memory.embeddings.embed_query(query))
     embs = np.asarray([[float(x) for x in r[4].strip("[]").split(",")] for r in rows])
     cos = embs @ q / (np.linalg.norm(embs, axis=1) * np.linalg.norm(q))
+
+    def context_cos(text):  # a memory that keeps its context: the cosine of the question and it
+        if text is None:
+            return None
+        c = np.asarray([float(x) for x in text.strip("[]").split(",")])
+        return float(c @ q / (np.linalg.norm(c) * np.linalg.norm(q)))
     tfs = [ranking.parse_tsvector(r[5]) for r in rows]
     df = {t: sum(1 for tf in tfs if t in tf) for t in terms}
     prio = memory.config.scope_priority
     candidates = [
         {"id": r[0], "similarity": float(c), "confidence": r[2], "scope_priority": prio[r[1]],
-         "created_at": r[3], "tsv": r[5]}
+         "created_at": r[3], "tsv": r[5], "context_similarity": context_cos(r[6])}
         for r, c in zip(rows, cos)
     ]
-    weights = ranking.Weights(similarity=memory.config.weight_similarity,
-                              confidence=memory.config.weight_confidence,
-                              scope=memory.config.weight_scope, keyword=keyword_weight)
-    ranked = ranking.rank(candidates, weights=weights, query_terms=terms, df=df, n_docs=len(rows), k=k)
+    scoring = ranking.Scoring.from_config(memory.config).with_weights(keyword=keyword_weight)
+    ranked = ranking.rank(candidates, scoring=scoring, query_terms=terms, df=df, n_docs=len(rows), k=k)
     return [r[0]["id"] for r in ranked], [r[1] for r in ranked]
 
 
@@ -87,3 +92,67 @@ def test_search_equals_exact_scan(dsn, memory, embeddings, corpus, scope, keywor
                 assert len(hits) == len(want_ids) == k
                 assert [h.score for h in hits] == pytest.approx(want_scores, abs=1e-5)
                 assert [h.id for h in hits] == want_ids
+
+
+@pytest.fixture(scope="module")
+def context_corpus(memory: MemoryService):
+    """Transcripts (memories that keep their context) beside memories added by hand, at two levels."""
+    rng = random.Random(29)
+    tag = uuid.uuid4().hex[:8]
+    ids = {"user_id": f"ctx-{tag}", "project_id": f"ctx-p-{tag}", "session_id": f"ctx-s-{tag}"}
+    h = memory.for_user(**ids)
+    for scope in ("user", "project"):
+        turns = [rng.choice(FORMS).format(t=rng.choice(TOPICS)) + f" (turn {scope} {i})" for i in range(90)]
+        h.add_transcript(turns, conversation=f"talk-{scope}", scope=scope)
+        h.add_many([NewMemory(content=rng.choice(FORMS).format(t=rng.choice(TOPICS)) + f" (note {scope} {i})",
+                              scope=scope) for i in range(40)])
+    return ids
+
+
+@pytest.mark.parametrize("context_weight", [0.0, 0.4, 1.0])
+def test_context_ranks_alike_in_every_path(dsn, memory, embeddings, context_corpus, context_weight):
+    """With memories that keep their context, the indexed search, the narrowed search, the search
+    that reads a big scope's copy and the exhaustive scan return the same hits with the same
+    scores, and those are the numpy reference's (cosine mixed with the context's cosine)."""
+    from datetime import datetime, timezone
+
+    from search_reference import exhaustive
+
+    since = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    for rows in (0, 50):  # without copies, and with the 130-row ranges copied
+        config = memory.config.replace(context_weight=context_weight, candidate_pool=1, vector_cache_rows=rows)
+        with MemoryService(dsn, config=config, embeddings=embeddings) as service:
+            h = service.for_user(**context_corpus)
+            for query in QUERIES:
+                for k in (1, 10):
+                    h.search(query, k=k)  # the first search plans the copies
+                    got = [(x.id, round(x.score, 9)) for x in h.search(query, k=k)]
+                    narrowed = [(x.id, round(x.score, 9)) for x in h.search(query, k=k, created_after=since)]
+                    with exhaustive():
+                        want = [(x.id, round(x.score, 9)) for x in h.search(query, k=k)]
+                    assert got == want == narrowed, (rows, query, k)
+                    ids, scores = exact_top_k(dsn, service, context_corpus, query, ["user", "project"], k,
+                                              config.keyword_weight)
+                    assert [i for i, _ in got] == ids
+                    assert [sc for _, sc in got] == pytest.approx(scores, abs=1e-5)
+            if rows:  # the big ranges were read from their copies, context vectors and all
+                from agent_memory.db import requests
+
+                cache = requests._SHARED[service.conn][f"vector_cache:{rows}:{config.vector_cache_mb}"]
+                assert len(cache.ranges) == 2
+                assert all(c.contexts is not None and int(c.has_context[: c.size].sum()) == 90
+                           for c in cache.ranges.values())
+
+
+def test_context_changes_the_ranking_only_of_memories_that_keep_one(dsn, memory, embeddings, context_corpus):
+    """Memories added by hand score the same whatever the context weight; a transcript's turns do not."""
+    scores = {}
+    for weight in (0.0, 0.4):
+        config = memory.config.replace(context_weight=weight)
+        with MemoryService(dsn, config=config, embeddings=embeddings) as service:
+            hits = service.for_user(**context_corpus).search("kubernetes deadline", k=100)
+            scores[weight] = {x.id: (x.score, x.item.context is not None) for x in hits}
+    both = set(scores[0.0]) & set(scores[0.4])
+    assert both
+    assert all(scores[0.0][i][0] == pytest.approx(scores[0.4][i][0], abs=1e-9) for i in both if not scores[0.0][i][1])
+    assert any(abs(scores[0.0][i][0] - scores[0.4][i][0]) > 1e-4 for i in both if scores[0.0][i][1])

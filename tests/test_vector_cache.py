@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from agent_memory import AsyncMemoryService, MemoryService, queries, vector_cache
+from agent_memory import AsyncMemoryService, MemoryService, queries, ranking, vector_cache
 from agent_memory.db import requests
 from agent_memory.ops import NewMemory
 from agent_memory.reembed import reembed
@@ -232,7 +232,9 @@ def test_candidates_keep_every_row_that_can_reach_the_top_k():
         rows = []
         for i in range(n):
             held = [w for w in words if rng.random() < 0.3]
+            context = rng.normal(size=8).astype(np.float32) if rng.random() < 0.5 else None
             rows.append({"id": f"r{i}", "v": bytes(4) + vectors[i].astype(">f4").tobytes(),
+                         "cv": None if context is None else bytes(4) + context.astype(">f4").tobytes(),
                          "confidence": float(rng.uniform(0.5, 1)), "visibility": str(rng.choice(VIS)),
                          "owner_key": int(rng.integers(0, 3)), "memory_type": "fact",
                          "expires": None if rng.random() > 0.1 else 0.0, "active": bool(rng.random() > 0.1),
@@ -242,11 +244,13 @@ def test_candidates_keep_every_row_that_can_reach_the_top_k():
         floor = float(rng.choice([0.0, 0.2]))
         rule = str(rng.choice(["all", "mine", "member", "public"]))
         plan = vector_cache.Plan(((copy, rule),), now=1.0, lexemes=("alpha", "gamma", "omega"), complete=True)
-        w = dict(vector_weight=0.3, confidence_weight=0.3, scope_weight=0.2, priority={"project": 0.8},
-                 keyword_weight=0.2, salience_weight=0.05, min_relevance=floor, relevance_share=0.6, error=0.01,
-                 k1=1.2, half=5.0, coverage=bool(rng.random() < 0.5), rest_n=int(rng.integers(0, 50)),
-                 rest_df={"alpha": 3, "omega": 1})
-        got = vector_cache.candidates(plan, query=q, owner_key=1, types=None, k=k, **w)
+        coverage = bool(rng.random() < 0.5)
+        scoring = ranking.Scoring(ranking.Weights(similarity=0.5, confidence=0.3, scope=0.2, keyword=0.4,
+                                                  salience=0.05),
+                                  {"project": 0.8}, keyword_norm="coverage" if coverage else "squash",
+                                  context=0.4)
+        w = dict(min_relevance=floor, error=0.01, rest_n=int(rng.integers(0, 50)), rest_df={"alpha": 3, "omega": 1})
+        got = vector_cache.candidates(plan, query=q, owner_key=1, types=None, k=k, scoring=scoring, **w)
         # brute force, row by row
         seen = [r for r in rows if r["active"] and r["expires"] is None and {
             "all": True, "mine": r["owner_key"] == 1, "member": r["visibility"] != "owner_only" or r["owner_key"] == 1,
@@ -259,8 +263,10 @@ def test_candidates_keep_every_row_that_can_reach_the_top_k():
 
         def final(r):
             sim = float(vector_cache.unit(np.frombuffer(r["v"][4:], ">f4")) @ q)
+            if r["cv"] is not None:  # a memory that keeps its context: mixed with the context's cosine
+                sim = 0.6 * sim + 0.4 * float(vector_cache.unit(np.frombuffer(r["cv"][4:], ">f4")) @ q)
             bm25 = sum(v for x, v in idf.items() if f"'{x}'" in r["tsv"])
-            key = (min(bm25 / sum(idf.values()), 1) if idf else 0) if w["coverage"] else bm25 / (bm25 + 5)
+            key = (min(bm25 / sum(idf.values()), 1) if idf else 0) if coverage else bm25 / (bm25 + 5)
             return (0.3 * sim + 0.3 * r["confidence"] + 0.2 * 0.8 + 0.2 * key, 0.6 * sim + 0.4 * key)
 
         scored = [(r["id"], *final(r)) for r in seen]
@@ -368,3 +374,29 @@ def test_a_cache_remembers_a_bounded_number_of_callers():
         cache.saw(("u", f"session-{i}"), 10)
     assert len(cache.callers) == vector_cache._CALLERS
     assert not cache.plans(("u", "session-0")) and cache.plans(("u", f"session-{vector_cache._CALLERS + 49}"))
+
+
+def test_a_copy_keeps_each_rows_context_vector_through_updates_and_compaction():
+    """Context vectors (issue 29) stay with their rows when a copy grows, is updated and is compacted;
+    a range of memories without context holds no context matrix at all."""
+    rng = np.random.default_rng(29)
+
+    def row(i, active=True, context=True):
+        v = rng.normal(size=4).astype(np.float32)
+        return {"id": f"r{i}", "v": bytes(4) + v.astype(">f4").tobytes(),
+                "cv": bytes(4) + np.full(4, i + 1, np.float32).astype(">f4").tobytes() if context else None,
+                "confidence": 1.0, "visibility": "public", "owner_key": 1, "memory_type": "fact",
+                "expires": None, "active": active, "tsv": ""}
+
+    plain = vector_cache.CachedRange("project", 1, 4)
+    plain.apply([row(i, context=False) for i in range(10)])
+    assert plain.contexts is None and not plain.has_context[: plain.size].any()
+    copy = vector_cache.CachedRange("project", 2, 4)
+    copy.apply([row(i, context=i % 2 == 0) for i in range(1500)])
+    copy.apply([row(i, active=False) for i in range(1500) if i % 4 < 2])  # half leave: compacted
+    assert copy.size < 1500
+    for slot, name in enumerate(copy.ids):
+        i = int(name[1:])
+        assert copy.has_context[slot] == (i % 2 == 0)
+        want = vector_cache.unit(np.full(4, i + 1)) if i % 2 == 0 else np.zeros(4)
+        assert np.allclose(copy.contexts[slot], want)

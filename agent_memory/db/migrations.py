@@ -26,7 +26,8 @@ from ..errors import ConfigurationError, EmbeddingDimensionMismatchError, Migrat
 from .failures import missing_extension
 from .requests import Commit, Op, Sql
 
-__all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "SEARCH_INDEX_MAX_DIMENSIONS", "SEARCH_INDEX_NAME", "Dimensions",
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS", "SEARCH_INDEX_MAX_DIMENSIONS",
+           "SEARCH_INDEX_NAME", "Dimensions",
            "Migration", "apply_migrations", "migrate", "recorded_dimensions", "search_index"]
 
 # An arbitrary constant: "agent-memory migrations". Only migrations take it.
@@ -55,17 +56,25 @@ Dimensions = int | Callable[[], int]
 #: A btree row holds at most 2,704 bytes: the search index carries the vector (as ``halfvec``,
 #: 2 bytes a dimension) up to this size; a bigger model's search reads it from the table.
 SEARCH_INDEX_MAX_DIMENSIONS = 1024
+#: ... and both the vector and the context's vector (issue 29) up to this size (2 x 2 bytes a
+#: dimension and the other columns); a bigger model's search reads the context's from the table
+SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS = 600
 
 
 SEARCH_INDEX_NAME = "memory_items_search_idx"
 _SEARCH_INDEX = f"CREATE INDEX {SEARCH_INDEX_NAME} ON memory_items (scope, scope_key, status)"
 
 
-def search_index(dimensions: int, *, expiry: bool = True) -> str:
-    """``memory_items_search_idx`` for vectors of ``dimensions`` (as ``0011_keys_and_expiry``
-    makes it; made again when a re-embedding changes the size). ``expiry=False``: as
-    ``0010_search_at_scale`` made it, before memories could expire (a migration never changes)."""
+def search_index(dimensions: int, *, expiry: bool = True, context: bool = False) -> str:
+    """``memory_items_search_idx`` for vectors of ``dimensions`` (as ``0018_memory_context``
+    makes it with ``context``; made again when a re-embedding changes the size). ``expiry=False``:
+    as ``0010_search_at_scale`` made it, before memories could expire; ``context=False``: as
+    ``0011_keys_and_expiry`` made it, before memories kept their context (a migration never
+    changes). With ``context`` the index also carries the context's ``halfvec`` up to
+    :data:`SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS` (both vectors must fit in one index row)."""
     vector = ", embedding_half" if int(dimensions) <= SEARCH_INDEX_MAX_DIMENSIONS else ""
+    if context and int(dimensions) <= SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS:
+        vector += ", context_half"
     expires = ", expires_at" if expiry else ""
     return f"{_SEARCH_INDEX} INCLUDE (owner_key, visibility, memory_type, confidence{expires}, id{vector})"
 
@@ -787,6 +796,39 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE TRIGGER memory_item_history_level BEFORE INSERT ON memory_item_history
             FOR EACH ROW WHEN (NEW.scope IS NULL OR NEW.scope_id IS NULL OR NEW.visibility IS NULL)
             EXECUTE FUNCTION agent_memory_history_level();
+        """,
+    ),
+    Migration(
+        "0018_memory_context",
+        # A memory keeps the context it was written in (issue 29): the text around it (the turns
+        # before a conversation's turn, the turns a memory was extracted from, a passage's
+        # neighbours and headings), its position in its source (``source_id`` names the source;
+        # one add_many gives every turn the same created_at, so order needs its own column) and
+        # the context's vector, made in the same embedding batch as the memory's own. All NULL
+        # for a memory added by hand. Plain columns of memory_items: forget, delete-scope and the
+        # export cover them with the rows they belong to.
+        """
+        ALTER TABLE memory_items
+            ADD COLUMN context           text CHECK (context IS NULL OR length(context) > 0),
+            ADD COLUMN context_position  integer CHECK (context_position IS NULL OR context_position >= 0),
+            ADD COLUMN context_embedding vector({dimensions}),
+            ADD CONSTRAINT memory_items_context_vector CHECK (context_embedding IS NULL OR context IS NOT NULL);
+        -- a re-embedding stages the context's vector beside the memory's own (agent_memory.reembed)
+        ALTER TABLE memory_reembed ADD COLUMN context_embedding vector;
+        -- the search reads the context's vector from the search index, as it reads the memory's
+        -- own: its halfvec copy (within HALF_ERROR), NULL (no bytes) for a memory without context
+        ALTER TABLE memory_items
+            ADD COLUMN context_half halfvec GENERATED ALWAYS AS (context_embedding::halfvec) STORED;
+        DROP INDEX memory_items_search_idx;
+        DO $do$ BEGIN
+            IF {dimensions} <= """ + str(SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS) + """ THEN
+                """ + search_index(SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS, context=True) + """;
+            ELSIF {dimensions} <= """ + str(SEARCH_INDEX_MAX_DIMENSIONS) + """ THEN
+                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS, context=True) + """;
+            ELSE
+                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS + 1, context=True) + """;
+            END IF;
+        END $do$;
         """,
     ),
     Migration(

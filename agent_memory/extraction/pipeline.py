@@ -288,17 +288,25 @@ def _decide(
 _VISIBLE_TO = Visibility.MEMBERS.value
 
 
+def _context(proposal: Proposal) -> str | None:
+    """What a proposal's memory keeps as its context (issue 29): the text it was read from (the
+    turn or passage the extractor quotes), secrets withheld; None without one."""
+    return ops.check_context(proposal.evidence) if proposal.evidence else None
+
+
 def _new_row(config: MemoryConfig, identity: Identity, proposal: Proposal, vector: Sequence[float], *,
              source_id: str, consolidation: dict[str, Any], source: Source = Source.CONVERSATION,
-             extra: Mapping[str, Any] | None = None) -> Op[dict[str, Any]]:
+             extra: Mapping[str, Any] | None = None,
+             context_vector: Sequence[float] | None = None) -> Op[dict[str, Any]]:
     metadata: dict[str, Any] = {**(extra or {}), "consolidation": consolidation}
     if (evidence := _evidence(proposal)) is not None:
         metadata["evidence"] = evidence
     new = ops.with_default_expiry(config, NewMemory(
         content=proposal.content, memory_type=proposal.memory_type, scope=proposal.scope,
         confidence=proposal.confidence, source=source, source_id=source_id, metadata=metadata,
-        valid_from=proposal.valid_from))
-    return (yield Sql(queries.insert_item(), new_item_row(identity, new, proposal.content, vector), fetch="one"))
+        valid_from=proposal.valid_from, context=_context(proposal) if context_vector is not None else None))
+    return (yield Sql(queries.insert_item(), new_item_row(identity, new, proposal.content, vector,
+                                                          context_vector=context_vector), fetch="one"))
 
 
 def _current(identity: Identity, item: MemoryItem) -> Op[MemoryItem | None]:
@@ -312,7 +320,7 @@ def _apply(
     config: MemoryConfig, identity: Identity, proposal: Proposal, vector: Sequence[float], verdict: Verdict,
     method: DecisionMethod, target: MemoryItem | None, *, run_id: int, source_id: str,
     update_vector: Sequence[float] | None, note: str, source: Source = Source.CONVERSATION,
-    extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None, context_vector: Sequence[float] | None = None,
 ) -> Op[Outcome]:
     """Apply one decision under the scope's lock, re-checking it against the rows as they are now."""
     yield Sql(*queries.lock_scope(proposal.scope, identity.scope_id(proposal.scope), identity.user_id),
@@ -346,7 +354,8 @@ def _apply(
     replaced: MemoryItem | None = None
     if decision is Decision.ADD:
         memory = row_to_item((yield from _new_row(config, identity, proposal, vector, source_id=source_id,
-                                                  consolidation=record, source=source, extra=extra)))
+                                                  consolidation=record, source=source, extra=extra,
+                                                  context_vector=context_vector)))
     elif decision is Decision.UPDATE and target is not None:
         content = verdict.content or proposal.content
         replaced = target
@@ -360,7 +369,7 @@ def _apply(
     elif decision is Decision.SUPERSEDE and target is not None:
         new_row = yield from _new_row(config, identity, proposal, vector, source_id=source_id,
                                       consolidation={**record, "supersedes": str(target.id)}, source=source,
-                                      extra=extra)
+                                      extra=extra, context_vector=context_vector)
         replaced = row_to_item((yield from history.supersede(target, new_row)))
         memory = row_to_item(new_row)
     elif target is not None:  # NONE: known already; it was just confirmed
@@ -415,7 +424,12 @@ def _consolidate(
         else:
             gated.append((i, proposal, note))
     if gated:
-        vectors = yield Embed(tuple(p.content for _, p, _ in gated))
+        # each memory's vector and its context's (the text it was read from) in one batch
+        contexts = [_context(p) for _, p, _ in gated]
+        answer = yield Embed(tuple(p.content for _, p, _ in gated) + tuple(c for c in contexts if c is not None))
+        vectors = answer[:len(gated)]
+        rest = iter(answer[len(gated):])
+        context_vectors = [next(rest) if c is not None else None for c in contexts]
         candidates: list[list[tuple[MemoryItem, float]]] = []
         for (_, proposal, _), vector in zip(gated, vectors):
             q, p = queries.similar_items(identity, (proposal.scope,), vector, config.consolidation_floor,
@@ -450,6 +464,7 @@ def _consolidate(
             outcome = yield from _apply(
                 config, identity, proposal, vector, verdict, method, target, run_id=run_id, source_id=source_id,
                 update_vector=merged_vectors.get(j), note=note, source=source, extra=extra,
+                context_vector=context_vectors[j],
             )
             outcome = outcomes[i] = dataclasses.replace(outcome, said_of=said_of.get(i))
             seen.append((v, outcome))

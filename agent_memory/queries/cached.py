@@ -22,8 +22,10 @@ from .visibility import item_filter, level_members, member_of, scope_key, shared
 __all__ = ["RANGE_COLUMNS", "cache_changes", "cache_load", "cache_plan", "closest_among", "visible_ranges"]
 
 #: what a copy holds of each row (``v``: pgvector's binary form, 4 header bytes then big-endian
-#: float32s; ``expires``: seconds since the epoch, NULL for never)
-RANGE_COLUMNS = ("m.id, vector_send(m.embedding) AS v, m.confidence, m.visibility, m.owner_key,"
+#: float32s; ``cv``: the context's vector so, NULL without context; ``expires``: seconds since the
+#: epoch, NULL for never)
+RANGE_COLUMNS = ("m.id, vector_send(m.embedding) AS v, vector_send(m.context_embedding) AS cv, m.confidence,"
+                 " m.visibility, m.owner_key,"
                  " extract(epoch FROM m.expires_at)::float8 AS expires, m.memory_type, m.status = 'active' AS active,"
                  " m.content_tsv::text AS tsv")
 

@@ -49,7 +49,7 @@ ITEM_COLUMNS = (
     "id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
     "source", "source_id", "confidence", "visibility", "status", "created_at", "updated_at",
     "last_used_at", "access_count", "metadata", "valid_from", "valid_to", "superseded_by", "version", "key",
-    "expires_at", "retention", "recorded_at", "known_to",
+    "expires_at", "retention", "recorded_at", "known_to", "context", "context_position",
 )
 
 
@@ -67,12 +67,12 @@ _RETURNING = item_columns(None)
 #: the columns a new row is written with (:func:`insert_item`, :func:`copy_items`)
 COPY_COLUMNS = ("id", "content", "memory_type", "scope", "scope_id", "user_id", "project_id", "session_id",
                 "source", "source_id", "confidence", "visibility", "metadata", "key", "expires_at", "retention",
-                "embedding")
+                "context", "context_position", "context_embedding", "embedding")
 
 
 #: PostgreSQL types of :data:`COPY_COLUMNS`, for the binary COPY of :func:`copy_items`
 COPY_TYPES = ("uuid", "text", "text", "text", "text", "text", "text", "text", "text", "text", "float8", "text",
-              "jsonb", "text", "timestamptz", "text", "vector")
+              "jsonb", "text", "timestamptz", "text", "text", "int4", "vector", "vector")
 
 
 def vector_literal(vector: Sequence[float]) -> str:
@@ -82,8 +82,8 @@ def vector_literal(vector: Sequence[float]) -> str:
 
 def insert_item() -> sql.Composable:
     """One row from a dict keyed by :data:`COPY_COLUMNS` and ``valid_from`` (None: now), returned as stored."""
-    values: list[sql.Composable] = [sql.Placeholder(c) for c in COPY_COLUMNS]
-    values[-1] = sql.SQL("{}::vector").format(values[-1])
+    values: list[sql.Composable] = [sql.SQL("{}::vector").format(sql.Placeholder(c)) if c.endswith("embedding")
+                                    else sql.Placeholder(c) for c in COPY_COLUMNS]
     values.append(sql.SQL("coalesce(%(valid_from)s::timestamptz, now())"))  # event time; none said: now
     return sql.SQL("INSERT INTO memory_items ({cols}) VALUES ({vals}) RETURNING {ret}").format(
         cols=sql.SQL(", ").join(sql.Identifier(c) for c in (*COPY_COLUMNS, "valid_from")),

@@ -18,8 +18,16 @@ from typing import Any
 
 from psycopg import sql
 
+from ..ranking import Scoring
 from .items import salience_at
-from .search import BM25_OF_POSTINGS, QUERY_LEXEMES, keyword_key_sql, scope_priority_sql, scoring_params
+from .search import (
+    BM25_OF_POSTINGS,
+    QUERY_LEXEMES,
+    keyword_key_sql,
+    scope_priority_sql,
+    scoring_params,
+    similarity_sql,
+)
 from .types import Query
 
 __all__ = ["narrowed_search"]
@@ -51,16 +59,7 @@ def narrowed_search(
     pool: int,
     k: int,
     min_relevance: float,
-    vector_weight: float,
-    confidence_weight: float,
-    scope_weight: float,
-    scope_priority: dict[str, float],
-    keyword_weight: float = 0.0,
-    keyword_share: float | None = None,
-    salience_weight: float = 0.0,
-    k1: float = 1.2,
-    half: float = 5.0,
-    keyword_norm: str = "squash",
+    scoring: Scoring,
     extra_lexemes: Sequence[str] = (),
     subtree: dict[str, Any] | None = None,
     at: datetime | None = None,
@@ -85,9 +84,7 @@ def narrowed_search(
     prio = scope_priority_sql(subtree is not None)
     params.update(scoring_params(
         query_vector=query_vector, query_text=query_text, extra_lexemes=extra_lexemes, k=k, pool=pool,
-        min_relevance=min_relevance, vector_weight=vector_weight, confidence_weight=confidence_weight,
-        scope_weight=scope_weight, scope_priority=scope_priority, keyword_weight=keyword_weight,
-        keyword_share=keyword_share, salience_weight=salience_weight, k1=k1, half=half, keyword_norm=keyword_norm,
+        min_relevance=min_relevance, scoring=scoring,
     ), q_round=_ROUNDING, w_at=at)
     key = keyword_key_sql("kw.s", "(SELECT c FROM ceiling)")
     query = sql.SQL(
@@ -95,7 +92,7 @@ def narrowed_search(
         WITH q AS MATERIALIZED (SELECT %(q_vec)s::vector AS v),
         {lex},
         vis AS MATERIALIZED (
-            SELECT m.id, 1 - ({vector} <=> q.v) AS sim, {tsv} AS tsv,
+            SELECT m.id, 1 - ({vector} <=> q.v) AS sim, 1 - (m.context_embedding <=> q.v) AS csim, {tsv} AS tsv,
                    %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio}
                    + %(w_sal)s::float8 * {salience} AS b
             FROM memory_items m CROSS JOIN q{then} WHERE {filt}
@@ -110,14 +107,14 @@ def narrowed_search(
         {bm25},
         cand AS (
             SELECT x.id FROM (
-                SELECT v.id, %(w_vec)s::float8 * v.sim + v.b + %(w_kw)s::float8 * {key} AS f,
-                       %(q_rel_vec)s::float8 * v.sim + (1 - %(q_rel_vec)s::float8) * {key} AS rel
+                SELECT v.id, %(w_vec)s::float8 * {sim} + v.b + %(w_kw)s::float8 * {key} AS f,
+                       %(q_rel_vec)s::float8 * {sim} + (1 - %(q_rel_vec)s::float8) * {key} AS rel
                 FROM vis v LEFT JOIN kw USING (id)
             ) x
             WHERE %(q_floor)s::float8 <= 0 OR x.rel >= %(q_floor)s::float8 - %(q_round)s::float8
             ORDER BY x.f DESC, x.id LIMIT %(q_wide)s
         )
-        SELECT m.id, m.confidence, m.created_at, v.sim AS similarity, v.tsv::text AS tsv,
+        SELECT m.id, m.confidence, m.created_at, v.sim AS similarity, v.csim AS context_similarity, v.tsv::text AS tsv,
                {prio} AS scope_priority, {salience} AS salience,
                (SELECT coalesce(jsonb_object_agg(lexeme, df), jsonb_build_object()) FROM df) AS kw_df,
                (SELECT n FROM n) AS kw_n
@@ -125,5 +122,6 @@ def narrowed_search(
         WHERE v.id = ANY(ARRAY(SELECT id FROM cand))
         """
     ).format(filt=filt, prio=prio, salience=sql.SQL(salience_at()), key=sql.SQL(key), lex=QUERY_LEXEMES,
+             sim=sql.SQL(similarity_sql("v.sim", "v.csim")),
              bm25=BM25_OF_POSTINGS, **(_THEN if at is not None else _NOW))
     return query, params

@@ -57,24 +57,29 @@ def count_staged() -> Statement:
 
 def pending_reembed(limit: int | None) -> Statement:
     """Memories with no staged vector for their current wording, in id order (all, or ``limit``)."""
-    query = ("SELECT m.id, m.content FROM memory_items m LEFT JOIN memory_reembed r ON r.id = m.id"
+    query = ("SELECT m.id, m.content, m.context FROM memory_items m LEFT JOIN memory_reembed r ON r.id = m.id"
              " WHERE r.id IS NULL OR r.content_md5 <> md5(m.content) ORDER BY m.id")
     if limit is None:
         return query, None
     return query + " LIMIT %s", (limit,)
 
 
-def stage_vectors(rows: Sequence[Mapping[str, Any]], vectors: Sequence[Sequence[float]]) -> Statement:
-    """Stage one vector per memory, for the wording it was made from; memories deleted
-    meanwhile are skipped (the join), vectors of an older wording replaced."""
-    payload = [{"id": str(r["id"]), "content": r["content"], "embedding": vector_literal(v)}
-               for r, v in zip(rows, vectors, strict=True)]
+def stage_vectors(rows: Sequence[Mapping[str, Any]], vectors: Sequence[Sequence[float]],
+                  context_vectors: Sequence[Sequence[float] | None] | None = None) -> Statement:
+    """Stage one vector per memory, for the wording it was made from, and its context's vector
+    (``context_vectors``, None where it has no context); memories deleted meanwhile are skipped
+    (the join), vectors of an older wording replaced."""
+    contexts = context_vectors if context_vectors is not None else [None] * len(rows)
+    payload = [{"id": str(r["id"]), "content": r["content"], "embedding": vector_literal(v),
+                "context_embedding": None if c is None else vector_literal(c)}
+               for r, v, c in zip(rows, vectors, contexts, strict=True)]
     return (
-        "INSERT INTO memory_reembed (id, content_md5, embedding)"
-        " SELECT m.id, md5(p.content), p.embedding::vector"
-        " FROM jsonb_to_recordset(%s) AS p(id uuid, content text, embedding text)"
+        "INSERT INTO memory_reembed (id, content_md5, embedding, context_embedding)"
+        " SELECT m.id, md5(p.content), p.embedding::vector, p.context_embedding::vector"
+        " FROM jsonb_to_recordset(%s) AS p(id uuid, content text, embedding text, context_embedding text)"
         " JOIN memory_items m ON m.id = p.id"
-        " ON CONFLICT (id) DO UPDATE SET content_md5 = EXCLUDED.content_md5, embedding = EXCLUDED.embedding",
+        " ON CONFLICT (id) DO UPDATE SET content_md5 = EXCLUDED.content_md5, embedding = EXCLUDED.embedding,"
+        " context_embedding = EXCLUDED.context_embedding",
         (Jsonb(payload),),
     )
 
@@ -113,10 +118,12 @@ def swap_statements(dimensions: int, indexes: Sequence[Mapping[str, str]], *, se
     statements += [
         (sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(search_index_name)), None),
         ("ALTER TABLE memory_items DROP COLUMN embedding_half", None),
+        ("ALTER TABLE memory_items DROP COLUMN context_half", None),
         ("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector USING embedding::vector", None),
+        ("ALTER TABLE memory_items ALTER COLUMN context_embedding TYPE vector USING context_embedding::vector", None),
         # (stamped: a process's copy of a big scope's vectors takes the new ones; migration 0016)
-        ("UPDATE memory_items m SET embedding = r.embedding, changed_xid = pg_current_xact_id()"
-         " FROM memory_reembed r WHERE r.id = m.id", None),
+        ("UPDATE memory_items m SET embedding = r.embedding, context_embedding = r.context_embedding,"
+         " changed_xid = pg_current_xact_id() FROM memory_reembed r WHERE r.id = m.id", None),
         # earlier wordings' vectors are the old model's: a search of the past falls back to the new one
         ("UPDATE memory_item_history SET embedding = NULL WHERE embedding IS NOT NULL", None),
         # documents' passages: emptied here, embedded again right after the switch (pending_passages)
@@ -124,8 +131,12 @@ def swap_statements(dimensions: int, indexes: Sequence[Mapping[str, str]], *, se
          None),
         (sql.SQL("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector({d}) USING embedding::vector({d})")
          .format(d=dims), None),
+        (sql.SQL("ALTER TABLE memory_items ALTER COLUMN context_embedding TYPE vector({d})"
+                 " USING context_embedding::vector({d})").format(d=dims), None),
         ("ALTER TABLE memory_items ADD COLUMN embedding_half halfvec GENERATED ALWAYS AS (embedding::halfvec) STORED",
          None),
+        ("ALTER TABLE memory_items ADD COLUMN context_half halfvec"
+         " GENERATED ALWAYS AS (context_embedding::halfvec) STORED", None),
     ]
     statements += [(ix["definition"], None) for ix in indexes]
     statements.append((search_index, None))

@@ -61,13 +61,19 @@ def row_to_item(row: Mapping[str, Any], *, deduplicated: bool = False) -> Memory
         retention=Retention(row.get("retention") or "decay"),
         recorded_at=row.get("recorded_at") or row["created_at"],
         known_to=row.get("known_to"),
+        context=row.get("context"),
+        position=row.get("context_position"),
     )
 
 
 def new_item_row(identity: Identity, new: NewMemory, content: str, vector: Sequence[float], *,
-                 binary: bool = False) -> dict[str, Any]:
+                 binary: bool = False, context_vector: Sequence[float] | None = None) -> dict[str, Any]:
     """A row for :func:`.items.insert_item`, or with ``binary`` for the binary COPY of
-    :func:`.items.copy_items` (the vector as a float32 array), with a new id."""
+    :func:`.items.copy_items` (the vectors as float32 arrays), with a new id; ``context_vector``:
+    the vector of ``new.context`` (None without one)."""
+    def as_vector(v: Sequence[float]) -> Any:
+        return np.asarray(v, dtype=np.float32) if binary else vector_literal(v)
+
     return {
         "id": uuid.uuid4(),
         "content": content,
@@ -86,7 +92,10 @@ def new_item_row(identity: Identity, new: NewMemory, content: str, vector: Seque
         "expires_at": new.expires_at,
         "retention": new.retention.value,
         "valid_from": new.valid_from,
-        "embedding": np.asarray(vector, dtype=np.float32) if binary else vector_literal(vector),
+        "context": new.context,
+        "context_position": new.position,
+        "context_embedding": None if context_vector is None or new.context is None else as_vector(context_vector),
+        "embedding": as_vector(vector),
     }
 
 

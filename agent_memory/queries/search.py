@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from ..models import Identity, MemoryType, Scope
-from ..ranking import KEYWORD_NORMS
+from ..ranking import Scoring
 from .items import item_columns, salience_at, vector_literal
 from .types import Query
 from .visibility import item_filter, live, visible_parts
@@ -26,7 +26,6 @@ __all__ = [
     "HALF_ERROR",
     "QUERY_LEXEMES",
     "VISIBILITY_RANK",
-    "coverage_flag",
     "cross_level_neighbours",
     "find_duplicate",
     "find_duplicates_bulk",
@@ -38,9 +37,11 @@ __all__ = [
     "scoring_params",
     "search_candidates",
     "similar_items",
+    "similarity_sql",
     "skipped",
     "subtree_params",
     "uncopied_statistics",
+    "weight_params",
 ]
 
 #: an index range of live rows: active and not expired (``expires_at`` is in the search and count
@@ -91,11 +92,11 @@ def subtree_params(identity: Identity, step: float) -> dict[str, Any]:
             **{f"st_{level}": None if value is None else value.count("/") for level, value in ids.items()}}
 
 
-def coverage_flag(keyword_norm: str) -> bool:
-    """``%(kw_cov)s``: whether ``keyword_norm`` (one of :data:`agent_memory.ranking.KEYWORD_NORMS`) is coverage."""
-    if keyword_norm not in KEYWORD_NORMS:
-        raise ValueError(f"keyword_norm must be one of {', '.join(KEYWORD_NORMS)}, got {keyword_norm!r}")
-    return keyword_norm == "coverage"
+def similarity_sql(cosine: str, context_cosine: str) -> str:
+    """SQL: a row's similarity as :meth:`agent_memory.ranking.Scoring.similarity` computes it, from
+    its ``cosine`` and its ``context_cosine`` (NULL for a row without context: then the cosine),
+    mixed by ``%(w_ctx)s``."""
+    return f"({cosine} + %(w_ctx)s::float8 * coalesce({context_cosine} - {cosine}, 0))"
 
 
 def keyword_key_sql(bm25: str, ceiling: str) -> str:
@@ -113,15 +114,7 @@ def search_candidates(
     query_vector: Sequence[float],
     query_text: str,
     pool: int,
-    vector_weight: float,
-    confidence_weight: float,
-    scope_weight: float,
-    scope_priority: dict[str, float],
-    keyword_weight: float = 0.0,
-    salience_weight: float = 0.0,
-    k1: float = 1.2,
-    half: float = 5.0,
-    keyword_norm: str = "squash",
+    scoring: Scoring,
     extra_lexemes: Sequence[str] = (),
     subtree: dict[str, Any] | None = None,
 ) -> Query:
@@ -131,7 +124,8 @@ def search_candidates(
     row a candidate) is the exact reference the tests and benchmarks compare them with.
 
     Write ``final = A + B`` with ``A`` the score without keyword evidence and
-    ``B = keyword_weight * key(bm25)``, ``key`` being ``bm25 / (bm25 + half)`` (``keyword_norm``
+    ``B = keyword_weight * key(bm25)`` (the weights and ``key`` are ``scoring``'s,
+    :class:`agent_memory.ranking.Scoring`), ``key`` being ``bm25 / (bm25 + half)`` (``keyword_norm``
     ``"squash"``) or ``min(bm25 / ceiling, 1)`` (``"coverage"``; ``ceiling``: the summed IDF of
     the query lexemes any visible row holds, :func:`agent_memory.ranking.bm25_ceiling`); both
     grow with ``bm25`` and are 0 without a match. The vector list holds the
@@ -157,22 +151,17 @@ def search_candidates(
     params = dict(params)
     params.update(subtree or {})
     prio = scope_priority_sql(subtree is not None)
-    params.update(
-        q_vec=vector_literal(query_vector), q_text=query_text, q_extra=list(extra_lexemes), q_pool=pool,
-        w_vec=vector_weight, w_conf=confidence_weight, w_scope=scope_weight,
-        **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
-        w_kw=keyword_weight, kw_k1=k1, kw_half=half, w_sal=salience_weight,
-        kw_cov=coverage_flag(keyword_norm),
-    )
+    params.update(weight_params(scoring), q_vec=vector_literal(query_vector), q_text=query_text,
+                  q_extra=list(extra_lexemes), q_pool=pool)
     # ``A`` includes the salience term (read from each row: this statement scans the rows anyway)
     prior = sql.SQL(
-        "%(w_vec)s::float8 * (1 - (m.embedding <=> q.v)) + %(w_conf)s::float8 * m.confidence"
-        " + %(w_scope)s::float8 * {prio} + %(w_sal)s::float8 * {salience}"
+        "%(w_vec)s::float8 * " + similarity_sql("(1 - (m.embedding <=> q.v))", "(1 - (m.context_embedding <=> q.v))")
+        + " + %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} + %(w_sal)s::float8 * {salience}"
     ).format(prio=prio, salience=sql.SQL(salience_at()))
     keyword_ctes: sql.Composable
     keyword_branch: sql.Composable
     stats_cols: sql.Composable
-    if keyword_weight > 0:
+    if scoring.keyword_weight > 0:
         keyword_ctes = sql.SQL(
             """
             lex AS MATERIALIZED (
@@ -226,6 +215,7 @@ def search_candidates(
             {keyword_branch}
         )
         SELECT m.id, m.confidence, m.created_at, 1 - (m.embedding <=> q.v) AS similarity,
+               1 - (m.context_embedding <=> q.v) AS context_similarity,
                m.content_tsv::text AS tsv, {prio} AS scope_priority, {salience} AS salience, {stats_cols}
         FROM memory_items m, q
         WHERE m.id IN (SELECT id FROM cand)
@@ -275,24 +265,32 @@ _BM25_OF_GIVEN_DF = sql.SQL("df AS MATERIALIZED (SELECT d.lexeme, d.df FROM unne
                             " AS d(lexeme, df) WHERE d.df > 0),\n        " + _SCORES_OF_DF)
 
 
-def scoring_params(
-    *, query_vector: Sequence[float], query_text: str, extra_lexemes: Sequence[str], k: int, pool: int,
-    min_relevance: float, vector_weight: float, confidence_weight: float, scope_weight: float,
-    scope_priority: dict[str, float], keyword_weight: float, keyword_share: float | None, salience_weight: float,
-    k1: float, half: float, keyword_norm: str,
-) -> dict[str, Any]:
-    """The parameters every statement that scores rows exactly shares (:func:`indexed_search`,
-    :func:`.narrowed.narrowed_search`): the query, the weights, the level priorities, the keyword
-    evidence's form, the relevance floor and how many candidates to keep (``k + pool``)."""
+def weight_params(scoring: Scoring) -> dict[str, Any]:
+    """The parameters of ``scoring`` (:class:`agent_memory.ranking.Scoring`) as every statement that
+    scores rows names them: the weights (``w_*``), the level priorities (``p_*``), the keyword
+    evidence's form (``kw_*``) and the share of cosine in relevance (``q_rel_vec``)."""
+    w = scoring.weights
     return dict(
-        q_vec=vector_literal(query_vector), q_text=query_text, q_extra=list(extra_lexemes), q_wide=k + pool,
-        q_floor=float(min_relevance), w_sal=salience_weight, w_vec=vector_weight, w_conf=confidence_weight,
-        w_scope=scope_weight, **{f"p_{level}": float(weight) for level, weight in scope_priority.items()},
-        w_kw=keyword_weight, kw_k1=k1, kw_half=half, kw_cov=coverage_flag(keyword_norm),
+        w_vec=scoring.vector_weight, w_conf=w.confidence, w_scope=w.scope, w_sal=w.salience,
+        w_kw=scoring.keyword_weight, kw_k1=scoring.k1, kw_half=scoring.half, kw_cov=scoring.coverage,
+        w_ctx=scoring.context,
+        **{f"p_{level}": float(weight) for level, weight in scoring.scope_priority.items()},
         # relevance = (1 - share) * similarity + share * keyword (ranking.rank), whatever the
         # weight of similarity in the final score: the floor is on relevance
-        q_rel_vec=1 - keyword_share if keyword_share is not None else (
-            vector_weight / (vector_weight + keyword_weight) if vector_weight + keyword_weight > 0 else 1.0),
+        q_rel_vec=1 - w.keyword,
+    )
+
+
+def scoring_params(
+    *, query_vector: Sequence[float], query_text: str, extra_lexemes: Sequence[str], k: int, pool: int,
+    min_relevance: float, scoring: Scoring,
+) -> dict[str, Any]:
+    """The parameters every statement that scores rows exactly shares (:func:`indexed_search`,
+    :func:`.narrowed.narrowed_search`): the query, ``scoring``'s (:func:`weight_params`), the
+    relevance floor and how many candidates to keep (``k + pool``)."""
+    return dict(
+        weight_params(scoring), q_vec=vector_literal(query_vector), q_text=query_text,
+        q_extra=list(extra_lexemes), q_wide=k + pool, q_floor=float(min_relevance),
     )
 
 
@@ -306,16 +304,7 @@ def indexed_search(
     pool: int,
     k: int,
     min_relevance: float,
-    vector_weight: float,
-    confidence_weight: float,
-    scope_weight: float,
-    scope_priority: dict[str, float],
-    keyword_weight: float = 0.0,
-    keyword_share: float | None = None,
-    salience_weight: float = 0.0,
-    k1: float = 1.2,
-    half: float = 5.0,
-    keyword_norm: str = "squash",
+    scoring: Scoring,
     extra_lexemes: Sequence[str] = (),
     cached: CopiedRows | None = None,
 ) -> Query:
@@ -358,9 +347,7 @@ def indexed_search(
                       c_n=cached.n, c_lex=list(cached.df), c_df=list(cached.df.values()))
     params.update(scoring_params(
         query_vector=query_vector, query_text=query_text, extra_lexemes=extra_lexemes, k=k, pool=pool,
-        min_relevance=min_relevance, vector_weight=vector_weight, confidence_weight=confidence_weight,
-        scope_weight=scope_weight, scope_priority=scope_priority, keyword_weight=keyword_weight,
-        keyword_share=keyword_share, salience_weight=salience_weight, k1=k1, half=half, keyword_norm=keyword_norm,
+        min_relevance=min_relevance, scoring=scoring,
     ), q_k=k, q_err=HALF_ERROR)
     # the statement depends on which ids the caller has, never on their values: built once per shape
     return _indexed_search_sql(_shape(identity), None if scopes is None else tuple(scopes), types is not None,
@@ -386,7 +373,8 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
     def union(select: str, skip: bool = False) -> sql.Composable:
         return _keyed_union(identity, scopes, select, skip=skip, **fragments)[0]
 
-    rows: sql.Composable = union("SELECT m.id, 1 - (m.embedding_half <=> q.h) AS sim,"
+    estimate = similarity_sql("(1 - (m.embedding_half <=> q.h))", "(1 - (m.context_half <=> q.h))")
+    rows: sql.Composable = union("SELECT m.id, " + estimate + " AS sim,"
                                  " %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} AS b"
                                  " FROM memory_items m, q WHERE {part} AND " + _ACTIVE + "{types}", skip=cached)
     counts: sql.Composable = union(_COUNTS)
@@ -437,6 +425,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
               AND (%(q_floor)s::float8 <= 0 OR x.rel >= %(q_floor)s::float8 - %(q_err)s)
         )
         SELECT m.id, m.confidence, m.created_at, 1 - (m.embedding <=> q.v) AS similarity,
+               1 - (m.context_embedding <=> q.v) AS context_similarity,
                m.content_tsv::text AS tsv, {prio} AS scope_priority, {salience} AS salience,
                (SELECT coalesce(jsonb_object_agg(lexeme, df), jsonb_build_object()) FROM df) AS kw_df,
                (SELECT n FROM n) AS kw_n

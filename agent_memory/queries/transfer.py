@@ -95,21 +95,22 @@ def export_section(section: str, what: Literal["visible", "owned"], user_id: str
 
 
 def import_section(table: str, columns: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]], *,
-                   vectors: bool = False, returning: Sequence[str] = (),
+                   vectors: bool | Sequence[str] = False, returning: Sequence[str] = (),
                    requires: tuple[str, str, str] | None = None) -> Statement:
     """Insert ``rows`` (``columns``: name and SQL type), passed as one JSON array; rows whose key
     is taken already are skipped. With ``vectors`` each row also has an ``embedding`` (pgvector's
-    text form); ``returning`` names the columns to answer for each row written (an import hangs
+    text form; a list of names: those vector columns, e.g. ``embedding`` and ``context_embedding``); ``returning`` names the columns to answer for each row written (an import hangs
     a row's children only on rows it wrote itself). ``requires``
     (``(table, column, its key)``): only rows whose ``column`` names a row of that table are
     written (a passage whose document was not imported is skipped, never a foreign-key error)."""
-    names = [name for name, _ in columns] + (["embedding"] if vectors else [])
+    embedded = (["embedding"] if vectors is True else list(vectors) if vectors else [])
+    names = [name for name, _ in columns] + embedded
     defs: list[sql.Composable] = [sql.SQL("{} {}").format(sql.Identifier(name), sql.SQL(type_))
                                   for name, type_ in columns]
     values: list[sql.Composable] = [sql.SQL("r.") + sql.Identifier(name) for name, _ in columns]
-    if vectors:
-        defs.append(sql.SQL("embedding text"))
-        values.append(sql.SQL("r.embedding::vector"))
+    for name in embedded:
+        defs.append(sql.SQL("{} text").format(sql.Identifier(name)))
+        values.append(sql.SQL("r.{}::vector").format(sql.Identifier(name)))
     where = sql.SQL("") if requires is None else sql.SQL(" WHERE EXISTS (SELECT 1 FROM {t} t WHERE t.{k} = r.{c})").format(
         t=sql.Identifier(requires[0]), c=sql.Identifier(requires[1]), k=sql.Identifier(requires[2]))
     query = sql.SQL(

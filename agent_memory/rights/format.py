@@ -231,6 +231,9 @@ _SECTIONS: dict[str, _Section] = {
         _Col("expires_at", "timestamptz", _time, True),
         _Col("retention", "text", _one_of(("keep", "decay", "ephemeral")), default="decay"),
         _Col("recorded_at", "timestamptz", _time, True), _Col("known_to", "timestamptz", _time, True),
+        # what was around the memory where it was learned (issue 29; absent in older exports: none);
+        # an import embeds it again, as it does the content
+        _Col("context", "text", _text, True), _Col("context_position", "integer", _whole(0), True),
     ), ("id",), "created_at, id"),
     "history": _Section(table_of("history"), (
         _Col("memory_id", "uuid", _uuid), _Col("version", "integer", _whole(1)), _Col("content", "text", _text),
@@ -461,6 +464,8 @@ def screen_export(
             elif section == "memories":
                 row["content"] = normalize_content(row["content"])
                 rejection = _gated(where, row["content"], row["confidence"], config)
+                if row.get("context") is not None:  # the turns around it: secrets withheld, as the API does
+                    row["context"] = redact(row["context"])
             elif section == "history":
                 if row["memory_id"] in refused_memories:
                     rejection = Rejection(RejectionReason.SENSITIVE, f"{where}: its memory, "
@@ -483,7 +488,8 @@ def screen_export(
                     row["title"] = None if row["title"] is None else redact(row["title"])
             if rejection is None:
                 rejection = _secret_rejection(where, row, {"resources": ("content", "title"),
-                                                           "passages": ("content",)}.get(section, ()))
+                                                           "passages": ("content",),
+                                                           "memories": ("context",)}.get(section, ()))
             if rejection is None:
                 kept[section].append(row)
                 continue

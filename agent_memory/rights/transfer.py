@@ -135,13 +135,14 @@ def import_data(data: Any, config: MemoryConfig | None = None, *, user_id: Any =
     new = [m for m in memories if m["id"] not in present]
     new_passages = [p for p in passages if p["id"] not in present and p["resource_id"] not in present]
     passage_texts = {p["id"]: embedding_text(p["headings"], p["content"]) for p in new_passages}  # as add_document
-    texts = tuple(dict.fromkeys([m["content"] for m in new] + list(passage_texts.values())))
+    contexts = [m["context"] for m in new if m.get("context") is not None]  # embedded in the same batch
+    texts = tuple(dict.fromkeys([m["content"] for m in new] + contexts + list(passage_texts.values())))
     vectors = dict(zip(texts, (yield Embed(texts)))) if texts else {}
 
     written: dict[str, set[tuple[str, ...]]] = {}  # the keys of the parent rows this import wrote
 
     def write(section: str, payload: list[dict[str, Any]], *, returning: tuple[str, ...] = (),
-              embedded: bool = False, requires: tuple[str, str, str] | None = None) -> Op[int]:
+              embedded: bool | tuple[str, ...] = False, requires: tuple[str, str, str] | None = None) -> Op[int]:
         if not payload:
             written[section] = set()
             return 0
@@ -167,9 +168,12 @@ def import_data(data: Any, config: MemoryConfig | None = None, *, user_id: Any =
             if not operator:  # the scopes and memberships this import creates now count
                 yield from _require_roles(acting, rows, written["scopes"])
         elif section == "memories":
-            payload = [{**m, "superseded_by": None, "embedding": queries.vector_literal(vectors[m["content"]])}
+            payload = [{**m, "superseded_by": None, "embedding": queries.vector_literal(vectors[m["content"]]),
+                        "context_embedding": None if m.get("context") is None
+                        else queries.vector_literal(vectors[m["context"]])}
                        for m in new]
-            inserted[section] = yield from write(section, payload, returning=("id",), embedded=True)
+            inserted[section] = yield from write(section, payload, returning=("id",),
+                                                 embedded=("embedding", "context_embedding"))
             ids = sorted(i for (i,) in written[section])
             links = [{"id": m["id"], "target": m["superseded_by"]} for m in new
                      if (m["id"],) in written[section] and m["superseded_by"] is not None]
