@@ -226,6 +226,14 @@ def renewal_savepoint(action: str) -> tuple[sql.Composable, None]:
     return sql.SQL(verb + " store_renewal"), None
 
 
+def op_savepoint(action: str) -> tuple[sql.Composable, None]:
+    """``SAVEPOINT`` / ``RELEASE SAVEPOINT`` / ``ROLLBACK TO SAVEPOINT`` (``action``: ``"set"``,
+    ``"release"``, ``"undo"``) around one op of a batch that gathers the calls of many callers
+    into one transaction: an op that fails undoes only its own writes, and the others go on."""
+    verb = {"set": "SAVEPOINT", "release": "RELEASE SAVEPOINT", "undo": "ROLLBACK TO SAVEPOINT"}[action]
+    return sql.SQL(verb + " store_op"), None
+
+
 def readable_projects(user_id: str) -> Query:
     """The ids of the projects ``user_id`` reads something of (``project_id``): those
     they are a member of and those shared with them (or a team or org of theirs). A listing of

@@ -23,11 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph.store.base import InvalidNamespaceError as LangGraphNamespaceError
+
 from ..errors import InvalidInputError, MissingIdentityError, PermissionDeniedError
 from ..models import Identity, Scope
 from ..validation import check_id, check_scope_name, check_storable, shown
 
 __all__ = [
+    "InvalidNamespaceError",
     "MAX_KEY_LENGTH",
     "NAMESPACE_ROOTS",
     "Target",
@@ -54,6 +57,13 @@ _HOW = ("start it with 'memories', 'sessions', 'projects', 'teams' or 'orgs' and
         "('memories', user_id) or ('projects', project_id, 'notes')")
 
 
+class InvalidNamespaceError(InvalidInputError, LangGraphNamespaceError):
+    """A store namespace (or prefix) is malformed or names no level of memory; nothing was
+    done. Also LangGraph's ``InvalidNamespaceError`` (and a ``ValueError``), so code written
+    for LangGraph's stores catches it as it catches theirs. Defined here, not in
+    :mod:`agent_memory.errors`, so that importing the library does not import LangGraph's store."""
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where a namespace (or a prefix of one) lives: who acts (``identity``), on which level
@@ -66,16 +76,19 @@ class Target:
 def check_segments(field: str, segments: Any) -> tuple[str, ...]:
     """A namespace (or prefix/suffix) as a tuple of non-empty, storable strings."""
     if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence):
-        raise InvalidInputError(field, f"must be a tuple of strings, got {type(segments).__name__}")
+        raise InvalidNamespaceError(field, f"must be a tuple of strings, got {type(segments).__name__}")
     if len(segments) > MAX_DEPTH:
-        raise InvalidInputError(field, f"has {len(segments)} segments; use at most {MAX_DEPTH}")
+        raise InvalidNamespaceError(field, f"has {len(segments)} segments; use at most {MAX_DEPTH}")
     out = []
     for i, segment in enumerate(segments):
         if not isinstance(segment, str):
-            raise InvalidInputError(field, f"segment {i} must be a string, got {shown(segment)}")
+            raise InvalidNamespaceError(field, f"segment {i} must be a string, got {shown(segment)}")
         if not segment:
-            raise InvalidInputError(field, f"segment {i} is empty; namespaces are made of non-empty strings")
-        check_storable(field, f"segment {i}", segment)
+            raise InvalidNamespaceError(field, f"segment {i} is empty; namespaces are made of non-empty strings")
+        try:
+            check_storable(field, f"segment {i}", segment)
+        except InvalidInputError as exc:
+            raise InvalidNamespaceError(field, str(exc).removeprefix(f"{field}: ")) from None
         out.append(segment)
     return tuple(out)
 
@@ -109,7 +122,7 @@ def key_prefix(prefix: Sequence[str]) -> str:
 def _level(namespace: Sequence[str], field: str) -> Scope:
     scope = _LEVELS.get(namespace[0])
     if scope is None:
-        raise InvalidInputError(field, f"{namespace[0]!r} is not a level of memory: {_HOW}")
+        raise InvalidNamespaceError(field, f"{namespace[0]!r} is not a level of memory: {_HOW}")
     return scope
 
 
@@ -124,7 +137,7 @@ def resolve(namespace: Sequence[str], caller: Identity | None, *, trusted: bool,
     as the caller with that id, under the same access rules as every other entry point.
     """
     if exact and len(namespace) < 2:
-        raise InvalidInputError(field, f"{tuple(namespace)!r} names no level and id: {_HOW}")
+        raise InvalidNamespaceError(field, f"{tuple(namespace)!r} names no level and id: {_HOW}")
     if not namespace:
         return Target(_need(caller, field), None)
     scope = _level(namespace, field)
