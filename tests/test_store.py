@@ -612,7 +612,6 @@ async def test_run_identity_and_trusted_mode(memory: Any, tenant: Any) -> None:
 def test_validation_names_the_field(memory: Any, tenant: Any) -> None:
     store = AgentMemoryStore(memory, caller=Identity(user_id=tenant.user))
     cases: list[tuple[Any, str]] = [
-        (lambda: store.put(("users", tenant.user), "k", {"text": "hello there"}), "namespace"),
         (lambda: store.put(("memories",), "k", {"text": "hello there"}), "namespace"),
         (lambda: store.put(("projects", "bad id!"), "k", {"text": "hello there"}), "namespace[1]"),
         (lambda: store.batch([PutOp(("memories", tenant.user), "k", ["not", "a", "dict"])]), "value"),

@@ -154,3 +154,22 @@ def test_each_alone_undoes_a_failed_step_and_goes_on() -> None:
                     "SAVEPOINT store_op", "SELECT 1", "ROLLBACK TO SAVEPOINT store_op",
                     "SAVEPOINT store_op", "SELECT 1", "ROLLBACK TO SAVEPOINT store_op",
                     "SAVEPOINT store_op", "SELECT 1", "RELEASE SAVEPOINT store_op"]
+
+
+def test_each_alone_runs_reads_without_savepoints_and_a_read_the_database_refuses_ends_the_batch() -> None:
+    def read(value: str) -> Any:
+        rows = yield Sql(sql.SQL("SELECT 2"), None)
+        return (value, rows)
+
+    def refused_early() -> Any:
+        raise InvalidInputError("limit", "must be at least 1")
+        yield  # pragma: no cover - a generator
+
+    requests: list[Any] = []
+    outcomes = drive(each_alone([read("a"), refused_early(), read("b")], [False, False, False]), [["x"], ["y"]],
+                     requests)
+    assert outcomes[0] == ("a", ["x"]) and isinstance(outcomes[1], InvalidInputError) and outcomes[2] == ("b", ["y"])
+    assert [_said(r) for r in requests] == ["SELECT 2", "SELECT 2"]
+    failure = psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+    with pytest.raises(psycopg.errors.QueryCanceled):  # the transaction is aborted: the batch ends
+        drive(each_alone([read("a"), read("b")], [False, False]), [failure])

@@ -788,6 +788,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             EXECUTE FUNCTION agent_memory_history_level();
         """,
     ),
+    Migration(
+        "0020_optional_embedding",
+        # A LangGraph store built without an index embeds nothing (as LangGraph's own stores): its
+        # memories have no vector. Every search scores a row without one at vector similarity 0 (it
+        # is found by its words); duplicate checks, which compare vectors, pass it by; the vector
+        # indexes leave it out. ``agent-memory reembed`` gives it one. (0018 and 0019 are other
+        # changes' numbers.)
+        """
+        ALTER TABLE memory_items ALTER COLUMN embedding DROP NOT NULL;
+        """,
+    ),
 )
 
 

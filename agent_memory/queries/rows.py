@@ -67,7 +67,8 @@ def row_to_item(row: Mapping[str, Any], *, deduplicated: bool = False) -> Memory
 def new_item_row(identity: Identity, new: NewMemory, content: str, vector: Sequence[float], *,
                  binary: bool = False) -> dict[str, Any]:
     """A row for :func:`.items.insert_item`, or with ``binary`` for the binary COPY of
-    :func:`.items.copy_items` (the vector as a float32 array), with a new id."""
+    :func:`.items.copy_items` (the vector as a float32 array), with a new id. An empty ``vector``:
+    the row has none (a store without an index, migration ``0020``; found by its words only)."""
     return {
         "id": uuid.uuid4(),
         "content": content,
@@ -86,7 +87,8 @@ def new_item_row(identity: Identity, new: NewMemory, content: str, vector: Seque
         "expires_at": new.expires_at,
         "retention": new.retention.value,
         "valid_from": new.valid_from,
-        "embedding": np.asarray(vector, dtype=np.float32) if binary else vector_literal(vector),
+        "embedding": (None if not len(vector) else np.asarray(vector, dtype=np.float32) if binary
+                      else vector_literal(vector)),
     }
 
 

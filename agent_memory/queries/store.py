@@ -129,7 +129,7 @@ def search_store(
         searchable: sql.Composable = sql.SQL("TRUE")
     else:
         params["ss_vector"] = vector_literal(vector)
-        score = sql.SQL("(1 - (m.embedding <=> %(ss_vector)s::vector))::float8")
+        score = sql.SQL("coalesce(1 - (m.embedding <=> %(ss_vector)s::vector), 0)::float8")
         order = sql.SQL("m.embedding <=> %(ss_vector)s::vector, m.id")
         searchable = sql.SQL(f"COALESCE((m.metadata->'{STORE_FIELD}'->>'indexed')::boolean, true)")
     params["ss_limit"], params["ss_offset"] = limit, offset

@@ -29,6 +29,7 @@ from .. import queries
 from ..db.failures import database_error
 from ..db.requests import Commit, Sql
 from ..db.requests import Op as Operation
+from ..errors import DatabaseError
 from ..models import Identity
 
 try:  # LangGraph's rule for merging repeated calls; private, so its absence only costs the merge
@@ -114,16 +115,30 @@ async def _drain(queue: asyncio.Queue[Any], owner: weakref.ref[_Owner]) -> None:
                 future.set_result(outcome)
 
 
-def each_alone(steps: Sequence[Operation[Any] | BaseException]) -> Operation[list[Outcome]]:
-    """Run ``steps`` in order in one transaction, each under a savepoint: a step that raises
-    undoes its own writes and gives its error as its outcome, and the next step goes on. A step
-    given as an exception (refused before it ran) is that outcome. A database that is down or a
-    lost connection is not thrown in by the driver, so it still ends the whole batch."""
+def each_alone(steps: Sequence[Operation[Any] | BaseException],
+               writes: Sequence[bool] | None = None) -> Operation[list[Outcome]]:
+    """Run ``steps`` in order in one transaction, each write under a savepoint: a step that
+    raises undoes its own writes and gives its error as its outcome, and the next step goes on.
+    A step given as an exception (refused before it ran) is that outcome.
+
+    ``writes`` (default: every step) says which steps write. A read runs without a savepoint
+    (two round trips fewer): a read refused before its statement is its caller's error alone,
+    but a statement of a read that the database refuses leaves the transaction unusable, so
+    that error ends the batch (every caller hears it, as in LangGraph's own batches). A database
+    that is down or a lost connection is not thrown in by the driver: it ends the batch too."""
     outcomes: list[Outcome] = []
     try:
-        for step in steps:
+        for i, step in enumerate(steps):
             if isinstance(step, BaseException):
                 outcomes.append(step)
+                continue
+            if writes is not None and not writes[i]:
+                try:
+                    outcomes.append((yield from step))
+                except (psycopg.Error, DatabaseError):
+                    raise  # the transaction may be aborted: nothing after it could run
+                except Exception as exc:  # noqa: BLE001 - refused before any statement failed
+                    outcomes.append(exc)
                 continue
             yield Sql(*queries.op_savepoint("set"), fetch="none")
             try:

@@ -9,6 +9,12 @@ caller's own folders::
     ("teams", team_id, *rest)       -> that team's memories       (scope "team")
     ("orgs", org_id, *rest)         -> that org's memories        (scope "org")
 
+A namespace whose first segment is none of these (LangGraph code's own, e.g. ``("docs",
+"v1")``) is the caller's own: it lives under their memories, behind the segment
+:data:`OWN_MARK` (:func:`own_namespace`; ``("docs", "v1")`` -> ``("memories", user_id, "~",
+"docs", "v1")``), and reads give it back as it was written (:func:`as_given`). With no caller
+known it is refused, as any namespace is.
+
 An item's key in the database is the JSON array of its namespace and key
 (:func:`encode_key`): JSON quotes and escapes every segment, so no segment can end early
 and forge another, and a prefix of whole segments is a prefix of the text
@@ -35,7 +41,10 @@ __all__ = [
     "NAMESPACE_ROOTS",
     "Target",
     "check_key",
+    "OWN_MARK",
+    "as_given",
     "check_segments",
+    "own_namespace",
     "encode_key",
     "key_prefix",
     "resolve",
@@ -91,6 +100,29 @@ def check_segments(field: str, segments: Any) -> tuple[str, ...]:
             raise InvalidNamespaceError(field, str(exc).removeprefix(f"{field}: ")) from None
         out.append(segment)
     return tuple(out)
+
+
+#: the segment after ``("memories", user_id)`` under which the caller's namespaces that name no
+#: level live (see the module's docstring)
+OWN_MARK = "~"
+
+
+def own_namespace(namespace: tuple[str, ...], caller: Identity | None, field: str = "namespace") -> tuple[str, ...]:
+    """Where ``namespace`` lives: itself when it starts with a level (or is empty, or starts
+    with ``"*"`` in a listing), else the caller's ``("memories", user_id, "~", *namespace)``.
+    Pure; with no caller known, refused with :class:`MissingIdentityError`."""
+    if not namespace or namespace[0] in _LEVELS or namespace[0] == "*":
+        return namespace
+    return ("memories", _need(caller, field).user_id, OWN_MARK, *namespace)
+
+
+def as_given(namespace: tuple[str, ...], caller: Identity | None) -> tuple[str, ...]:
+    """The reverse of :func:`own_namespace`, for what reads answer: the caller's own namespaces
+    that name no level are given back as they were written; every other namespace as it is."""
+    if (caller is not None and len(namespace) > 3 and namespace[0] == "memories" and namespace[2] == OWN_MARK
+            and namespace[1] == caller.user_id):
+        return namespace[3:]
+    return namespace
 
 
 def check_key(key: Any) -> str:

@@ -48,7 +48,7 @@ from ..principal import AdminOps, PrincipalOps
 from ..service import AsyncMemoryService, MemoryService
 from ..sync_bridge import home_loop, run_async, run_blocking
 from ..validation import check_identity
-from .namespaces import check_segments, resolve
+from .namespaces import as_given, check_segments, own_namespace, resolve
 from .ops import (
     StoreSettings,
     delete_item,
@@ -102,13 +102,19 @@ class AgentMemoryStore(BaseStore):
     is embedded (the service's embedder embeds it: ``embed`` is not used, and ``dims`` must be the
     database's). ``ttl``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True) and
     ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`.
+
+    ``index`` left out: each value's text is embedded with the service's embedder, so a query
+    search ranks by meaning and ``memory_search`` finds store items as it finds any memory.
+    ``index=None`` given outright: as LangGraph's stores without an index, nothing is embedded
+    (puts are faster, a ``query`` is ignored and items come newest first; ``memory_search``
+    finds them by their words; ``agent-memory reembed`` embeds them later).
     """
 
     supports_ttl = True
 
     def __init__(
         self, memory: MemoryService | AsyncMemoryService, *, caller: Identity | None = None, trusted: bool = False,
-        index: IndexConfig | None = None, ttl: TTLConfig | None = None,
+        index: IndexConfig | None | NotProvided = NOT_PROVIDED, ttl: TTLConfig | None = None,
     ) -> None:
         if not isinstance(memory, (MemoryService, AsyncMemoryService)):
             raise ConfigurationError(
@@ -120,11 +126,14 @@ class AgentMemoryStore(BaseStore):
         self.memory = memory
         self.caller = None if caller is None else check_identity(**caller.kwargs())
         self.trusted = trusted
+        embeds = not (index is None)  # index=None said outright: LangGraph's store without an index
+        if isinstance(index, NotProvided):
+            index = None
         self.index_config = self._check_index(index)
         self.ttl_config = self._check_ttl(ttl)
         fields = (() if index is None or index.get("fields") is None
                   else check_fields("index['fields']", index["fields"]))
-        self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields)
+        self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields, embeds=embeds)
         self._gatherer = Gatherer(self)  # the async calls made at once, run as one batch
         try:  # built in async code: a service not set up yet is set up on this loop, its home
             self._built_on: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -199,11 +208,11 @@ class AgentMemoryStore(BaseStore):
         """One op as an operation for ``caller``; the text a put embeds is added to ``texts``."""
         settings, trusted = self._settings, self.trusted
         if isinstance(op, GetOp):
-            namespace = check_segments("namespace", op.namespace)
+            namespace = own_namespace(check_segments("namespace", op.namespace), caller)
             target = resolve(namespace, caller, trusted=trusted, exact=True)
-            return get_item(settings, target, namespace, op.key, refresh=bool(op.refresh_ttl))
+            return _given_back(get_item(settings, target, namespace, op.key, refresh=bool(op.refresh_ttl)), caller)
         if isinstance(op, PutOp):
-            namespace = check_segments("namespace", op.namespace)
+            namespace = own_namespace(check_segments("namespace", op.namespace), caller)
             target = resolve(namespace, caller, trusted=trusted, exact=True)
             if op.value is None:
                 return delete_item(settings, target, namespace, op.key)
@@ -213,12 +222,13 @@ class AgentMemoryStore(BaseStore):
                 texts.append(text)
             return put_item(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl)
         if isinstance(op, SearchOp):
-            prefix = check_segments("namespace_prefix", op.namespace_prefix)
+            prefix = own_namespace(check_segments("namespace_prefix", op.namespace_prefix), caller,
+                                   "namespace_prefix")
             target = resolve(prefix, caller, trusted=trusted, exact=False, field="namespace_prefix")
-            return search_items(settings, target, prefix, query=op.query, filter=op.filter, limit=op.limit,
-                                offset=op.offset, refresh=bool(op.refresh_ttl))
+            return _given_back(search_items(settings, target, prefix, query=op.query, filter=op.filter,
+                                            limit=op.limit, offset=op.offset, refresh=bool(op.refresh_ttl)), caller)
         if isinstance(op, ListNamespacesOp):
-            return self._listing(op, caller)
+            return _given_back(self._listing(op, caller), caller)
         raise InvalidInputError(f"ops[{i}]", f"is not a store op: {type(op).__name__}")
 
     async def _run_gathered(self, ops: list[Op], callers: list[Identity | None]) -> list[Result | BaseException]:
@@ -237,7 +247,8 @@ class AgentMemoryStore(BaseStore):
                 steps.append(self._step(i, op, caller, texts))
             except Exception as exc:  # noqa: BLE001 - refused before it ran: only its caller hears
                 steps.append(exc)
-        return cast("list[Result | BaseException]", await self._execute(_alone(steps, texts, self._recent)))
+        writes = [isinstance(op, PutOp) for op in ops]
+        return cast("list[Result | BaseException]", await self._execute(_alone(steps, writes, texts, self._recent)))
 
     async def _execute(self, operation: Operation[Any]) -> Any:
         memory = self.memory
@@ -268,12 +279,18 @@ class AgentMemoryStore(BaseStore):
             if kind in paths:
                 raise InvalidInputError("match_conditions", f"give at most one {kind} condition")
             paths[kind] = check_segments(kind, condition.path)
+        depth = op.max_depth
+        if "prefix" in paths:
+            mapped = own_namespace(paths["prefix"], caller, "prefix")
+            if mapped != paths["prefix"] and isinstance(depth, int) and not isinstance(depth, bool):
+                depth += len(mapped) - len(paths["prefix"])  # counted from the namespace as written
+            paths["prefix"] = mapped
         prefix = paths.get("prefix", ())
         fixed = prefix[: prefix.index("*")] if "*" in prefix else prefix  # who acts: what is spelled out
         target = resolve(fixed, caller, trusted=self.trusted, exact=False, field="prefix")
         every_project = len(fixed) < 2 and target.scope in (None, Scope.PROJECT)  # no project named
         return list_namespaces(target, prefix=paths.get("prefix"), suffix=paths.get("suffix"),
-                               max_depth=op.max_depth, limit=op.limit, offset=op.offset, every_project=every_project)
+                               max_depth=depth, limit=op.limit, offset=op.offset, every_project=every_project)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order, in one transaction; results in the same order. Over an
@@ -512,18 +529,38 @@ def _sequence(steps: list[Operation[Any]], texts: list[str], recent: RecentVecto
             step.close()
 
 
-def _alone(steps: list[Operation[Any] | BaseException], texts: list[str],
+def _alone(steps: list[Operation[Any] | BaseException], writes: list[bool], texts: list[str],
            recent: RecentVectors) -> Operation[list[Result | BaseException]]:
     """Gathered calls in one transaction, after one embedding call for all their puts (an
-    embedder that fails leaves each put to embed and fail alone), each under its savepoint."""
+    embedder that fails leaves each put to embed and fail alone), each write under its savepoint."""
     try:
         try:
             batch = (yield from embed_first(texts, recent)) if texts else {}
         except Exception:  # noqa: BLE001 - each put embeds again and reports its own failure
             batch = {}
         return (yield from each_alone([s if isinstance(s, BaseException) else answered(s, recent, batch)
-                                       for s in steps]))
+                                       for s in steps], writes))
     finally:
         for step in steps:
             if not isinstance(step, BaseException):
                 step.close()
+
+
+def _given_back(step: Operation[Any], caller: Identity | None) -> Operation[Any]:
+    """``step``, with the namespaces it answers as the caller wrote them (:func:`.namespaces.as_given`)."""
+    result = yield from step
+    if isinstance(result, Item):
+        result.namespace = as_given(result.namespace, caller)
+        return result
+    if isinstance(result, list):
+        out = []
+        for entry in result:
+            if isinstance(entry, Item):
+                entry.namespace = as_given(entry.namespace, caller)
+                out.append(entry)
+            elif isinstance(entry, tuple):
+                out.append(as_given(entry, caller))
+            else:
+                out.append(entry)
+        return out
+    return result
