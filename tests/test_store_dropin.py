@@ -66,3 +66,36 @@ def test_bad_namespaces_raise_langgraphs_exception(memory: Any) -> None:
             store.put(bad, "k", {"data": "x"})  # type: ignore[arg-type]
         assert isinstance(caught.value, InvalidNamespaceError) and isinstance(caught.value, InvalidInputError)
         assert isinstance(caught.value, ValueError) and caught.value.field == "namespace"
+
+
+@pytest.mark.parametrize("distance", ["cosine", "l2", "inner_product"])
+def test_distance_types_score_as_langgraph_defines_them(memory: Any, embeddings: Any, distance: str) -> None:
+    """cosine: 1 - cosine distance; l2: minus the Euclidean distance; inner_product: the dot
+    product (LangGraph's PostgresStore scores); higher is closer, and results come in that order."""
+    import numpy as np
+
+    user = f"dist-{uuid.uuid4().hex[:8]}"
+    store = AgentMemoryStore(memory, caller=Identity(user_id=user),
+                             index={"fields": ["text"], "distance_type": distance})  # type: ignore[typeddict-item]
+    texts = ["The cat sleeps on the warm windowsill", "Quarterly revenue grew by twelve percent",
+             "Our kitten naps in the sun by the window"]
+    for i, text in enumerate(texts):
+        store.put(("notes",), f"k{i}", {"text": text})
+    query = "where does the cat like to nap?"
+    hits = store.search(("notes",), query=query)
+    q = np.asarray(embeddings.embed_query(query))
+    vectors = {f"k{i}": np.asarray(v) for i, v in enumerate(embeddings.embed_documents(texts))}
+
+    def expected(key: str) -> float:
+        v = vectors[key]
+        if distance == "cosine":
+            return float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))
+        if distance == "l2":
+            return -float(np.linalg.norm(v - q))
+        return float(v @ q)
+
+    assert [h.score for h in hits] == pytest.approx([expected(h.key) for h in hits], abs=1e-4)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert hits[-1].key == "k1"  # revenue is the farthest under every distance
+    with pytest.raises(Exception, match="'cosine', 'l2' or 'inner_product'"):
+        AgentMemoryStore(memory, index={"distance_type": "manhattan"})  # type: ignore[typeddict-item]

@@ -10,8 +10,10 @@ same for :class:`~agent_memory.store.AgentMemoryStore`, with two differences tha
   a LangGraph run's user), so calls of different users share a transaction, never an identity;
   repeated calls are merged (LangGraph's own rule: a later put to a key replaces an earlier one,
   equal reads are read once) only among calls of the same caller;
-- a call that fails fails alone: the batch runs each op under a savepoint
-  (:func:`each_alone`), so a refused put gives its caller the error and the others their results.
+- a call that fails fails alone: the batch runs each write under a savepoint
+  (:func:`each_alone`), so a refused put gives its caller the error and the others their results
+  (a read refused before its statement is its caller's alone too; one the database refuses ends
+  the batch, as any failure ends LangGraph's).
 """
 
 from __future__ import annotations

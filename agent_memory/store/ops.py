@@ -76,6 +76,8 @@ class StoreSettings:
     #: False for a store built with ``index=None``: nothing is embedded (puts store no vector,
     #: a search's query is ignored), as in LangGraph's stores without an index
     embeds: bool = True
+    #: the index config's ``distance_type``: how a query search scores (``queries.STORE_DISTANCES``)
+    distance: str = "cosine"
 
 
 def _content(settings: StoreSettings, value: Mapping[str, Any], index: Any) -> tuple[str, bool]:
@@ -281,7 +283,8 @@ def search_items(
         [vector] = yield Embed((query,), query=True)
     q, p = queries.search_store(
         where, roots=NAMESPACE_ROOTS, key_prefix=key_prefix(prefix) if prefix else None, plain_rows=len(prefix) <= 2,
-        filters=queries.store_filter(conditions), vector=vector, limit=limit, offset=offset)
+        filters=queries.store_filter(conditions), vector=vector, limit=limit, offset=offset,
+        distance=settings.distance)
     rows = yield Sql(q, p)
     renew = [row["id"] for row in rows if row["renewable"]] if refresh else []
     if renew:

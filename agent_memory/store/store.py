@@ -133,7 +133,8 @@ class AgentMemoryStore(BaseStore):
         self.ttl_config = self._check_ttl(ttl)
         fields = (() if index is None or index.get("fields") is None
                   else check_fields("index['fields']", index["fields"]))
-        self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields, embeds=embeds)
+        self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields, embeds=embeds,
+                                       distance=(self.index_config or {}).get("distance_type", "cosine"))
         self._gatherer = Gatherer(self)  # the async calls made at once, run as one batch
         try:  # built in async code: a service not set up yet is set up on this loop, its home
             self._built_on: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -163,9 +164,9 @@ class AgentMemoryStore(BaseStore):
                     f"index['dims'] is {dims!r} but this memory's embedder and database use {have} dimensions; "
                     f"the store embeds with the service's embedder, so pass dims={have} or leave it out")
         distance = index.get("distance_type", "cosine")
-        if distance != "cosine":
-            raise ConfigurationError(f"index['distance_type'] {distance!r} is not supported: memories are compared "
-                                     "by cosine similarity; leave it out")
+        if distance not in ("cosine", "l2", "inner_product"):
+            raise ConfigurationError(f"index['distance_type'] must be 'cosine', 'l2' or 'inner_product' (LangGraph's "
+                                     f"choices), got {distance!r}")
         return index
 
     @staticmethod
@@ -553,7 +554,7 @@ def _given_back(step: Operation[Any], caller: Identity | None) -> Operation[Any]
         result.namespace = as_given(result.namespace, caller)
         return result
     if isinstance(result, list):
-        out = []
+        out: list[Any] = []
         for entry in result:
             if isinstance(entry, Item):
                 entry.namespace = as_given(entry.namespace, caller)
