@@ -684,6 +684,8 @@ async def test_async_service_store_refuses_sync_calls_on_its_loop(amemory: Any, 
     store = AgentMemoryStore(amemory, caller=Identity(user_id=tenant.user))
     with pytest.raises(ConfigurationError, match="aget"):
         store.get(("memories", tenant.user), "k")
+    with pytest.raises(asyncio.InvalidStateError):  # what LangGraph's async stores raise here
+        store.put(("memories", tenant.user), "k", {"text": "refused on the loop's own thread"})
     await store.aput(("memories", tenant.user), "k", {"text": "saved on the loop, read from a thread"})
     item = await asyncio.to_thread(store.get, ("memories", tenant.user), "k")  # the loop serves the thread
     assert item is not None and item.value == {"text": "saved on the loop, read from a thread"}

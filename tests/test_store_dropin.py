@@ -99,3 +99,13 @@ def test_distance_types_score_as_langgraph_defines_them(memory: Any, embeddings:
     assert hits[-1].key == "k1"  # revenue is the farthest under every distance
     with pytest.raises(Exception, match="'cosine', 'l2' or 'inner_product'"):
         AgentMemoryStore(memory, index={"distance_type": "manhattan"})  # type: ignore[typeddict-item]
+
+
+def test_a_match_condition_path_may_be_one_string(memory: Any) -> None:
+    from langgraph.store.base import ListNamespacesOp, MatchCondition
+
+    store = AgentMemoryStore(memory, caller=Identity(user_id=f"mc-{uuid.uuid4().hex[:8]}"))
+    store.put(("users", "public"), "k", {"data": "a public note"})
+    store.put(("users", "private"), "k", {"data": "a private note"})
+    [listed] = store.batch([ListNamespacesOp(match_conditions=(MatchCondition("suffix", "public"),))])  # type: ignore[arg-type]
+    assert listed == [("users", "public")]

@@ -70,6 +70,12 @@ _INDEX_KEYS = {"dims", "embed", "fields", "distance_type", "ann_index_config"}
 _TTL_KEYS = {"default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired"}
 
 
+class BlockingCallOnLoopError(ConfigurationError, asyncio.InvalidStateError):
+    """A blocking store method was called on the thread of the event loop its
+    :class:`AsyncMemoryService` runs on (it would block the loop it waits for). Also
+    ``asyncio.InvalidStateError``, which LangGraph's async stores raise in this case."""
+
+
 def _run_identity() -> Identity | None:
     """The identity of the LangGraph run this call is part of (its config or context), if any."""
     from langgraph.config import get_config
@@ -279,7 +285,10 @@ class AgentMemoryStore(BaseStore):
                 raise InvalidInputError("match_conditions", f"match_type must be 'prefix' or 'suffix', got {kind!r}")
             if kind in paths:
                 raise InvalidInputError("match_conditions", f"give at most one {kind} condition")
-            paths[kind] = check_segments(kind, condition.path)
+            path = condition.path
+            if isinstance(path, str):  # LangGraph's stores take a lone string as one segment
+                path = (path,)
+            paths[kind] = check_segments(kind, path)
         depth = op.max_depth
         if "prefix" in paths:
             mapped = own_namespace(paths["prefix"], caller, "prefix")
@@ -305,7 +314,7 @@ class AgentMemoryStore(BaseStore):
         except RuntimeError:
             pass
         else:
-            raise ConfigurationError(
+            raise BlockingCallOnLoopError(
                 "this store wraps an AsyncMemoryService and was called with a blocking method on a thread that "
                 "runs an event loop, which the call would block: await its async methods here (aget, aput, "
                 "asearch, alist_namespaces, adelete); the blocking ones work from other threads")
