@@ -368,3 +368,22 @@ def test_a_cache_remembers_a_bounded_number_of_callers():
         cache.saw(("u", f"session-{i}"), 10)
     assert len(cache.callers) == vector_cache._CALLERS
     assert not cache.plans(("u", "session-0")) and cache.plans(("u", f"session-{vector_cache._CALLERS + 49}"))
+
+
+def test_rows_without_vectors_are_read_from_copies_at_similarity_zero(copied, dsn):
+    """Memories saved without a vector (a LangGraph store with ``index=None``, migration 0020)
+    sit in a copy as zero vectors: similarity 0, as the exhaustive scan scores them."""
+    import uuid
+
+    user = f"novec-{uuid.uuid4().hex[:8]}"
+    copied.for_user(user).add_many(texts(random.Random(3), "novec", 30))
+    with psycopg.connect(dsn) as conn:
+        gone = conn.execute("UPDATE memory_items SET embedding = NULL, changed_xid = pg_current_xact_id()"
+                            " WHERE scope_id = %s AND right(content, 2) ~ '[02468][)]$'", (user,)).rowcount
+    assert gone >= 10
+    bands = _Bands()
+    with mock.patch.object(vector_cache, "candidates", bands):
+        for query in QUERIES:
+            hits = _same_as_exhaustive(copied, {"user_id": user}, query, k=7)
+            assert hits
+    assert bands.calls, "the range must have been read from its copy"
