@@ -140,7 +140,7 @@ class AgentMemoryStore(BaseStore):
         fields = (() if index is None or index.get("fields") is None
                   else check_fields("index['fields']", index["fields"]))
         self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields, embeds=embeds,
-                                       distance=(self.index_config or {}).get("distance_type", "cosine"))
+                                       distance=str((self.index_config or {}).get("distance_type", "cosine")))
         self._gatherer = Gatherer(self)  # the async calls made at once, run as one batch
         try:  # built in async code: a service not set up yet is set up on this loop, its home
             self._built_on: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
