@@ -231,12 +231,14 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
     return row_to_item(row)
 
 
-def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory) -> Op[MemoryItem | Rejection]:
+def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *,
+               embed: bool = True) -> Op[MemoryItem | Rejection]:
     """Save ``new`` under its key (``new.key``): the memory that holds the key in its scope is
     revised in place (its earlier wording kept in its history, with the visibility it had; active
     again if it was archived; its visibility, metadata and expiry replaced), or a new one is
     written. An expired holder is deleted first: expired is gone. Never deduplicated: the key
-    says which memory it is."""
+    says which memory it is. ``embed=False``: the memory gets no vector (a LangGraph store built
+    without an index embeds nothing, as LangGraph's own; such a memory is found by its words)."""
     if new.key is None:
         raise InvalidInputError("key", "a put needs a key; use add to save a memory without one")
     content, rejection = _gate(config, new)
@@ -245,7 +247,9 @@ def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory) -> Op[M
     new = with_default_expiry(config, new)
     scope_id = check_scope_id(identity, new.scope)
     yield from access.require_write(config, identity, new.scope)
-    [vector] = yield Embed((content,))
+    vector: Sequence[float] = ()
+    if embed:
+        [vector] = yield Embed((content,))
     yield Sql(*queries.lock_scope(new.scope, scope_id, identity.user_id), fetch="none")
     holder = yield Sql(*queries.select_by_key(new.scope, scope_id, identity.user_id, new.key), fetch="one")
     if holder is not None and holder["expires_at"] is not None and holder["expires_at"] <= datetime.now(UTC):

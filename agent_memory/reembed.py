@@ -107,6 +107,23 @@ def _embed_pending(rows: Sequence[dict[str, Any]], dimensions: int, model: str) 
     return (yield Sql(*queries.stage_vectors(rows, answer[:len(rows)], context_vectors), fetch="rowcount"))
 
 
+def _embed_missing(batch_size: int, dimensions: int, model: str) -> Op[int]:
+    """Embed the memories that have no vector (a LangGraph store without an index saved them),
+    batch by batch, each its own transaction; until then such a memory is found by its words."""
+    done = 0
+    while True:
+        rows = yield Sql(*queries.items_without_vectors(batch_size))
+        yield Commit()
+        if not rows:
+            return done
+        vectors = _check_vectors((yield Embed(tuple(r["content"] for r in rows))), len(rows), dimensions, model)
+        filled = yield Sql(*queries.set_item_vectors(rows, vectors), fetch="rowcount")
+        yield Commit()
+        done += filled
+        if filled == 0:  # every row changed meanwhile: the next run picks up what is left
+            return done
+
+
 def _embed_passages(batch_size: int, dimensions: int, model: str) -> Op[int]:
     """Embed the documents' passages the switch emptied, batch by batch, each its own transaction
     (no connection held while the model works); until then a passage is found by its words. A
@@ -144,7 +161,8 @@ def reembed_op(model: str, dimensions: int, *, batch_size: int = DEFAULT_BATCH_S
         yield Sql(*queries.delete_meta(_TARGET_KEY), fetch="none")
         yield Commit()
         passages = yield from _embed_passages(batch_size, dimensions, model)  # an interrupted run's, if any
-        return ReembedReport(model, dimensions, previous_model, previous_dims, total, 0, 0, switched=False,
+        filled = yield from _embed_missing(batch_size, dimensions, model)
+        return ReembedReport(model, dimensions, previous_model, previous_dims, total, filled, 0, switched=False,
                              passages=passages)
     yield Commit()
 

@@ -223,15 +223,6 @@ class AsyncMemoryService(AsyncServiceMethods, _Common, AsyncSpecificationMethods
         self._closed = False
         self.applied_migrations: list[str] = []
 
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop | None:
-        """The event loop the service was set up on, whose connections it uses (None before
-        setup): code in other threads runs the service's operations there
-        (``asyncio.run_coroutine_threadsafe``), as :class:`~agent_memory.store.AgentMemoryStore`
-        does for its blocking methods."""
-        task = self._setup_task
-        return task.get_loop() if task is not None and self.conn is not None else None
-
     async def setup(self) -> None:
         """Open the pool and migrate the schema (idempotent; concurrent callers share one setup)."""
         if self.conn is not None:

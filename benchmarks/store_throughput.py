@@ -15,10 +15,8 @@ connections (``PostgresStore`` given a ``ConnectionPool``, so neither waits on o
 LangGraph's namespaces start ``("test", ...)``; ours ``("memories", "bench", ...)`` (a store
 namespace names its level and owner), with the same depth below. Variants:
 
-- ``none``: neither store has an index. LangGraph embeds nothing. agent-memory embeds each
-  distinct text once (every memory has a vector: the schema keeps ``embedding NOT NULL``, and a
-  store item is found by ``memory_search`` like any memory); its store keeps the vectors of the
-  texts it embedded last, so a repeated value is not embedded again.
+- ``none``: neither store has an index (ours built with ``index=None``): neither embeds anything
+  (agent-memory's items then have no vector, migration ``0020_optional_embedding``).
 - ``embed``: both index the whole value (``fields=["$"]``) with the same local model
   (``LocalEmbeddings``, passed to LangGraph's index config as ``embed``).
 

@@ -33,7 +33,7 @@ PUBLIC_MODULES = [
     "agent_memory/middleware/extraction.py", "agent_memory/middleware/context.py",
     "agent_memory/middleware/episodic.py",
     "agent_memory/store/__init__.py", "agent_memory/store/store.py", "agent_memory/store/namespaces.py",
-    "agent_memory/store/values.py", "agent_memory/store/ops.py",
+    "agent_memory/store/values.py", "agent_memory/store/ops.py", "agent_memory/store/gathering.py",
     "agent_memory/filters.py", "agent_memory/queries/filters.py", "agent_memory/queries/narrowed.py",
     "agent_memory/documents/__init__.py", "agent_memory/documents/chunks.py", "agent_memory/documents/search.py",
     "agent_memory/documents/learn.py", "agent_memory/extraction/when.py",

@@ -54,14 +54,18 @@ def exact_top_k(dsn, memory, ids, query, scope, k, keyword_weight):
             "SELECT unnest(tsvector_to_array(to_tsvector('english', %s)))", (query,)).fetchall()]
     rows = [r for r in rows if r[1] in scopes]
     q = np.asarray(memory.embeddings.embed_query(query))
-    embs = np.asarray([[float(x) for x in r[4].strip("[]").split(",")] for r in rows])
-    cos = embs @ q / (np.linalg.norm(embs, axis=1) * np.linalg.norm(q))
+    # a row without a vector (a LangGraph store without an index saved it, migration 0020) scores 0
+    embs = np.asarray([[float(x) for x in r[4].strip("[]").split(",")] if r[4] is not None else [0.0] * len(q)
+                       for r in rows])
+    norms = np.linalg.norm(embs, axis=1) * np.linalg.norm(q)
+    cos = np.divide(embs @ q, norms, out=np.zeros(len(rows)), where=norms > 0)
 
     def context_cos(text):  # a memory that keeps its context: the cosine of the question and it
         if text is None:
             return None
         c = np.asarray([float(x) for x in text.strip("[]").split(",")])
         return float(c @ q / (np.linalg.norm(c) * np.linalg.norm(q)))
+
     tfs = [ranking.parse_tsvector(r[5]) for r in rows]
     df = {t: sum(1 for tf in tfs if t in tf) for t in terms}
     prio = memory.config.scope_priority
@@ -156,3 +160,43 @@ def test_context_changes_the_ranking_only_of_memories_that_keep_one(dsn, memory,
     assert both
     assert all(scores[0.0][i][0] == pytest.approx(scores[0.4][i][0], abs=1e-9) for i in both if not scores[0.0][i][1])
     assert any(abs(scores[0.0][i][0] - scores[0.4][i][0]) > 1e-4 for i in both if scores[0.0][i][1])
+
+
+def sparse_corpus(dsn: str, memory: MemoryService):
+    """A corpus where every third row has no vector (saved without an index, migration 0020)."""
+    rng = random.Random(11)
+    tag = uuid.uuid4().hex[:8]
+    ids = {"user_id": f"sparse-{tag}", "project_id": f"sparse-p-{tag}", "session_id": f"sparse-s-{tag}"}
+    for scope in ("user", "project"):
+        items = [NewMemory(content=rng.choice(FORMS).format(t=rng.choice(TOPICS)) + f" (sparse {scope} {i})",
+                           scope=scope, confidence=round(rng.uniform(0.7, 1.0), 3)) for i in range(90)]
+        memory.for_user(**ids).add_many(items)
+    with psycopg.connect(dsn) as conn:
+        conn.execute("UPDATE memory_items SET embedding = NULL, changed_xid = pg_current_xact_id()"
+                     " WHERE scope_id IN (%(u)s, %(p)s) AND right(content, 2) ~ '[0369][)]$'",
+                     {"u": ids["user_id"], "p": ids["project_id"]})
+    return ids
+
+
+@pytest.mark.parametrize(("keyword_weight", "pool"), [(0.0, 50), (None, 50), (None, 1)],
+                         ids=["vector-only", "hybrid", "hybrid-pool-equals-k"])
+@pytest.mark.parametrize("scope", [None, "user", "project"], ids=str)
+def test_rows_without_vectors_score_zero_similarity_in_every_path(dsn, memory, embeddings, sparse_corpus, scope,
+                                                                  keyword_weight, pool):
+    """Rows without a vector take part with similarity 0 (found by their words); the search agrees
+    with the exact scan, and none of them is lost or raises."""
+    with psycopg.connect(dsn) as conn:
+        missing = conn.execute("SELECT count(*) FROM memory_items WHERE scope_id = %s AND embedding IS NULL",
+                               (sparse_corpus["user_id"],)).fetchone()[0]
+    assert missing >= 20
+    config = memory.config.replace(candidate_pool=pool)
+    if keyword_weight is not None:
+        config = config.replace(keyword_weight=keyword_weight)
+    with MemoryService(dsn, config=config, embeddings=embeddings) as service:
+        for query in QUERIES:
+            for k in (1, 10, 40):
+                hits = service.for_user(**sparse_corpus).search(query, k=k, scope=scope)
+                want_ids, want_scores = exact_top_k(dsn, service, sparse_corpus, query, scope, k,
+                                                    config.keyword_weight)
+                assert [h.score for h in hits] == pytest.approx(want_scores, abs=1e-5)
+                assert [h.id for h in hits] == want_ids

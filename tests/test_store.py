@@ -35,6 +35,7 @@ from agent_memory.errors import (
     PermissionDeniedError,
 )
 from agent_memory.store import AgentMemoryStore
+from agent_memory.sync_bridge import home_loop
 from agent_memory.store.namespaces import encode_key, key_prefix, resolve
 from agent_memory.filters import AllOf, Condition
 from agent_memory.store.values import check_filter, indexed_text
@@ -427,11 +428,14 @@ def test_ttl_sweeper_deletes_expired_items(memory: Any, tenant: Any, N: Any) -> 
 async def test_async_ttl_sweeper(amemory: Any, tenant: Any, N: Any) -> None:
     store = AgentMemoryStore(amemory, caller=Identity(user_id=tenant.user), ttl={"default_ttl": 1 / 60})
     await store.aput(N("sweep"), "k", {"text": "another short-lived note"})
-    task = await store.astart_ttl_sweeper(sweep_interval_minutes=0.5 / 60)
+    task = await store.start_ttl_sweeper(sweep_interval_minutes=0.5 / 60)  # LangGraph's async names
+    assert await store.astart_ttl_sweeper() is task  # one sweeper per store, under either name
     await asyncio.sleep(2.5)
     assert (await amemory.export_data(user_id=tenant.user, what="owned"))["memories"] == []
     assert not task.done()
-    assert await store.astop_ttl_sweeper() is True
+    assert await store.stop_ttl_sweeper(timeout=5) is True
+    assert task.done() and await store.astop_ttl_sweeper() is False
+    assert await store.sweep_ttl() == 0
 
 
 # --- tenancy ----------------------------------------------------------------------------------
@@ -608,7 +612,6 @@ async def test_run_identity_and_trusted_mode(memory: Any, tenant: Any) -> None:
 def test_validation_names_the_field(memory: Any, tenant: Any) -> None:
     store = AgentMemoryStore(memory, caller=Identity(user_id=tenant.user))
     cases: list[tuple[Any, str]] = [
-        (lambda: store.put(("users", tenant.user), "k", {"text": "hello there"}), "namespace"),
         (lambda: store.put(("memories",), "k", {"text": "hello there"}), "namespace"),
         (lambda: store.put(("projects", "bad id!"), "k", {"text": "hello there"}), "namespace[1]"),
         (lambda: store.batch([PutOp(("memories", tenant.user), "k", ["not", "a", "dict"])]), "value"),
@@ -681,6 +684,8 @@ async def test_async_service_store_refuses_sync_calls_on_its_loop(amemory: Any, 
     store = AgentMemoryStore(amemory, caller=Identity(user_id=tenant.user))
     with pytest.raises(ConfigurationError, match="aget"):
         store.get(("memories", tenant.user), "k")
+    with pytest.raises(asyncio.InvalidStateError):  # what LangGraph's async stores raise here
+        store.put(("memories", tenant.user), "k", {"text": "refused on the loop's own thread"})
     await store.aput(("memories", tenant.user), "k", {"text": "saved on the loop, read from a thread"})
     item = await asyncio.to_thread(store.get, ("memories", tenant.user), "k")  # the loop serves the thread
     assert item is not None and item.value == {"text": "saved on the loop, read from a thread"}
@@ -704,22 +709,28 @@ async def test_async_service_store_serves_worker_threads_before_any_async_call(
         store = AgentMemoryStore(fresh, caller=Identity(user_id=tenant.user))  # built on this loop
         hits = await asyncio.to_thread(store.search, ns, query="worker thread")
         assert [h.key for h in hits] == ["a"]
-        assert fresh.loop is asyncio.get_running_loop()
+        assert home_loop(fresh) is asyncio.get_running_loop()  # set up on the loop the store was built on
         with pytest.raises(ConfigurationError, match="thread that runs an event loop.*aget"):
             store.get(ns, "a")  # on the loop's own thread: refused, it would block the loop it waits for
     finally:
         await fresh.close()
 
 
-def test_async_service_store_from_a_plain_thread_with_no_loop_says_what_to_do(dsn: str, config: Any,
-                                                                              embeddings: Any) -> None:
+def test_async_service_store_from_a_plain_thread_with_no_loop_just_works(dsn: str, config: Any,
+                                                                         embeddings: Any) -> None:
+    """No event loop anywhere yet: the blocking call sets the service up on the shared bridge
+    loop (:mod:`agent_memory.sync_bridge`, the one mechanism the middleware and the retriever use)."""
     from agent_memory import AsyncMemoryService
 
     service = AsyncMemoryService(dsn, config=config, embeddings=embeddings)
     store = AgentMemoryStore(service, caller=Identity(user_id="nobody-yet"))
-    with pytest.raises(ConfigurationError, match="no event loop has set up yet") as caught:
-        store.get(("memories", "nobody-yet"), "k")
-    assert "in async code" not in str(caught.value) and "await memory.setup()" in str(caught.value)
+    assert store.get(("memories", "nobody-yet"), "k") is None
+    store.put(("memories", "nobody-yet"), "k", {"text": "written with no event loop of ours"})
+    assert store.get(("memories", "nobody-yet"), "k").value == {"text": "written with no event loop of ours"}
+    store.delete(("memories", "nobody-yet"), "k")
+    home = home_loop(service)
+    assert home is not None and home.is_running()
+    asyncio.run_coroutine_threadsafe(service.close(), home).result()
 
 
 async def test_memories_saved_elsewhere_show_in_the_store(store: Door, memory: Any, tenant: Any) -> None:

@@ -400,3 +400,22 @@ def test_a_copy_keeps_each_rows_context_vector_through_updates_and_compaction():
         assert copy.has_context[slot] == (i % 2 == 0)
         want = vector_cache.unit(np.full(4, i + 1)) if i % 2 == 0 else np.zeros(4)
         assert np.allclose(copy.contexts[slot], want)
+
+
+def test_rows_without_vectors_are_read_from_copies_at_similarity_zero(copied, dsn):
+    """Memories saved without a vector (a LangGraph store with ``index=None``, migration 0020)
+    sit in a copy as zero vectors: similarity 0, as the exhaustive scan scores them."""
+    import uuid
+
+    user = f"novec-{uuid.uuid4().hex[:8]}"
+    copied.for_user(user).add_many(texts(random.Random(3), "novec", 30))
+    with psycopg.connect(dsn) as conn:
+        gone = conn.execute("UPDATE memory_items SET embedding = NULL, changed_xid = pg_current_xact_id()"
+                            " WHERE scope_id = %s AND right(content, 2) ~ '[02468][)]$'", (user,)).rowcount
+    assert gone >= 10
+    bands = _Bands()
+    with mock.patch.object(vector_cache, "candidates", bands):
+        for query in QUERIES:
+            hits = _same_as_exhaustive(copied, {"user_id": user}, query, k=7)
+            assert hits
+    assert bands.calls, "the range must have been read from its copy"

@@ -842,6 +842,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             CHECK (memory_type ~ '^[a-z][a-z0-9_]{1,31}$');
         """,
     ),
+    Migration(
+        "0020_optional_embedding",
+        # A LangGraph store built without an index embeds nothing (as LangGraph's own stores): its
+        # memories have no vector. Every search scores a row without one at vector similarity 0 (it
+        # is found by its words); duplicate checks, which compare vectors, pass it by; the vector
+        # indexes leave it out. ``agent-memory reembed`` gives it one.
+        """
+        ALTER TABLE memory_items ALTER COLUMN embedding DROP NOT NULL;
+        """,
+    ),
 )
 
 

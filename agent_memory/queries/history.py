@@ -22,13 +22,15 @@ def revise_item(memory_id: UUID, *, content: str, vector: Sequence[float] | None
                 confidence: float, metadata: Mapping[str, Any], change: str, decided_by: DecisionMethod,
                 reason: str | None, changed_by: str, valid_from: datetime | None = None) -> list[Query]:
     """Keep the row's wording (with its vector, and the scope and visibility it held under) in its
-    history, then revise it in place (``version`` + 1; a None ``vector`` keeps the embedding; a
+    history, then revise it in place (``version`` + 1; a None ``vector`` keeps the embedding, an
+    empty one leaves the row without (a store without an index, migration ``0020``); a
     ``valid_from`` earlier than the row's moves the start of its fact back); the second statement
     answers the new row."""
     params = {
         "id": memory_id, "content": content, "memory_type": memory_type.value, "confidence": confidence,
         "metadata": Jsonb(dict(metadata)), "change": change, "decided_by": decided_by.value, "reason": reason,
-        "changed_by": changed_by, "vec": None if vector is None else vector_literal(vector),
+        "changed_by": changed_by, "vec": None if vector is None or not len(vector) else vector_literal(vector),
+        "clear": vector is not None and not len(vector),
         "valid_from": valid_from,
     }
     keep = sql.SQL(
@@ -41,7 +43,8 @@ def revise_item(memory_id: UUID, *, content: str, vector: Sequence[float] | None
     )
     update = sql.SQL(
         "UPDATE memory_items SET content = %(content)s, memory_type = %(memory_type)s, confidence = %(confidence)s,"
-        " metadata = %(metadata)s, embedding = coalesce(%(vec)s::vector, embedding), version = version + 1,"
+        " metadata = %(metadata)s, embedding = CASE WHEN %(clear)s THEN NULL ELSE coalesce(%(vec)s::vector, embedding)"
+        " END, version = version + 1,"
         " valid_from = least(%(valid_from)s::timestamptz, valid_from), updated_at = now()"
         " WHERE id = %(id)s RETURNING {ret}"
     ).format(ret=item_columns(None))

@@ -92,7 +92,7 @@ def narrowed_search(
         WITH q AS MATERIALIZED (SELECT %(q_vec)s::vector AS v),
         {lex},
         vis AS MATERIALIZED (
-            SELECT m.id, 1 - ({vector} <=> q.v) AS sim, 1 - (m.context_embedding <=> q.v) AS csim, {tsv} AS tsv,
+            SELECT m.id, coalesce(1 - ({vector} <=> q.v), 0) AS sim, 1 - (m.context_embedding <=> q.v) AS csim, {tsv} AS tsv,
                    %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio}
                    + %(w_sal)s::float8 * {salience} AS b
             FROM memory_items m CROSS JOIN q{then} WHERE {filt}

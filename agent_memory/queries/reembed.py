@@ -148,6 +148,21 @@ def pending_passages(limit: int) -> Statement:
     return ("SELECT id, headings, content FROM memory_passages WHERE embedding IS NULL ORDER BY id LIMIT %s", (limit,))
 
 
+def items_without_vectors(limit: int) -> Statement:
+    """Memories with no vector (saved by a LangGraph store without an index, migration
+    ``0020``), in id order."""
+    return ("SELECT id, content FROM memory_items WHERE embedding IS NULL ORDER BY id LIMIT %s", (limit,))
+
+
+def set_item_vectors(rows: Sequence[Mapping[str, Any]], vectors: Sequence[Sequence[float]]) -> Statement:
+    """Give each memory of ``rows`` the vector of the wording it was read with (a memory deleted,
+    embedded or reworded meanwhile is skipped); stamped, as every change of a vector is (0016)."""
+    return ("UPDATE memory_items m SET embedding = v.e::vector, changed_xid = pg_current_xact_id()"
+            " FROM unnest(%s::uuid[], %s::text[], %s::text[]) AS v(id, e, c)"
+            " WHERE m.id = v.id AND m.embedding IS NULL AND m.content = v.c",
+            ([r["id"] for r in rows], [vector_literal(v) for v in vectors], [r["content"] for r in rows]))
+
+
 def set_passage_vectors(rows: Sequence[Mapping[str, Any]], vectors: Sequence[Sequence[float]]) -> Statement:
     """Give each passage of ``rows`` its vector (one statement; a passage deleted meanwhile is skipped)."""
     return ("UPDATE memory_passages p SET embedding = v.e::vector FROM unnest(%s::uuid[], %s::text[]) AS v(id, e)"

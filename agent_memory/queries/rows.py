@@ -70,7 +70,8 @@ def new_item_row(identity: Identity, new: NewMemory, content: str, vector: Seque
                  binary: bool = False, context_vector: Sequence[float] | None = None) -> dict[str, Any]:
     """A row for :func:`.items.insert_item`, or with ``binary`` for the binary COPY of
     :func:`.items.copy_items` (the vectors as float32 arrays), with a new id; ``context_vector``:
-    the vector of ``new.context`` (None without one)."""
+    the vector of ``new.context`` (None without one). An empty ``vector``: the row has none (a
+    store without an index, migration ``0020``; found by its words only)."""
     def as_vector(v: Sequence[float]) -> Any:
         return np.asarray(v, dtype=np.float32) if binary else vector_literal(v)
 
@@ -95,7 +96,7 @@ def new_item_row(identity: Identity, new: NewMemory, content: str, vector: Seque
         "context": new.context,
         "context_position": new.position,
         "context_embedding": None if context_vector is None or new.context is None else as_vector(context_vector),
-        "embedding": as_vector(vector),
+        "embedding": None if not len(vector) else as_vector(vector),
     }
 
 

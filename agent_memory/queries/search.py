@@ -155,7 +155,7 @@ def search_candidates(
                   q_extra=list(extra_lexemes), q_pool=pool)
     # ``A`` includes the salience term (read from each row: this statement scans the rows anyway)
     prior = sql.SQL(
-        "%(w_vec)s::float8 * " + similarity_sql("(1 - (m.embedding <=> q.v))", "(1 - (m.context_embedding <=> q.v))")
+        "%(w_vec)s::float8 * " + similarity_sql("coalesce(1 - (m.embedding <=> q.v), 0)", "(1 - (m.context_embedding <=> q.v))")
         + " + %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} + %(w_sal)s::float8 * {salience}"
     ).format(prio=prio, salience=sql.SQL(salience_at()))
     keyword_ctes: sql.Composable
@@ -214,7 +214,7 @@ def search_candidates(
             (SELECT m.id FROM memory_items m, q WHERE {filt} ORDER BY {prior} DESC, m.id LIMIT %(q_pool)s)
             {keyword_branch}
         )
-        SELECT m.id, m.confidence, m.created_at, 1 - (m.embedding <=> q.v) AS similarity,
+        SELECT m.id, m.confidence, m.created_at, coalesce(1 - (m.embedding <=> q.v), 0) AS similarity,
                1 - (m.context_embedding <=> q.v) AS context_similarity,
                m.content_tsv::text AS tsv, {prio} AS scope_priority, {salience} AS salience, {stats_cols}
         FROM memory_items m, q
@@ -373,7 +373,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
     def union(select: str, skip: bool = False) -> sql.Composable:
         return _keyed_union(identity, scopes, select, skip=skip, **fragments)[0]
 
-    estimate = similarity_sql("(1 - (m.embedding_half <=> q.h))", "(1 - (m.context_half <=> q.h))")
+    estimate = similarity_sql("coalesce(1 - (m.embedding_half <=> q.h), 0)", "(1 - (m.context_half <=> q.h))")
     rows: sql.Composable = union("SELECT m.id, " + estimate + " AS sim,"
                                  " %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} AS b"
                                  " FROM memory_items m, q WHERE {part} AND " + _ACTIVE + "{types}", skip=cached)
@@ -424,7 +424,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
             WHERE (SELECT short FROM cut) AND x.f >= (SELECT f FROM cut)
               AND (%(q_floor)s::float8 <= 0 OR x.rel >= %(q_floor)s::float8 - %(q_err)s)
         )
-        SELECT m.id, m.confidence, m.created_at, 1 - (m.embedding <=> q.v) AS similarity,
+        SELECT m.id, m.confidence, m.created_at, coalesce(1 - (m.embedding <=> q.v), 0) AS similarity,
                1 - (m.context_embedding <=> q.v) AS context_similarity,
                m.content_tsv::text AS tsv, {prio} AS scope_priority, {salience} AS salience,
                (SELECT coalesce(jsonb_object_agg(lexeme, df), jsonb_build_object()) FROM df) AS kw_df,

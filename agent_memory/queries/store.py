@@ -43,6 +43,16 @@ __all__ = [
 #: the metadata key a store item keeps its namespace, value, TTL and index flag under
 STORE_FIELD = "_store"
 
+#: a store's ``distance_type`` as LangGraph defines it: pgvector's operator (ordered ascending)
+#: and the ``score`` made of its distance ``{d}``, higher is closer: cosine ``1 - d`` (a row
+#: without a vector scores 0, as in every search), l2 ``-d``, inner product ``-d`` (pgvector's
+#: ``<#>`` is the negated product, so the score is the product); without a vector, the last two
+#: score None and come last
+STORE_DISTANCES: dict[str, tuple[str, str]] = {
+    "cosine": ("<=>", "coalesce(1 - ({d}), 0)"), "l2": ("<->", "(-({d}))"), "inner_product": ("<#>", "(-({d}))"),
+}
+
+
 def like_prefix(text: str) -> str:
     """The ``LIKE`` pattern (``ESCAPE '\\'``) for strings that start with ``text``: ``\\``,
     ``%`` and ``_`` are escaped, so what a caller typed is never a wildcard."""
@@ -101,6 +111,7 @@ def search_store(
     vector: Sequence[float] | None,
     limit: int,
     offset: int,
+    distance: str = "cosine",
 ) -> Query:
     """Rows of ``where`` in a namespace prefix that pass ``filters``, with their namespace, value
     and whether a read renews their TTL (``renewable``): by cosine similarity to ``vector`` (``score``; rows put with ``index=False`` left out),
@@ -129,8 +140,9 @@ def search_store(
         searchable: sql.Composable = sql.SQL("TRUE")
     else:
         params["ss_vector"] = vector_literal(vector)
-        score = sql.SQL("(1 - (m.embedding <=> %(ss_vector)s::vector))::float8")
-        order = sql.SQL("m.embedding <=> %(ss_vector)s::vector, m.id")
+        operator, scored = STORE_DISTANCES[distance]
+        score = sql.SQL(scored.format(d=f"m.embedding {operator} %(ss_vector)s::vector") + "::float8")
+        order = sql.SQL(f"m.embedding {operator} %(ss_vector)s::vector, m.id")
         searchable = sql.SQL(f"COALESCE((m.metadata->'{STORE_FIELD}'->>'indexed')::boolean, true)")
     params["ss_limit"], params["ss_offset"] = limit, offset
     return (
@@ -224,6 +236,14 @@ def renewal_savepoint(action: str) -> tuple[sql.Composable, None]:
     the batch's transaction goes on."""
     verb = {"set": "SAVEPOINT", "release": "RELEASE SAVEPOINT", "undo": "ROLLBACK TO SAVEPOINT"}[action]
     return sql.SQL(verb + " store_renewal"), None
+
+
+def op_savepoint(action: str) -> tuple[sql.Composable, None]:
+    """``SAVEPOINT`` / ``RELEASE SAVEPOINT`` / ``ROLLBACK TO SAVEPOINT`` (``action``: ``"set"``,
+    ``"release"``, ``"undo"``) around one op of a batch that gathers the calls of many callers
+    into one transaction: an op that fails undoes only its own writes, and the others go on."""
+    verb = {"set": "SAVEPOINT", "release": "RELEASE SAVEPOINT", "undo": "ROLLBACK TO SAVEPOINT"}[action]
+    return sql.SQL(verb + " store_op"), None
 
 
 def readable_projects(user_id: str) -> Query:

@@ -8,7 +8,7 @@ session_id, ...)``, ``("projects", project_id, ...)``, ``("teams", team_id, ...)
 ``("orgs", org_id, ...)``.
 """
 
-from .namespaces import NAMESPACE_ROOTS
+from .namespaces import NAMESPACE_ROOTS, InvalidNamespaceError
 from .store import AgentMemoryStore
 
-__all__ = ["NAMESPACE_ROOTS", "AgentMemoryStore"]
+__all__ = ["NAMESPACE_ROOTS", "AgentMemoryStore", "InvalidNamespaceError"]

@@ -9,6 +9,12 @@ caller's own folders::
     ("teams", team_id, *rest)       -> that team's memories       (scope "team")
     ("orgs", org_id, *rest)         -> that org's memories        (scope "org")
 
+A namespace whose first segment is none of these (LangGraph code's own, e.g. ``("docs",
+"v1")``) is the caller's own: it lives under their memories, behind the segment
+:data:`OWN_MARK` (:func:`own_namespace`; ``("docs", "v1")`` -> ``("memories", user_id, "~",
+"docs", "v1")``), and reads give it back as it was written (:func:`as_given`). With no caller
+known it is refused, as any namespace is.
+
 An item's key in the database is the JSON array of its namespace and key
 (:func:`encode_key`): JSON quotes and escapes every segment, so no segment can end early
 and forge another, and a prefix of whole segments is a prefix of the text
@@ -23,16 +29,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph.store.base import InvalidNamespaceError as LangGraphNamespaceError
+
 from ..errors import InvalidInputError, MissingIdentityError, PermissionDeniedError
 from ..models import Identity, Scope
 from ..validation import check_id, check_scope_name, check_storable, shown
 
 __all__ = [
+    "InvalidNamespaceError",
     "MAX_KEY_LENGTH",
     "NAMESPACE_ROOTS",
     "Target",
     "check_key",
+    "OWN_MARK",
+    "as_given",
     "check_segments",
+    "own_namespace",
     "encode_key",
     "key_prefix",
     "resolve",
@@ -54,6 +66,13 @@ _HOW = ("start it with 'memories', 'sessions', 'projects', 'teams' or 'orgs' and
         "('memories', user_id) or ('projects', project_id, 'notes')")
 
 
+class InvalidNamespaceError(InvalidInputError, LangGraphNamespaceError):
+    """A store namespace (or prefix) is malformed or names no level of memory; nothing was
+    done. Also LangGraph's ``InvalidNamespaceError`` (and a ``ValueError``), so code written
+    for LangGraph's stores catches it as it catches theirs. Defined here, not in
+    :mod:`agent_memory.errors`, so that importing the library does not import LangGraph's store."""
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where a namespace (or a prefix of one) lives: who acts (``identity``), on which level
@@ -66,18 +85,44 @@ class Target:
 def check_segments(field: str, segments: Any) -> tuple[str, ...]:
     """A namespace (or prefix/suffix) as a tuple of non-empty, storable strings."""
     if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence):
-        raise InvalidInputError(field, f"must be a tuple of strings, got {type(segments).__name__}")
+        raise InvalidNamespaceError(field, f"must be a tuple of strings, got {type(segments).__name__}")
     if len(segments) > MAX_DEPTH:
-        raise InvalidInputError(field, f"has {len(segments)} segments; use at most {MAX_DEPTH}")
+        raise InvalidNamespaceError(field, f"has {len(segments)} segments; use at most {MAX_DEPTH}")
     out = []
     for i, segment in enumerate(segments):
         if not isinstance(segment, str):
-            raise InvalidInputError(field, f"segment {i} must be a string, got {shown(segment)}")
+            raise InvalidNamespaceError(field, f"segment {i} must be a string, got {shown(segment)}")
         if not segment:
-            raise InvalidInputError(field, f"segment {i} is empty; namespaces are made of non-empty strings")
-        check_storable(field, f"segment {i}", segment)
+            raise InvalidNamespaceError(field, f"segment {i} is empty; namespaces are made of non-empty strings")
+        try:
+            check_storable(field, f"segment {i}", segment)
+        except InvalidInputError as exc:
+            raise InvalidNamespaceError(field, str(exc).removeprefix(f"{field}: ")) from None
         out.append(segment)
     return tuple(out)
+
+
+#: the segment after ``("memories", user_id)`` under which the caller's namespaces that name no
+#: level live (see the module's docstring)
+OWN_MARK = "~"
+
+
+def own_namespace(namespace: tuple[str, ...], caller: Identity | None, field: str = "namespace") -> tuple[str, ...]:
+    """Where ``namespace`` lives: itself when it starts with a level (or is empty, or starts
+    with ``"*"`` in a listing), else the caller's ``("memories", user_id, "~", *namespace)``.
+    Pure; with no caller known, refused with :class:`MissingIdentityError`."""
+    if not namespace or namespace[0] in _LEVELS or namespace[0] == "*":
+        return namespace
+    return ("memories", _need(caller, field).user_id, OWN_MARK, *namespace)
+
+
+def as_given(namespace: tuple[str, ...], caller: Identity | None) -> tuple[str, ...]:
+    """The reverse of :func:`own_namespace`, for what reads answer: the caller's own namespaces
+    that name no level are given back as they were written; every other namespace as it is."""
+    if (caller is not None and len(namespace) > 3 and namespace[0] == "memories" and namespace[2] == OWN_MARK
+            and namespace[1] == caller.user_id):
+        return namespace[3:]
+    return namespace
 
 
 def check_key(key: Any) -> str:
@@ -109,7 +154,7 @@ def key_prefix(prefix: Sequence[str]) -> str:
 def _level(namespace: Sequence[str], field: str) -> Scope:
     scope = _LEVELS.get(namespace[0])
     if scope is None:
-        raise InvalidInputError(field, f"{namespace[0]!r} is not a level of memory: {_HOW}")
+        raise InvalidNamespaceError(field, f"{namespace[0]!r} is not a level of memory: {_HOW}")
     return scope
 
 
@@ -124,7 +169,7 @@ def resolve(namespace: Sequence[str], caller: Identity | None, *, trusted: bool,
     as the caller with that id, under the same access rules as every other entry point.
     """
     if exact and len(namespace) < 2:
-        raise InvalidInputError(field, f"{tuple(namespace)!r} names no level and id: {_HOW}")
+        raise InvalidNamespaceError(field, f"{tuple(namespace)!r} names no level and id: {_HOW}")
     if not namespace:
         return Target(_need(caller, field), None)
     scope = _level(namespace, field)

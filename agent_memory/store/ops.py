@@ -28,7 +28,7 @@ from ..errors import AgentMemoryError, InvalidInputError, MemoryNotFoundError
 from ..gate import normalize_content
 from ..models import Identity, MemoryItem, Rejection, Scope, Status
 from ..ops import _gate as gate_memory
-from ..ops import make_new_memory
+from ..ops import make_new_memory, put_memory
 from ..principal import PrincipalOps
 from ..queries.store import STORE_FIELD
 from ..queries.types import Query
@@ -73,6 +73,11 @@ class StoreSettings:
     config: MemoryConfig
     principal: Principal
     fields: tuple[str, ...] = DEFAULT_FIELDS
+    #: False for a store built with ``index=None``: nothing is embedded (puts store no vector,
+    #: a search's query is ignored), as in LangGraph's stores without an index
+    embeds: bool = True
+    #: the index config's ``distance_type``: how a query search scores (``queries.STORE_DISTANCES``)
+    distance: str = "cosine"
 
 
 def _content(settings: StoreSettings, value: Mapping[str, Any], index: Any) -> tuple[str, bool]:
@@ -208,7 +213,7 @@ def put_text(settings: StoreSettings, target: Target, namespace: Sequence[str], 
     embedding provider). Pure: a batch embeds the texts of all its puts in one call.
     ``known``: whether a text has a vector already (it is not embedded, so it is not gated here;
     the put gates it as always)."""
-    if target.scope is None:
+    if target.scope is None or not settings.embeds or index is False:
         return None
     try:
         put = _checked_put(settings, namespace, key, value, index, ttl)
@@ -239,7 +244,8 @@ def put_item(settings: StoreSettings, target: Target, namespace: Sequence[str], 
             if other is not None and STORE_FIELD not in other.metadata:
                 yield from ops.delete(other.id)
     args = _put_args(target, namespace, put)
-    result = yield from ops.put(args.pop("key"), put.content, **args)
+    new = make_new_memory(put.content, **args)
+    result = yield from put_memory(ops.config, ops.identity, new, embed=settings.embeds and index is not False)
     if isinstance(result, Rejection):
         raise InvalidInputError("value", f"was not stored: {result.message}")
     return None
@@ -268,6 +274,8 @@ def search_items(
     offset = check_offset(offset)
     if query is not None:
         query = check_text("query", query, max_length=MAX_QUERY_LENGTH, allow_empty=True).strip() or None
+        if not settings.embeds:  # no index: LangGraph's stores ignore the query too
+            query = None
     scopes = None if target.scope is None else (target.scope,)
     where = queries.item_filter(target.identity, scopes=scopes)
     vector = None
@@ -275,7 +283,8 @@ def search_items(
         [vector] = yield Embed((query,), query=True)
     q, p = queries.search_store(
         where, roots=NAMESPACE_ROOTS, key_prefix=key_prefix(prefix) if prefix else None, plain_rows=len(prefix) <= 2,
-        filters=queries.store_filter(conditions), vector=vector, limit=limit, offset=offset)
+        filters=queries.store_filter(conditions), vector=vector, limit=limit, offset=offset,
+        distance=settings.distance)
     rows = yield Sql(q, p)
     renew = [row["id"] for row in rows if row["renewable"]] if refresh else []
     if renew:

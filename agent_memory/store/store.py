@@ -46,8 +46,9 @@ from ..identity import identity_from
 from ..models import Identity, Scope
 from ..principal import AdminOps, PrincipalOps
 from ..service import AsyncMemoryService, MemoryService
+from ..sync_bridge import home_loop, run_async, run_blocking
 from ..validation import check_identity
-from .namespaces import check_segments, resolve
+from .namespaces import as_given, check_segments, own_namespace, resolve
 from .ops import (
     StoreSettings,
     delete_item,
@@ -57,6 +58,7 @@ from .ops import (
     put_text,
     search_items,
 )
+from .gathering import Gatherer, each_alone
 from .values import check_fields
 from .vectors import RecentVectors, answered, embed_first
 
@@ -66,6 +68,12 @@ logger = logging.getLogger(__name__)
 
 _INDEX_KEYS = {"dims", "embed", "fields", "distance_type", "ann_index_config"}
 _TTL_KEYS = {"default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired"}
+
+
+class BlockingCallOnLoopError(ConfigurationError, asyncio.InvalidStateError):
+    """A blocking store method was called on the thread of the event loop its
+    :class:`AsyncMemoryService` runs on (it would block the loop it waits for). Also
+    ``asyncio.InvalidStateError``, which LangGraph's async stores raise in this case."""
 
 
 def _run_identity() -> Identity | None:
@@ -100,13 +108,19 @@ class AgentMemoryStore(BaseStore):
     is embedded (the service's embedder embeds it: ``embed`` is not used, and ``dims`` must be the
     database's). ``ttl``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True) and
     ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`.
+
+    ``index`` left out: each value's text is embedded with the service's embedder, so a query
+    search ranks by meaning and ``memory_search`` finds store items as it finds any memory.
+    ``index=None`` given outright: as LangGraph's stores without an index, nothing is embedded
+    (puts are faster, a ``query`` is ignored and items come newest first; ``memory_search``
+    finds them by their words; ``agent-memory reembed`` embeds them later).
     """
 
     supports_ttl = True
 
     def __init__(
         self, memory: MemoryService | AsyncMemoryService, *, caller: Identity | None = None, trusted: bool = False,
-        index: IndexConfig | None = None, ttl: TTLConfig | None = None,
+        index: IndexConfig | None | NotProvided = NOT_PROVIDED, ttl: TTLConfig | None = None,
     ) -> None:
         if not isinstance(memory, (MemoryService, AsyncMemoryService)):
             raise ConfigurationError(
@@ -118,15 +132,20 @@ class AgentMemoryStore(BaseStore):
         self.memory = memory
         self.caller = None if caller is None else check_identity(**caller.kwargs())
         self.trusted = trusted
+        embeds = not (index is None)  # index=None said outright: LangGraph's store without an index
+        if isinstance(index, NotProvided):
+            index = None
         self.index_config = self._check_index(index)
         self.ttl_config = self._check_ttl(ttl)
         fields = (() if index is None or index.get("fields") is None
                   else check_fields("index['fields']", index["fields"]))
-        self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields)
-        try:  # built in async code: the loop an AsyncMemoryService set up here will serve
-            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields, embeds=embeds,
+                                       distance=str((self.index_config or {}).get("distance_type", "cosine")))
+        self._gatherer = Gatherer(self)  # the async calls made at once, run as one batch
+        try:  # built in async code: a service not set up yet is set up on this loop, its home
+            self._built_on: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
-            self._loop = None
+            self._built_on = None
         self._sweeper: concurrent.futures.Future[None] | None = None
         self._sweeper_task: asyncio.Task[None] | None = None
         self._stop = threading.Event()
@@ -151,9 +170,9 @@ class AgentMemoryStore(BaseStore):
                     f"index['dims'] is {dims!r} but this memory's embedder and database use {have} dimensions; "
                     f"the store embeds with the service's embedder, so pass dims={have} or leave it out")
         distance = index.get("distance_type", "cosine")
-        if distance != "cosine":
-            raise ConfigurationError(f"index['distance_type'] {distance!r} is not supported: memories are compared "
-                                     "by cosine similarity; leave it out")
+        if distance not in ("cosine", "l2", "inner_product"):
+            raise ConfigurationError(f"index['distance_type'] must be 'cosine', 'l2' or 'inner_product' (LangGraph's "
+                                     f"choices), got {distance!r}")
         return index
 
     @staticmethod
@@ -185,37 +204,64 @@ class AgentMemoryStore(BaseStore):
         thread (a worker thread that waits for the event loop anyway: on the loop, the embedder
         would need a thread of the executor that such waiting threads may all hold)."""
         caller = self.caller if self.caller is not None else _run_identity()
-        settings, trusted = self._settings, self.trusted
-        steps: list[Operation[Any]] = []
         texts: list[str] = []  # what the batch's puts embed, embedded in one call before anything else
-        for i, op in enumerate(ops):
-            if isinstance(op, GetOp):
-                namespace = check_segments("namespace", op.namespace)
-                target = resolve(namespace, caller, trusted=trusted, exact=True)
-                steps.append(get_item(settings, target, namespace, op.key, refresh=bool(op.refresh_ttl)))
-            elif isinstance(op, PutOp):
-                namespace = check_segments("namespace", op.namespace)
-                target = resolve(namespace, caller, trusted=trusted, exact=True)
-                if op.value is None:
-                    steps.append(delete_item(settings, target, namespace, op.key))
-                else:
-                    steps.append(put_item(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl))
-                    text = put_text(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl,
-                                    known=self._recent.knows)
-                    if text is not None:
-                        texts.append(text)
-            elif isinstance(op, SearchOp):
-                prefix = check_segments("namespace_prefix", op.namespace_prefix)
-                target = resolve(prefix, caller, trusted=trusted, exact=False, field="namespace_prefix")
-                steps.append(search_items(settings, target, prefix, query=op.query, filter=op.filter, limit=op.limit,
-                                          offset=op.offset, refresh=bool(op.refresh_ttl)))
-            elif isinstance(op, ListNamespacesOp):
-                steps.append(self._listing(op, caller))
-            else:
-                raise InvalidInputError(f"ops[{i}]", f"is not a store op: {type(op).__name__}")
+        ops = list(ops)
+        steps = [self._step(i, op, caller, texts) for i, op in enumerate(ops)]
         if embed_here:
             self._embed_now(texts, [op.query for op in ops if isinstance(op, SearchOp) and isinstance(op.query, str)])
         return _sequence(steps, texts, self._recent)
+
+    def _step(self, i: int, op: Op, caller: Identity | None, texts: list[str]) -> Operation[Any]:
+        """One op as an operation for ``caller``; the text a put embeds is added to ``texts``."""
+        settings, trusted = self._settings, self.trusted
+        if isinstance(op, GetOp):
+            namespace = own_namespace(check_segments("namespace", op.namespace), caller)
+            target = resolve(namespace, caller, trusted=trusted, exact=True)
+            return _given_back(get_item(settings, target, namespace, op.key, refresh=bool(op.refresh_ttl)), caller)
+        if isinstance(op, PutOp):
+            namespace = own_namespace(check_segments("namespace", op.namespace), caller)
+            target = resolve(namespace, caller, trusted=trusted, exact=True)
+            if op.value is None:
+                return delete_item(settings, target, namespace, op.key)
+            text = put_text(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl,
+                            known=self._recent.knows)
+            if text is not None:
+                texts.append(text)
+            return put_item(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl)
+        if isinstance(op, SearchOp):
+            prefix = own_namespace(check_segments("namespace_prefix", op.namespace_prefix), caller,
+                                   "namespace_prefix")
+            target = resolve(prefix, caller, trusted=trusted, exact=False, field="namespace_prefix")
+            return _given_back(search_items(settings, target, prefix, query=op.query, filter=op.filter,
+                                            limit=op.limit, offset=op.offset, refresh=bool(op.refresh_ttl)), caller)
+        if isinstance(op, ListNamespacesOp):
+            return _given_back(self._listing(op, caller), caller)
+        raise InvalidInputError(f"ops[{i}]", f"is not a store op: {type(op).__name__}")
+
+    async def _run_gathered(self, ops: list[Op], callers: list[Identity | None]) -> list[Result | BaseException]:
+        """The calls one event-loop tick gathered (:mod:`.gathering`): one transaction, one
+        embedding call for their puts, and each call's own result or error."""
+        texts: list[str] = []
+        if len(ops) == 1:  # alone: its error ends the transaction, as an abatch of one would
+            try:
+                one = await self._execute(_sequence([self._step(0, ops[0], callers[0], texts)], texts, self._recent))
+                return cast("list[Result | BaseException]", one)
+            except Exception as exc:  # noqa: BLE001 - given to the one caller
+                return [exc]
+        steps: list[Operation[Any] | BaseException] = []
+        for i, (op, caller) in enumerate(zip(ops, callers, strict=True)):
+            try:
+                steps.append(self._step(i, op, caller, texts))
+            except Exception as exc:  # noqa: BLE001 - refused before it ran: only its caller hears
+                steps.append(exc)
+        writes = [isinstance(op, PutOp) for op in ops]
+        return cast("list[Result | BaseException]", await self._execute(_alone(steps, writes, texts, self._recent)))
+
+    async def _execute(self, operation: Operation[Any]) -> Any:
+        memory = self.memory
+        if isinstance(memory, AsyncMemoryService):
+            return await run_async(memory, operation)
+        return await asyncio.get_running_loop().run_in_executor(None, memory.execute, operation)
 
     def _embed_now(self, texts: list[str], questions: list[str]) -> None:
         """Remember the vectors of ``texts`` and ``questions`` (queries) now, with the blocking
@@ -239,60 +285,57 @@ class AgentMemoryStore(BaseStore):
                 raise InvalidInputError("match_conditions", f"match_type must be 'prefix' or 'suffix', got {kind!r}")
             if kind in paths:
                 raise InvalidInputError("match_conditions", f"give at most one {kind} condition")
-            paths[kind] = check_segments(kind, condition.path)
+            path = condition.path
+            if isinstance(path, str):  # LangGraph's stores take a lone string as one segment
+                path = (path,)
+            paths[kind] = check_segments(kind, path)
+        depth = op.max_depth
+        if "prefix" in paths:
+            mapped = own_namespace(paths["prefix"], caller, "prefix")
+            if mapped != paths["prefix"] and isinstance(depth, int) and not isinstance(depth, bool):
+                depth += len(mapped) - len(paths["prefix"])  # counted from the namespace as written
+            paths["prefix"] = mapped
         prefix = paths.get("prefix", ())
         fixed = prefix[: prefix.index("*")] if "*" in prefix else prefix  # who acts: what is spelled out
         target = resolve(fixed, caller, trusted=self.trusted, exact=False, field="prefix")
         every_project = len(fixed) < 2 and target.scope in (None, Scope.PROJECT)  # no project named
         return list_namespaces(target, prefix=paths.get("prefix"), suffix=paths.get("suffix"),
-                               max_depth=op.max_depth, limit=op.limit, offset=op.offset, every_project=every_project)
+                               max_depth=depth, limit=op.limit, offset=op.offset, every_project=every_project)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order, in one transaction; results in the same order."""
+        """Run ``ops`` in order, in one transaction; results in the same order. Over an
+        :class:`AsyncMemoryService`, from any thread but its event loop's: the call runs on the
+        service's own loop (:func:`agent_memory.sync_bridge.run_blocking`, as the middleware's)."""
         memory = self.memory
         if isinstance(memory, MemoryService):
             return memory.execute(self._operation(ops))
-        ops = list(ops)
-        loop = self._service_loop()
-        operation = self._operation(ops, embed_here=True)
-        return asyncio.run_coroutine_threadsafe(memory.execute(operation), loop).result()
-
-    def _service_loop(self) -> asyncio.AbstractEventLoop:
-        """The running event loop a blocking call on an :class:`AsyncMemoryService` runs on: the
-        one the service was set up on (its connections belong to it), else the one this store was
-        built in or last served ``abatch`` on. Refused on that loop's own thread (the call would
-        wait for the loop it blocks)."""
-        assert isinstance(self.memory, AsyncMemoryService)
-        loop = self.memory.loop or self._loop
         try:
-            here = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:
-            here = None
-        if here is not None:
-            raise ConfigurationError(
+            pass
+        else:
+            raise BlockingCallOnLoopError(
                 "this store wraps an AsyncMemoryService and was called with a blocking method on a thread that "
                 "runs an event loop, which the call would block: await its async methods here (aget, aput, "
                 "asearch, alist_namespaces, adelete); the blocking ones work from other threads")
-        if loop is None:
-            raise ConfigurationError(
-                "this store wraps an AsyncMemoryService that no event loop has set up yet, so a blocking call from "
-                "this thread has no loop to run on: build the store inside the running event loop, or "
-                "`await memory.setup()` there first; or build the store on a MemoryService")
-        if not loop.is_running():
-            raise ConfigurationError(
-                "the event loop this store's AsyncMemoryService runs on is not running (it ended or is closed), so "
-                "a blocking call has nothing to run on: call from a thread while that loop runs, or build the store "
-                "on a MemoryService")
-        return loop
+        built_on = self._built_on
+        if home_loop(memory) is None and built_on is not None and built_on.is_running():
+            # not set up yet, and this store was built on a loop that runs: set it up there, where
+            # the application's async calls will use it too (else sync_bridge's shared loop)
+            asyncio.run_coroutine_threadsafe(memory.setup(), built_on).result()
+        return run_blocking(memory, self._operation(ops, embed_here=True))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """:meth:`batch` for asyncio (a blocking service runs it in a worker thread)."""
-        operation = self._operation(ops)
-        memory = self.memory
-        if isinstance(memory, AsyncMemoryService):
-            self._loop = asyncio.get_running_loop()
-            return await memory.execute(operation)
-        return await asyncio.get_running_loop().run_in_executor(None, memory.execute, operation)
+        """:meth:`batch` for asyncio (a blocking service runs it in a worker thread). The single
+        async calls (``aget``, ``aput``, ...) made at once are gathered into batches themselves
+        (:mod:`.gathering`)."""
+        return cast("list[Result]", await self._execute(self._operation(ops)))
+
+    async def _gathered(self, op: Op) -> Any:
+        """``op``'s result, run in one batch with the other calls made in this event-loop tick;
+        the caller is read now, in this call's context (a LangGraph run's identity)."""
+        caller = self.caller if self.caller is not None else _run_identity()
+        return await self._gatherer.submit(op, caller)
 
     # --- LangGraph's methods, without its rule against "." in namespace labels ---------------
     # (its PostgresStore joins labels with "."; our keys are JSON, so "alice@example.com" or a
@@ -322,7 +365,7 @@ class AgentMemoryStore(BaseStore):
 
     async def aget(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
         """:meth:`get` for asyncio."""
-        return cast("Item | None", (await self.abatch([GetOp(namespace, str(key), self._refresh(refresh_ttl))]))[0])
+        return cast("Item | None", await self._gathered(GetOp(namespace, str(key), self._refresh(refresh_ttl))))
 
     def search(
         self, namespace_prefix: tuple[str, ...], /, *, query: str | None = None, filter: dict[str, Any] | None = None,
@@ -338,7 +381,7 @@ class AgentMemoryStore(BaseStore):
     ) -> list[SearchItem]:
         """:meth:`search` for asyncio."""
         op = SearchOp(namespace_prefix, filter, limit, offset, query, self._refresh(refresh_ttl))
-        return cast("list[SearchItem]", (await self.abatch([op]))[0])
+        return cast("list[SearchItem]", await self._gathered(op))
 
     def put(
         self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
@@ -352,7 +395,7 @@ class AgentMemoryStore(BaseStore):
         index: Literal[False] | list[str] | None = None, *, ttl: float | None | NotProvided = NOT_PROVIDED,
     ) -> None:
         """:meth:`put` for asyncio."""
-        await self.abatch([PutOp(namespace, str(key), value, index=index, ttl=self._ttl(ttl))])
+        await self._gathered(PutOp(namespace, str(key), value, index=index, ttl=self._ttl(ttl)))
 
     def delete(self, namespace: tuple[str, ...], key: str) -> None:
         """Delete the item at ``key`` in ``namespace`` (nothing there: nothing happens)."""
@@ -360,7 +403,7 @@ class AgentMemoryStore(BaseStore):
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
         """:meth:`delete` for asyncio."""
-        await self.abatch([PutOp(namespace, str(key), None)])
+        await self._gathered(PutOp(namespace, str(key), None))
 
     def list_namespaces(
         self, *, prefix: NamespacePath | None = None, suffix: NamespacePath | None = None, max_depth: int | None = None,
@@ -376,7 +419,7 @@ class AgentMemoryStore(BaseStore):
     ) -> list[tuple[str, ...]]:
         """:meth:`list_namespaces` for asyncio."""
         op = self._listing_op(prefix, suffix, max_depth, limit, offset)
-        return cast("list[tuple[str, ...]]", (await self.abatch([op]))[0])
+        return cast("list[tuple[str, ...]]", await self._gathered(op))
 
     # --- TTL ------------------------------------------------------------------------------
 
@@ -402,13 +445,21 @@ class AgentMemoryStore(BaseStore):
                                      "ttl config")
         return checked * 60
 
-    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
+    def sweep_ttl(self) -> Any:
+        """LangGraph's name for :meth:`sweep_expired`: on an :class:`AsyncMemoryService` it
+        answers the coroutine to await, as ``AsyncPostgresStore.sweep_ttl`` is awaited."""
+        if isinstance(self.memory, AsyncMemoryService):
+            return self.asweep_expired()
+        return self.sweep_expired()
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any:
         """Delete expired memories every ``sweep_interval_minutes`` (default: the ttl config's) in a
-        background thread, until :meth:`stop_ttl_sweeper`; answers the thread's future. Blocking
-        services only (:meth:`astart_ttl_sweeper` for asyncio)."""
+        background thread, until :meth:`stop_ttl_sweeper`; answers the thread's future. On an
+        :class:`AsyncMemoryService` it answers a coroutine (``await store.start_ttl_sweeper()``,
+        as LangGraph's ``AsyncPostgresStore`` is called) that starts :meth:`astart_ttl_sweeper`."""
+        if isinstance(self.memory, AsyncMemoryService):
+            return self.astart_ttl_sweeper(sweep_interval_minutes)
         seconds = self._interval(sweep_interval_minutes)
-        if not isinstance(self.memory, MemoryService):
-            raise ConfigurationError("this store wraps an AsyncMemoryService: await astart_ttl_sweeper()")
         if self._sweeper is not None and not self._sweeper.done():
             return self._sweeper
         self._stop.clear()
@@ -426,8 +477,12 @@ class AgentMemoryStore(BaseStore):
         self._sweeper = future
         return future
 
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper thread; answers whether it stopped within ``timeout`` seconds."""
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> Any:
+        """Stop the sweeper thread; answers whether it stopped within ``timeout`` seconds. On an
+        :class:`AsyncMemoryService`: a coroutine (``await store.stop_ttl_sweeper()``) that stops
+        the sweeper task (:meth:`astop_ttl_sweeper`)."""
+        if isinstance(self.memory, AsyncMemoryService):
+            return self.astop_ttl_sweeper(timeout)
         if self._sweeper is None:
             return True
         self._stop.set()
@@ -442,9 +497,9 @@ class AgentMemoryStore(BaseStore):
 
     async def astart_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> asyncio.Task[None]:
         """:meth:`start_ttl_sweeper` as an asyncio task on the running loop."""
-        seconds = self._interval(sweep_interval_minutes)
         if self._sweeper_task is not None and not self._sweeper_task.done():
             return self._sweeper_task
+        seconds = self._interval(sweep_interval_minutes)
 
         async def sweep() -> None:
             while True:
@@ -457,8 +512,9 @@ class AgentMemoryStore(BaseStore):
         self._sweeper_task = asyncio.get_running_loop().create_task(sweep())
         return self._sweeper_task
 
-    async def astop_ttl_sweeper(self) -> bool:
-        """Stop the sweeper task; answers whether one was running."""
+    async def astop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper task; answers whether one was running (``timeout``: accepted as
+        LangGraph's ``stop_ttl_sweeper`` takes it; a cancelled task ends at once)."""
         task, self._sweeper_task = self._sweeper_task, None
         if task is None or task.done():
             return False
@@ -481,3 +537,40 @@ def _sequence(steps: list[Operation[Any]], texts: list[str], recent: RecentVecto
     finally:
         for step in steps:
             step.close()
+
+
+def _alone(steps: list[Operation[Any] | BaseException], writes: list[bool], texts: list[str],
+           recent: RecentVectors) -> Operation[list[Result | BaseException]]:
+    """Gathered calls in one transaction, after one embedding call for all their puts (an
+    embedder that fails leaves each put to embed and fail alone), each write under its savepoint."""
+    try:
+        try:
+            batch = (yield from embed_first(texts, recent)) if texts else {}
+        except Exception:  # noqa: BLE001 - each put embeds again and reports its own failure
+            batch = {}
+        return (yield from each_alone([s if isinstance(s, BaseException) else answered(s, recent, batch)
+                                       for s in steps], writes))
+    finally:
+        for step in steps:
+            if not isinstance(step, BaseException):
+                step.close()
+
+
+def _given_back(step: Operation[Any], caller: Identity | None) -> Operation[Any]:
+    """``step``, with the namespaces it answers as the caller wrote them (:func:`.namespaces.as_given`)."""
+    result = yield from step
+    if isinstance(result, Item):
+        result.namespace = as_given(result.namespace, caller)
+        return result
+    if isinstance(result, list):
+        out: list[Any] = []
+        for entry in result:
+            if isinstance(entry, Item):
+                entry.namespace = as_given(entry.namespace, caller)
+                out.append(entry)
+            elif isinstance(entry, tuple):
+                out.append(as_given(entry, caller))
+            else:
+                out.append(entry)
+        return out
+    return result
