@@ -162,6 +162,7 @@ def test_context_changes_the_ranking_only_of_memories_that_keep_one(dsn, memory,
     assert any(abs(scores[0.0][i][0] - scores[0.4][i][0]) > 1e-4 for i in both if scores[0.0][i][1])
 
 
+@pytest.fixture(scope="module")
 def sparse_corpus(dsn: str, memory: MemoryService):
     """A corpus where every third row has no vector (saved without an index, migration 0020)."""
     rng = random.Random(11)

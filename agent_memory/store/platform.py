@@ -27,8 +27,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -148,33 +148,36 @@ class PlatformStore(AgentMemoryStore):
     (``client.store.put_item``, ``search_items``...), which run outside any run, acts for the user
     the platform authenticated for that request, and a refusal there answers HTTP 403."""
 
-    def _for_request(self) -> AgentMemoryStore | None:
-        """The store acting for the request's user, or ``None`` to act as this one does."""
-        if self.caller is not None or _in_a_run():
-            return None
-        caller = _request_caller()
-        if caller is None:
-            return None  # no one authenticated: refused as any call without a caller is
-        return AgentMemoryStore(self.memory, caller=caller, trusted=self.trusted, index=self.index_config,
-                                ttl=self.ttl_config)
+    def _for_request(self) -> bool:
+        """Whether a call made now comes from the platform's store endpoints (no caller given,
+        outside any run): it then acts for the request's user, and a refusal answers HTTP 403."""
+        return self.caller is None and not _in_a_run()
+
+    def _current_caller(self) -> Identity | None:
+        return _request_caller() if self._for_request() else super()._current_caller()
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        store = self._for_request()
-        if store is None:
+        with _refused_as_http(self._for_request()):
             return super().batch(ops)
-        try:
-            return store.batch(ops)
-        except PermissionDeniedError as exc:
-            raise _forbidden(exc) from exc
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        store = self._for_request()
-        if store is None:
+        with _refused_as_http(self._for_request()):
             return await super().abatch(ops)
-        try:
-            return await store.abatch(ops)
-        except PermissionDeniedError as exc:
+
+    async def _gathered(self, op: Op) -> Any:
+        with _refused_as_http(self._for_request()):
+            return await super()._gathered(op)
+
+
+@contextmanager
+def _refused_as_http(request: bool) -> Iterator[None]:
+    """A refusal of a call from the platform's store endpoints (``request``) as HTTP 403."""
+    try:
+        yield
+    except PermissionDeniedError as exc:
+        if request:
             raise _forbidden(exc) from exc
+        raise
 
 
 def _forbidden(exc: PermissionDeniedError) -> Exception:

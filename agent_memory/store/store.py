@@ -196,6 +196,11 @@ class AgentMemoryStore(BaseStore):
     def _principal(self, identity: Identity) -> PrincipalOps:
         return self.memory.for_user(identity).ops
 
+    def _current_caller(self) -> Identity | None:
+        """Who a call made now acts for: the store's ``caller``, else the LangGraph run's user
+        (read in the caller's context; a subclass may know another source, as the platform's)."""
+        return self.caller if self.caller is not None else _run_identity()
+
     # --- the two doors --------------------------------------------------------------------
 
     def _operation(self, ops: Iterable[Op], *, embed_here: bool = False) -> Operation[list[Result]]:
@@ -203,7 +208,7 @@ class AgentMemoryStore(BaseStore):
         (where the run's identity is). ``embed_here``: embed what the batch needs now, in this
         thread (a worker thread that waits for the event loop anyway: on the loop, the embedder
         would need a thread of the executor that such waiting threads may all hold)."""
-        caller = self.caller if self.caller is not None else _run_identity()
+        caller = self._current_caller()
         texts: list[str] = []  # what the batch's puts embed, embedded in one call before anything else
         ops = list(ops)
         steps = [self._step(i, op, caller, texts) for i, op in enumerate(ops)]
@@ -334,8 +339,7 @@ class AgentMemoryStore(BaseStore):
     async def _gathered(self, op: Op) -> Any:
         """``op``'s result, run in one batch with the other calls made in this event-loop tick;
         the caller is read now, in this call's context (a LangGraph run's identity)."""
-        caller = self.caller if self.caller is not None else _run_identity()
-        return await self._gatherer.submit(op, caller)
+        return await self._gatherer.submit(op, self._current_caller())
 
     # --- LangGraph's methods, without its rule against "." in namespace labels ---------------
     # (its PostgresStore joins labels with "."; our keys are JSON, so "alice@example.com" or a
