@@ -22,6 +22,8 @@ from .config import MemoryConfig
 from .db.requests import Commit, Copy, Embed, Op, Shared, Sql
 from .errors import InvalidInputError, MemoryNotFoundError, PermissionDeniedError
 from .filters import parse_filter
+from .graph import ops as graph_ops
+from .graph.extract import extract as graph_extract
 from .gate import check_content, normalize_content
 from .models import (
     Conflict,
@@ -195,6 +197,7 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
         conversation = yield from resources.conversation(identity)
         new = dataclasses.replace(new, source_id=str(conversation.id))
     row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector), fetch="one")
+    yield from graph_ops.ingest(identity, row["id"], content, vector)
     return row_to_item(row)
 
 
@@ -220,6 +223,7 @@ def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory) -> Op[M
         holder = None
     if holder is None:
         row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector), fetch="one")
+        yield from graph_ops.ingest(identity, row["id"], content, vector)
         return row_to_item(row)
     item = row_to_item(holder)
     q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id)
@@ -235,6 +239,8 @@ def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory) -> Op[M
             confidence=new.confidence, metadata=new.metadata, change="edit", decided_by=DecisionMethod.USER,
             reason=None, changed_by=identity.user_id)
         item = row_to_item(row)
+        if content != holder["content"]:
+            yield from graph_ops.ingest(identity, item.id, content, vector)
     q, p = queries.set_keyed_fields(item.id, visibility=new.visibility.value, metadata=new.metadata,
                                     expires_at=new.expires_at, retention=new.retention.value,
                                     valid_from=new.valid_from)
@@ -808,4 +814,8 @@ def import_memories(
     dated = [(rows[pos]["id"], rows[pos]["valid_from"]) for pos in keep if rows[pos]["valid_from"] is not None]
     if dated:  # the COPY wrote now(): the ones that say when their fact began get it
         yield Sql(*queries.set_valid_from(dated), fetch="none")
+    for pos in keep:  # the knowledge graph learns what they say (nothing is written for most)
+        found = graph_extract(accepted[pos][2])
+        if found.found:
+            yield from graph_ops.ingest(identity, rows[pos]["id"], accepted[pos][2], vectors[pos], found=found)
     return result

@@ -1,0 +1,222 @@
+"""The knowledge graph (issue 32) against the real database and the real local embedder:
+what saving memories builds, resolution within one owner's graph, explore and traverse,
+merge and split, the backfill, and that no other tenant sees any of it."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from agent_memory import MemoryService
+from agent_memory.errors import InvalidInputError
+
+#: three sessions of one user about a sister, a friend and a job offer
+SESSIONS = (
+    ("My sister Sarah is visiting next month.", "Sarah is worried about my job offer from Google.",
+     "I work at Acme as a data engineer."),
+    ("Had dinner with my friend Tom; Tom thinks I should take the Google offer.",
+     "Sarah and I talked about moving to Lisbon."),
+    ("Got a job offer from Google for a staff role, deadline Friday.",
+     "Tom said the Google team seems kind."),
+)
+
+
+def _handle(memory: MemoryService, user: str, session: str | None = None):
+    return memory.for_user(user, session_id=session)
+
+
+def _user() -> str:
+    return f"g-{uuid.uuid4().hex[:10]}"
+
+
+def _save_sessions(memory: MemoryService, user: str) -> None:
+    for i, turns in enumerate(SESSIONS):
+        h = _handle(memory, user, f"s{i}-{user}")
+        for text in turns:
+            h.add(text, dedupe=False)
+
+
+def test_saving_memories_builds_people_entities_and_the_owners_relations(memory):
+    user = _user()
+    _save_sessions(memory, user)
+    h = _handle(memory, user)
+    nodes = {n.name: n for n in h.graph_nodes()}
+    assert nodes[user].is_owner and nodes[user].node_type == "person"
+    assert nodes["Sarah"].node_type == "person" and nodes["Tom"].node_type == "person"
+    assert nodes["Google"].node_type == "entity" and nodes["Google"].entity_type == "organisation"
+    assert nodes["Acme"].entity_type == "organisation" and nodes["Lisbon"].entity_type == "location"
+    assert nodes["Sarah"].source_count == 3  # mentioned by three memories
+    assert any("Sarah is worried" in s for s in nodes["Sarah"].notes_snippets)
+    sarah, relations = h.graph_node("Sarah")
+    [sister] = [r for r in relations if r.rel_type == "sister"]
+    assert (sister.from_name, sister.to_name, sister.kind) == (user, "Sarah", "has_relationship_with")
+    assert (sister.attitude, sister.proximity) == (4, 5) and sister.valid_to is None
+    _, own = h.graph_node(user)
+    types = {(r.rel_type, r.to_name) for r in own}
+    assert {("friend", "Tom"), ("works-at", "Acme"), ("job-offer-from", "Google"), ("lives-in", "Lisbon")} <= types
+
+
+def test_explore_answers_people_relations_and_memories_for_the_job_offer(memory):
+    user = _user()
+    _save_sessions(memory, user)
+    result = _handle(memory, user).explore(["the Google job offer"], text_matches=["Sarah"],
+                                           return_explanations=True)
+    people = [h.node.name for h in result.people]
+    assert "Sarah" in people
+    assert "Google" in [h.node.name for h in result.entities]
+    assert any(r.rel_type == "sister" for r in result.relationships)
+    contents = [m.memory.content for m in result.memories]
+    assert any("job offer from Google" in c for c in contents)
+    assert all(m.memory.user_id == user for m in result.memories)
+    assert result.people[0].explanation is not None and "recency" in result.people[0].explanation
+    shape = result.to_dict()
+    assert set(shape) == {"meta", "semantic", "episodic"}
+    assert set(shape["semantic"]) == {"people", "concepts", "entities", "relationships"}
+    assert set(shape["episodic"]) == {"memories", "sources", "storylines", "macros"}
+    assert shape["semantic"]["people"][0]["node_type"] == "Person"
+    # recalled: the returned nodes are no longer candidates
+    assert {n.state for n in _handle(memory, user).graph_nodes(name="Sarah")} == {"active"}
+
+
+def test_relationship_filters_remove_relations_before_scoring(memory):
+    user = _user()
+    _save_sessions(memory, user)
+    h = _handle(memory, user)
+    close = h.explore(text_matches=["Sarah", "Tom"], relationship_filters={"min_proximity": 5})
+    assert {r.rel_type for r in close.relationships} == {"sister"}
+    none_family = h.explore(text_matches=["Sarah", "Tom"],
+                            relationship_filters={"exclude_relationship_types": ["sister"]})
+    assert "sister" not in {r.rel_type for r in none_family.relationships}
+    with pytest.raises(InvalidInputError, match="relationship_filters"):
+        h.explore(text_matches=["Sarah"], relationship_filters={"min_attitude": 9})
+    with pytest.raises(InvalidInputError, match="relationship_filters"):
+        h.explore(text_matches=["Sarah"], relationship_filters={"cypher": "MATCH (n) RETURN n"})
+    with pytest.raises(InvalidInputError, match="at least one"):
+        h.explore()
+
+
+def test_traverse_ppr_reaches_what_is_connected_and_pattern_mode_filters_relations(memory):
+    user = _user()
+    _save_sessions(memory, user)
+    h = _handle(memory, user)
+    [tom] = h.graph_nodes(name="Tom")
+    walk = h.traverse(seed_nodes=[str(tom.id)], top_k=10)
+    names = [n.node.name for n in walk.nodes]
+    assert names[0] == "Tom" and "Google" in names  # Tom and Google share memories
+    assert all(n.score > 0 for n in walk.nodes)
+    by_name = h.traverse(seed_nodes=["tom"], top_k=10)
+    assert [n.node.id for n in by_name.nodes] == [n.node.id for n in walk.nodes]
+    family = h.traverse(mode="pattern", seed_nodes=[user], relationship_types=["sister"], direction="out")
+    assert [n.node.name for n in family.nodes] == ["Sarah"]
+    work = h.traverse(mode="pattern", relation_kinds=["associated_with"], min_proximity=4)
+    assert work.relationships == ()  # work relations carry no proximity
+    with pytest.raises(InvalidInputError, match="seed_nodes"):
+        h.traverse(seed_nodes=["Nobody At All"])
+    with pytest.raises(InvalidInputError, match="mode"):
+        h.traverse(mode="cypher", seed_nodes=[str(tom.id)])
+
+
+def test_an_ended_relation_is_closed_not_deleted(memory):
+    user = _user()
+    h = _handle(memory, user)
+    h.add("I work at Initech on the billing team.")
+    h.add("Used to work at Initech, now at Globex.", dedupe=False)
+    _, relations = h.graph_node("Initech")
+    [works] = [r for r in relations if r.rel_type == "works-at"]
+    assert works.valid_to is not None  # ended in the world, still known
+    assert h.traverse(mode="pattern", seed_nodes=[user], relationship_types=["works-at"]).relationships == ()
+    past = h.traverse(mode="pattern", seed_nodes=[user], relationship_types=["works-at"],
+                      since=datetime.now(UTC) - timedelta(days=1))
+    assert [r.to_name for r in past.relationships] == ["Initech"]
+
+
+def test_spelling_variants_resolve_to_one_person_but_never_across_owners(memory):
+    alice, bob = _user(), _user()
+    a = _handle(memory, alice)
+    a.add("My sister Sarah loves climbing.")
+    a.add("Went climbing with Sara on Sunday.", dedupe=False)
+    [sarah] = a.graph_nodes(node_type="person", name="Sarah")
+    assert sarah.source_count == 2 and "sara" in sarah.aliases
+    assert a.graph_nodes(name="sara")[0].id == sarah.id
+    b = _handle(memory, bob)
+    b.add("My colleague Sarah runs the design team.")
+    [bobs] = b.graph_nodes(name="Sarah")
+    assert bobs.id != sarah.id and bobs.source_count == 1
+    assert len(a.graph_nodes(name="Sarah")[0].notes_snippets) == 2
+
+
+def test_another_tenant_sees_nothing_of_a_graph(memory):
+    owner, stranger = _user(), _user()
+    _save_sessions(memory, owner)
+    o, s = _handle(memory, owner), _handle(memory, stranger)
+    [sarah] = o.graph_nodes(name="Sarah")
+    assert s.graph_nodes() == []
+    found = s.explore(["Sarah the sister and the Google offer"], text_matches=["Sarah", "Google"])
+    assert (found.people, found.entities, found.relationships, found.memories) == ((), (), (), ())
+    with pytest.raises(InvalidInputError):
+        s.graph_node(str(sarah.id))
+    with pytest.raises(InvalidInputError):
+        s.traverse(seed_nodes=["Sarah"])
+    assert s.traverse(seed_nodes=[str(sarah.id)]).nodes == ()  # an id of another graph reaches nothing
+    assert s.traverse(mode="pattern", seed_nodes=[str(sarah.id)]).relationships == ()
+    assert s.traverse(mode="pattern", relationship_types=["sister"]).relationships == ()
+    with pytest.raises(InvalidInputError):
+        s.merge_nodes(str(sarah.id), "Tom")
+
+
+def test_explore_shows_only_memories_the_caller_may_read(memory, tenant):
+    """A project memory that mentions a node of the writer's graph is shown to the writer; an
+    owner_only one never to another member (whose own graph is separate anyway)."""
+    h = memory.for_user(tenant.user, project_id=tenant.project)
+    h.add("My friend Priya reviews the launch plan.", scope="project", visibility="owner_only")
+    mine = h.explore(text_matches=["Priya"])
+    assert [m.memory.content for m in mine.memories] == ["My friend Priya reviews the launch plan."]
+    other = memory.for_user(tenant.other_user, project_id=tenant.project)
+    seen = other.explore(["Priya reviews the launch plan"], text_matches=["Priya"])
+    assert seen.people == () and seen.memories == ()
+
+
+def test_merge_and_split_correct_the_graph(memory):
+    user = _user()
+    h = _handle(memory, user)
+    a = h.add("My friend Bob lent me a tent.")
+    b = h.add("Robert invited me to his party; Robert said it starts at eight.", dedupe=False)
+    merged = h.merge_nodes("Bob", "Robert")
+    assert merged.name == "Bob" and "robert" in merged.aliases and merged.source_count == 2
+    assert h.graph_nodes(name="Robert")[0].id == merged.id
+    with pytest.raises(InvalidInputError, match="same node"):
+        h.merge_nodes("Bob", "robert")
+    new = h.split_node("Bob", "Robert", [b.id])
+    assert new.name == "Robert" and new.node_type == "person" and new.source_count == 1
+    [bob] = h.graph_nodes(name="Bob")
+    assert bob.source_count == 1 and "robert" not in bob.aliases and bob.id != new.id
+    assert a.id  # the tent memory stays with Bob
+    assert [n for n in bob.notes_snippets if "tent" in n]
+
+
+def test_build_graph_backfills_memories_written_before_it_resumably(memory, dsn):
+    user = _user()
+    h = _handle(memory, user)
+    for text in ("My brother Luis lives in Porto.", "Luis sent photos of the river.", "Prefers tea."):
+        h.add(text, dedupe=False)
+    with psycopg.connect(dsn, autocommit=True) as conn:  # as if written before the graph existed
+        conn.execute("DELETE FROM graph_nodes WHERE scope = 'user' AND scope_id = %s", (user,))
+    assert h.graph_nodes() == []
+    assert h.build_graph(batch=1, limit=1) == 1  # stopped early
+    assert h.build_graph(batch=2) == 2  # the rest; the first is not read again
+    [luis] = h.graph_nodes(name="Luis")
+    assert luis.source_count == 2
+    assert h.build_graph() == 1  # only the memory that names nothing is read again; nothing doubles
+    assert h.graph_nodes(name="Luis")[0].source_count == 2
+
+
+async def test_the_async_handle_explores_the_same_graph(amemory):
+    user = _user()
+    h = amemory.for_user(user)
+    await h.add("My sister Sarah is visiting next month.")
+    result = await h.explore(text_matches=["Sarah"])
+    assert [p.node.name for p in result.people] == ["Sarah"]
+    assert [r.rel_type for r in result.relationships] == ["sister"]
