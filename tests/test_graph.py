@@ -220,3 +220,35 @@ async def test_the_async_handle_explores_the_same_graph(amemory):
     result = await h.explore(text_matches=["Sarah"])
     assert [p.node.name for p in result.people] == ["Sarah"]
     assert [r.rel_type for r in result.relationships] == ["sister"]
+
+
+def test_the_graph_commands(dsn, monkeypatch, capsys, memory):
+    import json as _json
+
+    from agent_memory.cli import main
+
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    user = _user()
+    h = _handle(memory, user)
+    h.add("My friend Bob lent me a tent.")
+    robert = h.add("Robert invited me to his party; Robert said it starts at eight.", dedupe=False)
+    me = ["--user", user]
+    assert main(["graph", "list", "--json", *me]) == 0
+    listed = {n["name"]: n for n in _json.loads(capsys.readouterr().out)}
+    assert {"Bob", "Robert", user} <= set(listed)
+    assert main(["graph", "show", "Bob", "--json", *me]) == 0
+    shown = _json.loads(capsys.readouterr().out)
+    assert [r["type"] for r in shown["relations"]] == ["friend"]
+    assert main(["graph", "merge", "Bob", "Robert", *me]) == 0
+    assert "merged 'Robert' into Bob" in capsys.readouterr().out
+    assert main(["graph", "split", "Bob", "--name", "Robert", "--memory", str(robert.id), "--json", *me]) == 0
+    assert _json.loads(capsys.readouterr().out)["name"] == "Robert"
+    assert main(["graph", "export", *me]) == 0
+    exported = _json.loads(capsys.readouterr().out)
+    assert {n["name"] for n in exported["nodes"]} >= {"Bob", "Robert"} and exported["relations"]
+    assert main(["graph", "build", "--json", *me]) == 0
+    assert _json.loads(capsys.readouterr().out) == {"memories_read": 0}
+    assert main(["graph", "merge", "Bob", *me]) == 2  # a mistake says what to give
+    assert "takes 2 node name(s)" in capsys.readouterr().err
+    assert main(["graph", "list", "--user", _user()]) == 0
+    assert "is empty" in capsys.readouterr().out  # another user's graph is not theirs
