@@ -128,6 +128,7 @@ under between into onto of by as is isn't don't doesn't didn't can can't could w
 working works worked lives lived moved moving visiting visited uses using used studies studying
 christmas easter halloween thanksgiving english french german spanish chinese japanese italian
 do does did go went get got make made take took see saw know knew think thought feel felt let lets
+met had called talked spoke saw went came lunch dinner note notes save plain
 meanwhile anyway besides still yet already again once soon later now never always often sometimes
 """.split())
 _PERSON_CUES = re.compile(
@@ -149,6 +150,30 @@ def _clean(name: str) -> str:
 def _person_name(raw: str) -> str:
     words = [w for w in _clean(raw).split() if canonical(w) not in _COMMON]
     return " ".join(words[:2])
+
+
+def _names(text: str) -> list[tuple[int, str]]:
+    """Runs of up to three adjacent capitalised words that are not common words ("Cleo Baker"),
+    with where each starts."""
+    out: list[tuple[int, str]] = []
+    run: list[tuple[int, int, str]] = []
+
+    def flush() -> None:
+        if run:
+            out.append((run[0][0], " ".join(w for _, _, w in run[:3])))
+            run.clear()
+
+    for m in _CAPS.finditer(text):
+        word = m.group(1)
+        key = canonical(word)
+        if key in _COMMON or key.rstrip("s") in _COMMON:
+            flush()
+            continue
+        if run and not (m.start() == run[-1][1] + 1 and text[run[-1][1]] == " "):
+            flush()
+        run.append((m.start(), m.end(), word))
+    flush()
+    return out
 
 
 def extract(text: str) -> Extracted:
@@ -190,10 +215,9 @@ def extract(text: str) -> Extracted:
         if canonical(name) in _TOOLS:
             add(Found(name, "entity", "tool", 0.8))
             links.append(Link(OWNER, name, "associated_with", "uses"))
-    for m in _CAPS.finditer(text):
-        word = m.group(1)
+    for start, word in _names(text):
         key = canonical(word)
-        if key in _COMMON or key.rstrip("s") in _COMMON or any(key in k.split() for k in found):
+        if any(key in k.split() or key == k for k in found) or any(k in key.split() for k in found):
             continue
         if key in _TOOLS:
             add(Found(word, "entity", "tool", 0.7))
@@ -202,6 +226,6 @@ def extract(text: str) -> Extracted:
         elif re.search(_PERSON_CUES.pattern.format(n=re.escape(word)), text):
             add(Found(word, "person", confidence=0.7))
         elif len(key) > 2:
-            start = bool(_SENTENCE_START.search(text[:m.start()]))
-            add(Found(word, "person", confidence=0.3 if start else 0.4, known_only=start))
+            opening = bool(_SENTENCE_START.search(text[:start]))
+            add(Found(word, "person", confidence=0.3 if opening else 0.4, known_only=opening))
     return Extracted(tuple(found.values()), tuple(links))
