@@ -252,3 +252,54 @@ def test_the_graph_commands(dsn, monkeypatch, capsys, memory):
     assert "takes 2 node name(s)" in capsys.readouterr().err
     assert main(["graph", "list", "--user", _user()]) == 0
     assert "is empty" in capsys.readouterr().out  # another user's graph is not theirs
+
+
+def test_resolution_rules_are_pure_and_strict():
+    from agent_memory.graph.extract import Found
+    from agent_memory.graph.resolve import resolve, variant_of
+
+    assert variant_of("sara", "sarah") and variant_of("sara lee", "sarah lee")
+    assert not variant_of("alma abbott", "ana abbott") and not variant_of("jon", "john")
+    assert not variant_of("sarah lee", "sarah kim") and not variant_of("mark", "mary")
+    rows = [{"id": 1, "node_type": "person", "entity_type": "", "canonical_name": "sarah", "aliases": []},
+            {"id": 2, "node_type": "person", "entity_type": "", "canonical_name": "sarai", "aliases": []}]
+    # two candidates: no guess, a new node
+    assert resolve([Found("Sara", "person")], rows) == {"sara": None}
+    assert resolve([Found("Sarah", "person")], rows)["sarah"]["id"] == 1
+
+
+def test_extraction_rules_find_people_places_work_and_tools():
+    from agent_memory.graph.extract import OWNER, extract
+
+    got = extract("My sister Sarah moved to Lisbon. I work at Acme and use Python daily.")
+    assert {(f.name, f.node_type, f.entity_type) for f in got.found} == {
+        ("Sarah", "person", ""), ("Lisbon", "entity", "location"), ("Acme", "entity", "organisation"),
+        ("Python", "entity", "tool")}
+    assert {(link.source, link.target, link.rel_type) for link in got.links} == {
+        (OWNER, "Sarah", "sister"), (OWNER, "Lisbon", "lives-in"), (OWNER, "Acme", "works-at"),
+        (OWNER, "Python", "uses")}
+    assert all(f.known_only for f in extract("Deploys go out on Tuesdays.").found)  # no new node
+    assert [f.name for f in extract("Met Cleo Baker and Wes Diaz for lunch.").found] == ["Cleo Baker", "Wes Diaz"]
+    [opening] = extract("Caroline went home.").found
+    assert opening.known_only  # a capitalised word opening a sentence: only a name already known
+
+
+def test_personalized_pagerank_is_a_distribution_that_favours_what_is_near_the_seeds():
+    from agent_memory.graph.rank import co_mention_edges, notes_snippets, personalized_pagerank
+
+    ranks = personalized_pagerank([("a", "b", 1.0), ("b", "c", 1.0), ("x", "y", 1.0)], ["a"])
+    assert abs(sum(ranks.values()) - 1) < 1e-9
+    assert ranks["b"] > ranks["c"] > 0 and ranks["x"] == ranks["y"] == 0  # unreachable: nothing
+    heavier = personalized_pagerank([("a", "b", 5.0), ("a", "c", 1.0)], ["a"])
+    assert heavier["b"] > heavier["c"]
+    assert personalized_pagerank([], []) == {}
+    assert co_mention_edges([{"node_id": "a", "source_id": 1}, {"node_id": "a", "source_id": 2}],
+                            [{"node_id": "a", "source_id": 1}, {"node_id": "b", "source_id": 1},
+                             {"node_id": "b", "source_id": 2}, {"node_id": "c", "source_id": 2}]) == [
+        ("a", "b", 2.0), ("a", "c", 1.0)]
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    notes = [{"content": "x" * 900, "added_at": f"2025-12-{d:02d}"} for d in range(1, 21)]
+    notes.append({"content": "gone", "added_at": "2025-12-31", "expires_at": "2025-12-30T00:00:00+00:00"})
+    cut = notes_snippets(notes, now)
+    assert len(cut) == 10 and all(len(c) == 500 for c in cut) and "gone" not in cut
+    assert sum(len(c) for c in notes_snippets(notes, now, per_note=800)) == 5000  # 5,000 in all

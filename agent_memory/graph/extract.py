@@ -144,12 +144,19 @@ def _clean(name: str) -> str:
     words = name.split()
     while words and canonical(words[-1]) in _COMMON:
         words.pop()
-    return " ".join(words)
+    if any(w.endswith((".", ",", ";", ":")) for w in words[:-1]):  # a name ends where a sentence does
+        words = words[:next(i for i, w in enumerate(words) if w.endswith((".", ",", ";", ":"))) + 1]
+    return " ".join(words).strip(" .,;:!?\"'")
 
 
 def _person_name(raw: str) -> str:
     words = [w for w in _clean(raw).split() if canonical(w) not in _COMMON]
     return " ".join(words[:2])
+
+
+def _common(key: str) -> bool:
+    """A common word, or the plural of one ("Tuesdays")."""
+    return key in _COMMON or (len(key) > 4 and key.endswith("s") and key[:-1] in _COMMON)
 
 
 def _names(text: str) -> list[tuple[int, str]]:
@@ -166,7 +173,7 @@ def _names(text: str) -> list[tuple[int, str]]:
     for m in _CAPS.finditer(text):
         word = m.group(1)
         key = canonical(word)
-        if key in _COMMON or key.rstrip("s") in _COMMON:
+        if _common(key):
             flush()
             continue
         if run and not (m.start() == run[-1][1] + 1 and text[run[-1][1]] == " "):

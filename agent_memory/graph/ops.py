@@ -28,7 +28,7 @@ from ..queries.rows import row_to_item
 from ..validation import check_int, check_list, check_text, check_uuid
 from .extract import OWNER, Extracted, Link, canonical, extract
 from .models import ExploreResult, GraphNode, GraphRelation, MemoryHit, NodeHit, TraverseResult
-from .rank import Weights, notes_snippets, personalized_pagerank, score
+from .rank import Weights, co_mention_edges, notes_snippets, personalized_pagerank, score
 from .resolve import resolve
 
 __all__ = ["KINDS", "backfill", "explore", "get_node", "ingest", "list_nodes", "merge", "split", "traverse"]
@@ -158,10 +158,17 @@ def node_of(row: Mapping[str, Any], now: datetime) -> GraphNode:
     )
 
 
-def relation_of(row: Mapping[str, Any], now: datetime) -> GraphRelation:
+def _named(owner: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> Op[list[GraphRelation]]:
+    """Relation rows as :class:`GraphRelation`, with their ends' names (one statement)."""
+    ends = sorted({i for r in rows for i in (r["from_node"], r["to_node"])}, key=str)
+    names = {r["id"]: r["name"] for r in (yield Sql(*gq.node_names(owner, ends)))} if ends else {}
+    return [relation_of(r, names, now) for r in rows]
+
+
+def relation_of(row: Mapping[str, Any], names: Mapping[UUID, str], now: datetime) -> GraphRelation:
     return GraphRelation(
-        id=row["id"], from_id=row["from_node"], from_name=row["from_name"], to_id=row["to_node"],
-        to_name=row["to_name"], kind=row["kind"], rel_type=row["rel_type"], description=row["description"],
+        id=row["id"], from_id=row["from_node"], from_name=names.get(row["from_node"], ""), to_id=row["to_node"],
+        to_name=names.get(row["to_node"], ""), kind=row["kind"], rel_type=row["rel_type"], description=row["description"],
         attitude=row["attitude"], proximity=row["proximity"], notes_snippets=notes_snippets(row["notes"] or (), now),
         confidence=float(row["confidence"]), salience=float(row["salience"]), state=row["state"],
         recorded_by=row["recorded_by"], valid_from=row["valid_from"], valid_to=row["valid_to"],
@@ -245,7 +252,7 @@ def explore(
                                               max_proximity=filters.get("max_proximity"),
                                               types=filters.get("types"), exclude_types=filters.get("exclude_types"),
                                               limit=10))
-        relations = [relation_of(r, now) for r in rel_rows]
+        relations = yield from _named(owner, rel_rows, now)
     memories: list[MemoryHit] = []
     if gran == 1 and (top_ids or vectors):
         q, p = gq.memories_mentioning(identity, owner, top_ids, vectors, 20)
@@ -340,9 +347,16 @@ def traverse(
         for _ in range(depth):
             if not frontier or len(edges) >= max_edges:
                 break
-            rows = yield Sql(*gq.edges_of(owner, frontier, max_edges - len(edges)))
-            edges.extend((r["a"], r["b"], float(r["weight"])) for r in rows)
-            nxt = {n for r in rows for n in (r["a"], r["b"])} - seen
+            rows = yield Sql(*gq.relation_edges(owner, frontier, max_edges - len(edges)))
+            step = [(r["a"], r["b"], float(r["weight"])) for r in rows]
+            sources = yield Sql(*gq.mention_sources(owner, frontier, max_edges))
+            if sources:
+                together = yield Sql(*gq.co_mentions(owner, sorted({r["source_id"] for r in sources}, key=str),
+                                                     max_edges * 4))
+                step.extend(co_mention_edges(sources, together))
+            step = step[: max_edges - len(edges)]
+            edges.extend(step)
+            nxt = {n for a, b, _ in step for n in (a, b)} - seen
             seen |= nxt
             frontier = sorted(nxt, key=str)
         ranks = personalized_pagerank(edges, seeds, damping=float(damping))
@@ -353,7 +367,8 @@ def traverse(
         ids = [h.node.id for h in hits]
         rel_rows = (yield Sql(*gq.relations_of(owner, ids, limit=100))) if ids else []
         inside = set(ids)
-        rels = tuple(relation_of(r, now) for r in rel_rows if r["from_node"] in inside and r["to_node"] in inside)
+        rels = tuple((yield from _named(owner, [r for r in rel_rows if r["from_node"] in inside
+                                                 and r["to_node"] in inside], now)))
         return TraverseResult("ppr", hits, rels)
     from ..validation import check_as_of
 
@@ -368,7 +383,7 @@ def traverse(
     rel_rows = yield Sql(*gq.relations_of(
         owner, seeds or None, direction=direction, kinds=kinds, types=types, valid_at=check_as_of(valid_at, "valid_at"),
         since=check_as_of(since, "since"), until=check_as_of(until, "until"), limit=k * 5, **bounds))
-    rels = tuple(relation_of(r, now) for r in rel_rows)[: k * 5]
+    rels = tuple((yield from _named(owner, rel_rows, now)))[: k * 5]
     ends = sorted({i for r in rels for i in (r.from_id, r.to_id)} - set(seeds), key=str)
     node_rows = (yield Sql(*gq.select_nodes(owner, ends))) if ends else []
     hits = tuple(NodeHit(node_of(r, now), 1.0) for r in node_rows if not r["is_owner"])[:k]
@@ -395,7 +410,7 @@ def get_node(identity: Identity, node: Any) -> Op[tuple[GraphNode, list[GraphRel
         raise InvalidInputError("node", f"no node {node!r} in your graph; list them with graph_nodes()")
     now = datetime.now(UTC)
     rels = yield Sql(*gq.relations_of(owner, [node_id], since=datetime(1, 1, 1, tzinfo=UTC), limit=500))
-    return node_of(rows[0], now), [relation_of(r, now) for r in rels]
+    return node_of(rows[0], now), (yield from _named(owner, rels, now))
 
 
 def merge(identity: Identity, keep: Any, absorb: Any) -> Op[GraphNode]:

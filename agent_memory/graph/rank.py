@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-__all__ = ["RECENCY_RATE", "Weights", "notes_snippets", "personalized_pagerank", "recency", "score"]
+__all__ = ["RECENCY_RATE", "Weights", "co_mention_edges", "notes_snippets", "personalized_pagerank", "recency", "score"]
 
 #: recency = exp(-RECENCY_RATE * days since the last change): a half-life of about 35 days
 RECENCY_RATE = 0.02
@@ -67,34 +67,55 @@ def personalized_pagerank(edges: Sequence[tuple[Any, Any, float]], seeds: Sequen
                           damping: float = 0.85, iterations: int = 50, tol: float = 1e-9) -> dict[Any, float]:
     """Personalised PageRank over an undirected weighted graph, restarting at ``seeds`` (equal
     shares): with probability ``damping`` a walker follows an edge (in proportion to weight),
-    otherwise it jumps back to a seed. Dangling mass returns to the seeds. Scores sum to 1."""
+    otherwise it jumps back to a seed. Dangling mass returns to the seeds. Scores sum to 1.
+    Power iteration on arrays (numpy), so thousands of edges cost milliseconds."""
+    import numpy as np
+
     if not seeds:
         return {}
-    adj: dict[Any, dict[Any, float]] = {}
+    index: dict[Any, int] = {}
+    for s_ in seeds:
+        index.setdefault(s_, len(index))
+    src, dst, wts = [], [], []
     for a, b, w in edges:
         if a == b or w <= 0:
             continue
-        adj.setdefault(a, {})[b] = adj.get(a, {}).get(b, 0.0) + w
-        adj.setdefault(b, {})[a] = adj.get(b, {}).get(a, 0.0) + w
-    nodes = set(adj) | set(seeds)
-    restart = {s: 1.0 / len(set(seeds)) for s in set(seeds)}
-    rank = dict.fromkeys(nodes, 0.0)
-    rank.update(restart)
+        ia, ib = index.setdefault(a, len(index)), index.setdefault(b, len(index))
+        src += (ia, ib)
+        dst += (ib, ia)
+        wts += (w, w)
+    n = len(index)
+    s_arr, d_arr, w_arr = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64), np.asarray(wts)
+    out = np.bincount(s_arr, weights=w_arr, minlength=n) if len(src) else np.zeros(n)
+    share = w_arr / out[s_arr] if len(src) else w_arr
+    restart = np.zeros(n)
+    seed_ids = sorted({index[s_] for s_ in seeds})
+    restart[seed_ids] = 1.0 / len(seed_ids)
+    rank = restart.copy()
+    dangling = out == 0
     for _ in range(iterations):
-        nxt = {n: (1 - damping) * restart.get(n, 0.0) for n in nodes}
-        dangling = 0.0
-        for n, r in rank.items():
-            out = adj.get(n)
-            if not out:
-                dangling += r
-                continue
-            s = sum(out.values())
-            for m, w in out.items():
-                nxt[m] += damping * r * w / s
-        for s_, share in restart.items():
-            nxt[s_] += damping * dangling * share
-        delta = sum(abs(nxt[n] - rank[n]) for n in nodes)
+        flow = np.bincount(d_arr, weights=rank[s_arr] * share, minlength=n) if len(src) else np.zeros(n)
+        nxt = (1 - damping) * restart + damping * flow + damping * rank[dangling].sum() * restart
+        delta = float(np.abs(nxt - rank).sum())
         rank = nxt
         if delta < tol:
             break
-    return rank
+    names = list(index)
+    return {names[i]: float(rank[i]) for i in range(n)}
+
+
+def co_mention_edges(sources: Iterable[Mapping[str, Any]], together: Iterable[Mapping[str, Any]]
+                     ) -> list[tuple[Any, Any, float]]:
+    """Edges between a frontier node and every other node a source of it mentions, weighted by
+    how many sources they share. ``sources``: (``node_id``, ``source_id``) of the frontier;
+    ``together``: (``node_id``, ``source_id``) of every node those sources mention."""
+    by_source: dict[Any, list[Any]] = {}
+    for row in together:
+        by_source.setdefault(row["source_id"], []).append(row["node_id"])
+    weight: dict[tuple[Any, Any], float] = {}
+    for row in sources:
+        for other in by_source.get(row["source_id"], ()):
+            if other != row["node_id"]:
+                key = (row["node_id"], other)
+                weight[key] = weight.get(key, 0.0) + 1.0
+    return [(a, b, w) for (a, b), w in sorted(weight.items(), key=lambda kv: (-kv[1], str(kv[0])))]

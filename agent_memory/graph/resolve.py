@@ -21,13 +21,24 @@ __all__ = ["VARIANT_RATIO", "resolve", "variant_of"]
 VARIANT_RATIO = 0.85
 
 
-def variant_of(a: str, b: str) -> bool:
-    """``a`` and ``b`` (canonical names) are one name spelled two ways."""
-    if a == b:
-        return True
-    if len(a) < 4 or len(b) < 4 or a[0] != b[0] or abs(len(a) - len(b)) > 2:
+def _word_variant(a: str, b: str) -> bool:
+    if len(a) < 4 or len(b) < 4 or a[0] != b[0] or abs(len(a) - len(b)) > 1:
         return False
     return SequenceMatcher(None, a, b).ratio() >= VARIANT_RATIO
+
+
+def variant_of(a: str, b: str) -> bool:
+    """``a`` and ``b`` (canonical names) are one name spelled two ways: as many words, all equal
+    but one, and that one a close spelling (at least four letters, same first letter, at most
+    one letter longer or shorter): ``sara``/``sarah``, ``sara lee``/``sarah lee``; never
+    ``alma abbott``/``ana abbott``."""
+    if a == b:
+        return True
+    wa, wb = a.split(), b.split()
+    if len(wa) != len(wb):
+        return False
+    differ = [(x, y) for x, y in zip(wa, wb, strict=True) if x != y]
+    return len(differ) == 1 and _word_variant(*differ[0])
 
 
 def _kind(row: Mapping[str, Any]) -> tuple[str, str]:

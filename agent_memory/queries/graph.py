@@ -26,14 +26,17 @@ __all__ = [
     "RELATION_COLUMNS",
     "close_relation",
     "delete_node",
-    "edges_of",
+    "co_mentions",
     "graph_of",
     "insert_mentions",
     "list_nodes",
     "memories_mentioning",
+    "mention_sources",
     "mentions_of_memories",
     "merge_nodes",
     "node_candidates",
+    "node_names",
+    "relation_edges",
     "relations_of",
     "resolution_candidates",
     "select_nodes",
@@ -52,7 +55,7 @@ NODE_COLUMNS = (
 RELATION_COLUMNS = (
     "r.id, r.from_node, r.to_node, r.kind, r.rel_type, r.description, r.attitude, r.proximity, r.notes,"
     " r.confidence, r.salience, r.state, r.recorded_by, r.valid_from, r.valid_to, r.recorded_at, r.known_to,"
-    " r.updated_at, f.name AS from_name, t.name AS to_name"
+    " r.updated_at"
 )
 _MINE = "scope = 'user' AND scope_id = %(g)s"
 
@@ -196,6 +199,12 @@ def node_candidates(owner: str, vectors: Sequence[str], texts: Sequence[str], li
     )
 
 
+def node_names(owner: str, ids: Sequence[UUID]) -> Statement:
+    """``id, name`` of the graph's nodes with these ids."""
+    return ("SELECT id, name FROM graph_nodes WHERE scope = 'user' AND scope_id = %(g)s AND id = ANY(%(ids)s)",
+            {"g": owner, "ids": list(ids)})
+
+
 def select_nodes(owner: str, ids: Sequence[UUID]) -> Statement:
     """The graph's nodes with these ids (ids of another graph answer nothing)."""
     return (f"SELECT {NODE_COLUMNS} FROM graph_nodes WHERE {_MINE} AND id = ANY(%(ids)s)",
@@ -219,17 +228,18 @@ def relations_of(owner: str, ids: Sequence[UUID] | None, *, direction: str = "bo
                  max_attitude: int | None = None, min_proximity: int | None = None,
                  max_proximity: int | None = None, valid_at: datetime | None = None,
                  since: datetime | None = None, until: datetime | None = None, limit: int = 200) -> Statement:
-    """Relations of the graph touching ``ids`` (None: any), with both ends' names, filtered as
+    """Relations of the graph touching ``ids`` (None: any), filtered as
     given (every filter is a parameter; None: no filter). Without ``valid_at``/``since``/``until``
     only current relations; ``valid_at``: those that held then; ``since``/``until``: those that
     held at some time in the window (closed ones included)."""
-    touch = {"out": "r.from_node = ANY(%(ids)s)", "in": "r.to_node = ANY(%(ids)s)",
-             "both": "(r.from_node = ANY(%(ids)s) OR r.to_node = ANY(%(ids)s))"}[direction]
+    # the relations of the nodes as index ranges (an OR of the two ends is planned as a scan)
+    ends = {"out": ("from_node",), "in": ("to_node",), "both": ("from_node", "to_node")}[direction]
+    touch = ("r.id = ANY(ARRAY(" + " UNION ".join(
+        f"SELECT x.id FROM graph_relations x WHERE x.scope = 'user' AND x.scope_id = %(g)s AND x.{end} = ANY(%(ids)s)"
+        for end in ends) + "))")
     window = since is not None or until is not None
     return (
         f"SELECT {RELATION_COLUMNS} FROM graph_relations r"
-        " JOIN graph_nodes f ON f.scope = r.scope AND f.scope_id = r.scope_id AND f.id = r.from_node"
-        " JOIN graph_nodes t ON t.scope = r.scope AND t.scope_id = r.scope_id AND t.id = r.to_node"
         " WHERE r.scope = 'user' AND r.scope_id = %(g)s AND r.state <> 'archived'"
         f" AND (%(ids)s::uuid[] IS NULL OR {touch})"
         " AND (%(kinds)s::text[] IS NULL OR r.kind = ANY(%(kinds)s))"
@@ -256,21 +266,37 @@ def _or_none(values: Sequence[str] | None) -> list[str] | None:
     return None if values is None else list(values)
 
 
-def edges_of(owner: str, frontier: Sequence[UUID], limit: int) -> Statement:
-    """The edges a walk may take from ``frontier``: current relations (weight 1 + salience) and
-    co-mentions (two nodes one memory mentions; weight: how many memories), at most ``limit``.
-    The owner's own node is not walked through (it touches everything)."""
+def relation_edges(owner: str, frontier: Sequence[UUID], limit: int) -> Statement:
+    """Current relations touching ``frontier`` (``a``, ``b``, ``weight`` = 1 + salience), at most
+    ``limit``: two index ranges (from, to), whatever the table's statistics say."""
+    current = "valid_to IS NULL AND known_to IS NULL AND state <> 'archived'"
     return (
-        "(SELECT r.from_node AS a, r.to_node AS b, 1 + r.salience AS weight FROM graph_relations r"
-        " WHERE r.scope = 'user' AND r.scope_id = %(g)s AND r.valid_to IS NULL AND r.known_to IS NULL"
-        " AND r.state <> 'archived' AND (r.from_node = ANY(%(f)s) OR r.to_node = ANY(%(f)s)) LIMIT %(limit)s)"
-        " UNION ALL (SELECT m1.node_id, m2.node_id, count(*)::float8 FROM graph_mentions m1"
-        " JOIN graph_mentions m2 ON m2.scope = m1.scope AND m2.scope_id = m1.scope_id"
-        " AND m2.source_kind = m1.source_kind AND m2.source_id = m1.source_id AND m2.node_id <> m1.node_id"
-        " WHERE m1.scope = 'user' AND m1.scope_id = %(g)s AND m1.node_id = ANY(%(f)s)"
-        " AND NOT EXISTS (SELECT 1 FROM graph_nodes o WHERE o.scope = 'user' AND o.scope_id = %(g)s"
-        " AND o.id = m2.node_id AND o.is_owner) GROUP BY 1, 2 LIMIT %(limit)s)",
+        "(SELECT from_node AS a, to_node AS b, 1 + salience AS weight FROM graph_relations"
+        f" WHERE scope = 'user' AND scope_id = %(g)s AND from_node = ANY(%(f)s) AND {current}"
+        " UNION ALL SELECT from_node, to_node, 1 + salience FROM graph_relations"
+        f" WHERE scope = 'user' AND scope_id = %(g)s AND to_node = ANY(%(f)s) AND NOT from_node = ANY(%(f)s)"
+        f" AND {current}) LIMIT %(limit)s",
         {"g": owner, "f": list(frontier), "limit": limit},
+    )
+
+
+def mention_sources(owner: str, frontier: Sequence[UUID], limit: int) -> Statement:
+    """The sources (``source_kind``, ``source_id``) that mention each node of ``frontier``."""
+    return (
+        "SELECT node_id, source_kind, source_id FROM graph_mentions"
+        " WHERE scope = 'user' AND scope_id = %(g)s AND node_id = ANY(%(f)s) LIMIT %(limit)s",
+        {"g": owner, "f": list(frontier), "limit": limit},
+    )
+
+
+def co_mentions(owner: str, source_ids: Sequence[UUID], limit: int) -> Statement:
+    """Every node those sources mention (the owner's own node left out: it touches everything)."""
+    return (
+        "SELECT g.node_id, g.source_id FROM graph_mentions g"
+        " WHERE g.scope = 'user' AND g.scope_id = %(g)s AND g.source_id = ANY(%(s)s)"
+        " AND g.node_id <> ALL(ARRAY(SELECT o.id FROM graph_nodes o WHERE o.scope = 'user'"
+        " AND o.scope_id = %(g)s AND o.is_owner)) LIMIT %(limit)s",
+        {"g": owner, "s": list(source_ids), "limit": limit},
     )
 
 
