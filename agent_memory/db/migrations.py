@@ -832,6 +832,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             UNIQUE (scope, scope_id, node_type, entity_type, canonical_name)
         );
         CREATE UNIQUE INDEX graph_nodes_owner_idx ON graph_nodes (scope, scope_id) WHERE is_owner;
+        -- resolution by name, and by a spelling of the same first letter (a byte range: COLLATE "C")
+        CREATE INDEX graph_nodes_name_idx ON graph_nodes (scope, scope_id, canonical_name COLLATE "C");
         CREATE INDEX graph_nodes_aliases_idx ON graph_nodes USING gin (aliases);
         CREATE INDEX graph_nodes_creator_idx ON graph_nodes (created_by);
         CREATE TABLE graph_mentions (

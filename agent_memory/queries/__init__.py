@@ -238,6 +238,7 @@ from .store import (
 
 from .graph import (
     NODE_COLUMNS,
+    NOTES_KEPT,
     RELATION_COLUMNS,
     close_relation,
     co_mentions,
@@ -449,6 +450,7 @@ __all__ = [
 # the knowledge graph (:mod:`.graph`)
 __all__ += [
     "NODE_COLUMNS",
+    "NOTES_KEPT",
     "RELATION_COLUMNS",
     "close_relation",
     "co_mentions",

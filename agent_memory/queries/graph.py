@@ -23,6 +23,7 @@ from .visibility import live, visible_filter
 
 __all__ = [
     "NODE_COLUMNS",
+    "NOTES_KEPT",
     "RELATION_COLUMNS",
     "close_relation",
     "delete_node",
@@ -58,6 +59,9 @@ RELATION_COLUMNS = (
     " r.updated_at"
 )
 _MINE = "scope = 'user' AND scope_id = %(g)s"
+#: the newest notes a node or relation keeps (explore shows 10; every memory that mentions a node
+#: stays linked to it by its mention, so a note dropped here is not knowledge lost)
+NOTES_KEPT = 20
 
 
 def graph_of(identity: Identity) -> tuple[str, str]:
@@ -67,14 +71,20 @@ def graph_of(identity: Identity) -> tuple[str, str]:
 
 def resolution_candidates(owner: str, keys: Sequence[str]) -> Statement:
     """Nodes a mention of one of ``keys`` (canonical names) may be: by name or alias, or a
-    person whose name starts with the same letter and is about as long (a spelling variant)."""
+    person whose name starts with the same letter and is about as long (a spelling variant).
+    Each branch is one index range of the graph (names in byte order, aliases by GIN)."""
     firsts = sorted({k[0] for k in keys if k})
     lengths = [len(k) for k in keys] or [0]
+    cols = "n.id, n.node_type, n.entity_type, n.canonical_name, n.aliases, n.is_owner"
     return (
-        "SELECT id, node_type, entity_type, canonical_name, aliases, is_owner FROM graph_nodes"
-        f" WHERE {_MINE} AND (canonical_name = ANY(%(keys)s) OR aliases && %(keys)s::text[]"
-        " OR (node_type = 'person' AND left(canonical_name, 1) = ANY(%(firsts)s)"
-        " AND length(canonical_name) BETWEEN %(short)s AND %(long)s))",
+        f"SELECT {cols} FROM graph_nodes n WHERE n.scope = 'user' AND n.scope_id = %(g)s"
+        " AND n.canonical_name COLLATE \"C\" = ANY(%(keys)s::text[])"
+        f" UNION SELECT {cols} FROM graph_nodes n WHERE n.scope = 'user' AND n.scope_id = %(g)s"
+        " AND n.aliases && %(keys)s::text[]"
+        f" UNION SELECT {cols} FROM unnest(%(firsts)s::text[]) f(c), LATERAL (SELECT {cols} FROM graph_nodes n"
+        " WHERE n.scope = 'user' AND n.scope_id = %(g)s AND n.canonical_name COLLATE \"C\" >= f.c"
+        " AND n.canonical_name COLLATE \"C\" < f.c || chr(1114111) AND n.node_type = 'person'"
+        " AND length(n.canonical_name) BETWEEN %(short)s AND %(long)s LIMIT 200) n",
         {"g": owner, "keys": list(keys), "firsts": firsts, "short": min(lengths) - 2, "long": max(lengths) + 2},
     )
 
@@ -88,7 +98,7 @@ def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note:
     cols = ("node_type", "entity_type", "name", "canonical_name", "alias", "confidence", "is_owner", "description")
     types = ("text", "text", "text", "text", "text", "real", "boolean", "text")
     params: dict[str, Any] = {"g": owner, "u": user, "note": note, "src": str(source_id) if source_id else None,
-                              "at": at, "vec": vector}
+                              "at": at, "vec": vector, "keep": NOTES_KEPT}
     for c in cols:
         params[f"c_{c}"] = [r[c] for r in rows]
     unnest = ", ".join(f"%(c_{c})s::{t}[]" for c, t in zip(cols, types, strict=True))
@@ -106,7 +116,8 @@ def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note:
         " coalesce(%(at)s::timestamptz, now()), ARRAY[coalesce(%(at)s::timestamptz, now())::date], false"
         f" FROM unnest({unnest}) AS t({', '.join(cols)})"
         " ON CONFLICT (scope, scope_id, node_type, entity_type, canonical_name) DO UPDATE SET"
-        " notes = CASE WHEN excluded.is_owner THEN n.notes ELSE n.notes || excluded.notes END,"
+        " notes = CASE WHEN excluded.is_owner THEN n.notes WHEN jsonb_array_length(n.notes) >= %(keep)s"
+        " THEN (n.notes - 0) || excluded.notes ELSE n.notes || excluded.notes END,"
         " aliases = ARRAY(SELECT DISTINCT a FROM unnest(n.aliases || excluded.aliases) a WHERE a <> n.canonical_name),"
         " embedding = coalesce(n.embedding, excluded.embedding),"
         " confidence = greatest(n.confidence, excluded.confidence),"
@@ -139,7 +150,7 @@ def upsert_relations(owner: str, user: str, rows: Sequence[dict[str, Any]], *, n
     cols = ("from_node", "to_node", "kind", "rel_type", "description", "attitude", "proximity")
     types = ("uuid", "uuid", "text", "text", "text", "smallint", "smallint")
     params: dict[str, Any] = {"g": owner, "u": user, "note": note, "src": str(source_id) if source_id else None,
-                              "mem": source_id, "at": at}
+                              "mem": source_id, "at": at, "keep": NOTES_KEPT}
     for c in cols:
         params[f"r_{c}"] = [r[c] for r in rows]
     unnest = ", ".join(f"%(r_{c})s::{t}[]" for c, t in zip(cols, types, strict=True))
@@ -152,7 +163,8 @@ def upsert_relations(owner: str, user: str, rows: Sequence[dict[str, Any]], *, n
         " 'expires_at', NULL)), 0.7, %(mem)s, %(u)s, coalesce(%(at)s::timestamptz, now())"
         f" FROM unnest({unnest}) AS t({', '.join(cols)})"
         " ON CONFLICT (scope, scope_id, from_node, to_node, rel_type) WHERE valid_to IS NULL AND known_to IS NULL"
-        " DO UPDATE SET notes = r.notes || excluded.notes, confidence = least(1, r.confidence + 0.1),"
+        " DO UPDATE SET notes = CASE WHEN jsonb_array_length(r.notes) >= %(keep)s THEN (r.notes - 0) || excluded.notes"
+        " ELSE r.notes || excluded.notes END, confidence = least(1, r.confidence + 0.1),"
         " attitude = coalesce(r.attitude, excluded.attitude), proximity = coalesce(r.proximity, excluded.proximity),"
         " updated_at = now()",
         params,
