@@ -96,7 +96,9 @@ def ingest(identity: Identity, memory_id: UUID, content: str, vector: Sequence[f
     unique: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in rows:
         unique.setdefault((r["node_type"], r["entity_type"], r["canonical_name"]), r)
-    written = yield Sql(*gq.upsert_nodes(owner_graph, identity.user_id, list(unique.values()), note=content,
+    # in one order (of the unique key), so two saves that name the same nodes never deadlock
+    ordered = [unique[k] for k in sorted(unique)]
+    written = yield Sql(*gq.upsert_nodes(owner_graph, identity.user_id, ordered, note=content,
                                          source_id=memory_id, at=at, vector=vector))
     ids = {(r["node_type"], r["entity_type"], r["canonical_name"]): r["id"] for r in written}
     by_key: dict[str, UUID] = {}
@@ -122,7 +124,8 @@ def ingest(identity: Identity, memory_id: UUID, content: str, vector: Sequence[f
         seen: dict[tuple[Any, Any, str], dict[str, Any]] = {}
         for r in current:
             seen.setdefault((r["from_node"], r["to_node"], r["rel_type"]), r)
-        yield Sql(*gq.upsert_relations(owner_graph, identity.user_id, list(seen.values()), note=content,
+        yield Sql(*gq.upsert_relations(owner_graph, identity.user_id, [seen[k] for k in sorted(seen, key=str)],
+                                       note=content,
                                        source_id=memory_id, at=at), fetch="none")
     return len(mentioned)
 
