@@ -303,3 +303,43 @@ def test_personalized_pagerank_is_a_distribution_that_favours_what_is_near_the_s
     cut = notes_snippets(notes, now)
     assert len(cut) == 10 and all(len(c) == 500 for c in cut) and "gone" not in cut
     assert sum(len(c) for c in notes_snippets(notes, now, per_note=800)) == 5000  # 5,000 in all
+
+
+def test_add_many_and_put_build_the_graph_too(memory):
+    user = _user()
+    h = _handle(memory, user)
+    h.add_many(["My brother Luis lives in Porto.", "Prefers tea.", {"content": "Had coffee with Nadia Reyes."}])
+    h.put("boss", "My manager Irene runs the data team.")
+    names = {n.name for n in h.graph_nodes()}
+    assert {"Luis", "Porto", "Nadia Reyes", "Irene", user} <= names
+    h.put("boss", "My manager Irene moved to Berlin.")  # a new wording: what it says joins the graph
+    assert h.graph_nodes(name="Berlin")[0].entity_type == "location"
+
+
+def test_a_memory_that_names_nothing_costs_no_statement():
+    """Driven with no database: ingest asks for nothing when the rules find nothing, and for four
+    statements (resolve, nodes, mentions, relations) when a memory names a relative."""
+    import uuid as _uuid
+
+    from agent_memory.db.requests import Sql
+    from agent_memory.graph.ops import ingest
+    from agent_memory.validation import check_identity
+
+    me = check_identity("alice")
+    quiet = ingest(me, _uuid.uuid4(), "Prefers dark roast coffee.", [0.1, 0.2])
+    with pytest.raises(StopIteration) as done:
+        next(quiet)
+    assert done.value.value == 0
+    asked: list[Sql] = []
+    op = ingest(me, _uuid.uuid4(), "My sister Sarah called.", [0.1, 0.2])
+    answer = None
+    try:
+        while True:
+            request = op.send(answer)
+            asked.append(request)
+            answer = ([{"id": _uuid.uuid4(), "node_type": "person", "entity_type": "", "canonical_name": k}
+                       for k in ("sarah", "@me")] if "RETURNING" in str(request.query) else [])
+    except StopIteration as end:
+        assert end.value == 1
+    assert len(asked) == 4 and all(isinstance(r, Sql) for r in asked)
+    assert all(r.params["g"] == "alice" for r in asked)  # every statement names the caller's graph
