@@ -10,6 +10,7 @@ escapes, so a memory quoted in it cannot open or close a tag of the prompt.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from langchain.tools import ToolRuntime
@@ -103,10 +104,11 @@ def graph_tools(memory: Any = None) -> list[BaseTool]:
                                                               direction, min_proximity, min_attitude, since, until),
                               runtime)
 
+    bodies: tuple[tuple[Callable[..., Any], Callable[..., Awaitable[Any]]], ...] = (
+        (memory_explore, amemory_explore), (memory_traverse, amemory_traverse))
     return [
         StructuredTool.from_function(func=sync, coroutine=coro, name=name, description=description,
                                      handle_validation_error=describe_invalid_arguments)
         for name, description, (sync, coro) in zip(
-            GRAPH_TOOL_NAMES, (EXPLORE_DESCRIPTION, TRAVERSE_DESCRIPTION),
-            ((memory_explore, amemory_explore), (memory_traverse, amemory_traverse)), strict=True)
+            GRAPH_TOOL_NAMES, (EXPLORE_DESCRIPTION, TRAVERSE_DESCRIPTION), bodies, strict=True)
     ]

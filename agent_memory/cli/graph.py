@@ -70,11 +70,11 @@ def graph(args: argparse.Namespace, out: Output) -> int:
                                                              f"off {names[0]!r}")
         elif args.action == "export":
             nodes = me.graph_nodes(limit=10_000)
-            relations: dict[str, Any] = {}
+            every: dict[str, Any] = {}
             for n in nodes:
                 for r in me.graph_node(str(n.id))[1]:
-                    relations[str(r.id)] = _relation(r)
-            out.data({"user": args.user, "nodes": [_node(n) for n in nodes], "relations": list(relations.values())})
+                    every[str(r.id)] = _relation(r)
+            out.data({"user": args.user, "nodes": [_node(n) for n in nodes], "relations": list(every.values())})
         else:
             read = me.build_graph(batch=args.batch_size)
             out.data({"memories_read": read}) if out.json else out.line(f"read {read} memories into the graph")

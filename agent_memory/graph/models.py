@@ -107,7 +107,7 @@ class ExploreResult:
         """The design's result shape, JSON-ready (ids and times as strings)."""
         def node(h: NodeHit) -> dict[str, Any]:
             n = h.node
-            out = {"entity_key": str(n.id), "node_type": n.node_type.capitalize(), "type": n.entity_type or None,
+            out: dict[str, Any] = {"entity_key": str(n.id), "node_type": n.node_type.capitalize(), "type": n.entity_type or None,
                    "name": n.name, "description": n.description, "notes_snippets": list(n.notes_snippets),
                    "salience": round(n.salience, 4), "state": n.state, "score": round(h.score, 4),
                    "last_accessed_at": _iso(n.last_accessed_at)}
@@ -116,7 +116,7 @@ class ExploreResult:
             return out
 
         def memory(h: MemoryHit) -> dict[str, Any]:
-            out = {"id": str(h.memory.id), "content": h.memory.content, "memory_type": h.memory.memory_type.value,
+            out: dict[str, Any] = {"id": str(h.memory.id), "content": h.memory.content, "memory_type": h.memory.memory_type.value,
                    "created_at": _iso(h.memory.created_at), "relevance_score": round(h.score, 4),
                    "mentioned_nodes": [{"entity_key": str(i), "node_type": t.capitalize(), "name": nm}
                                        for i, t, nm in h.mentioned]}

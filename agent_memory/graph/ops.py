@@ -69,9 +69,11 @@ def ingest(identity: Identity, memory_id: UUID, content: str, vector: Sequence[f
     existing = yield Sql(*gq.resolution_candidates(owner_graph, keys))
     matched = resolve(found.found, existing)
     # a capitalised word opening a sentence counts only as a name already known (by name or alias)
-    kept = [(f, k) for f, k in zip(found.found, keys, strict=True)
-            if not f.known_only or (matched.get(k) is not None and
-                                    (matched[k]["canonical_name"] == k or k in (matched[k]["aliases"] or ())))]
+    def known(key: str) -> bool:
+        hit = matched.get(key)
+        return hit is not None and (hit["canonical_name"] == key or key in (hit["aliases"] or ()))
+
+    kept = [(f, k) for f, k in zip(found.found, keys, strict=True) if not f.known_only or known(k)]
     if not kept:
         return 0
     found = Extracted(tuple(f for f, _ in kept), found.links)
@@ -364,7 +366,7 @@ def traverse(
             frontier = sorted(nxt, key=str)
         ranks = personalized_pagerank(edges, seeds, damping=float(damping))
         best = sorted(ranks.items(), key=lambda kv: (-kv[1], str(kv[0])))[:k]
-        rows = yield Sql(*gq.select_nodes(owner, [n for n, _ in best])) if best else []
+        rows = (yield Sql(*gq.select_nodes(owner, [n for n, _ in best]))) if best else []
         by_id = {r["id"]: r for r in rows}
         hits = tuple(NodeHit(node_of(by_id[n], now), s) for n, s in best if n in by_id and s > 0)
         ids = [h.node.id for h in hits]
@@ -380,12 +382,14 @@ def traverse(
         if kd not in KINDS:
             raise InvalidInputError("relation_kinds", f"{kd!r} is not a kind; kinds: {', '.join(KINDS)}")
     types = [t.lower() for t in _texts("relationship_types", relationship_types, 50)] or None
-    bounds = {n: check_int(n, v, 1, 5) if v is not None else None for n, v in (
-        ("min_attitude", min_attitude), ("max_attitude", max_attitude), ("min_proximity", min_proximity),
-        ("max_proximity", max_proximity))}
+    def level(name: str, value: Any) -> int | None:
+        return None if value is None else check_int(name, value, 1, 5)
+
     rel_rows = yield Sql(*gq.relations_of(
         owner, seeds or None, direction=direction, kinds=kinds, types=types, valid_at=check_as_of(valid_at, "valid_at"),
-        since=check_as_of(since, "since"), until=check_as_of(until, "until"), limit=k * 5, **bounds))
+        since=check_as_of(since, "since"), until=check_as_of(until, "until"), limit=k * 5,
+        min_attitude=level("min_attitude", min_attitude), max_attitude=level("max_attitude", max_attitude),
+        min_proximity=level("min_proximity", min_proximity), max_proximity=level("max_proximity", max_proximity)))
     rels = tuple((yield from _named(owner, rel_rows, now)))[: k * 5]
     ends = sorted({i for r in rels for i in (r.from_id, r.to_id)} - set(seeds), key=str)
     node_rows = (yield Sql(*gq.select_nodes(owner, ends))) if ends else []

@@ -76,7 +76,9 @@ def personalized_pagerank(edges: Sequence[tuple[Any, Any, float]], seeds: Sequen
     index: dict[Any, int] = {}
     for s_ in seeds:
         index.setdefault(s_, len(index))
-    src, dst, wts = [], [], []
+    src: list[int] = []
+    dst: list[int] = []
+    wts: list[float] = []
     for a, b, w in edges:
         if a == b or w <= 0:
             continue
