@@ -108,6 +108,7 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_EXTRACT_EVERY": ("extract_every", int),
         "MEMORY_EXTRACT_IDLE_SECONDS": ("extract_idle_seconds", float),
         "MEMORY_AUTO_CREATE_PROJECTS": ("auto_create_projects", boolean),
+        "MEMORY_KNOWLEDGE_GRAPH": ("knowledge_graph", boolean),
         "MEMORY_TEAM_WRITE": ("team_write", str),
         "MEMORY_CONFLICT_THRESHOLD": ("conflict_threshold", float),
         "MEMORY_TTL_DAYS": ("ttl_days", days_by_name),
@@ -181,6 +182,7 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "extract_every": 1,
     "extract_idle_seconds": 120.0,
     "auto_create_projects": True,
+    "knowledge_graph": False,
     "team_write": "members",
     "conflict_threshold": 0.4,
     "ttl_days": MappingProxyType({}),
@@ -300,6 +302,7 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
     "extract_every": _whole(),
     "extract_idle_seconds": _positive("seconds"),
     "auto_create_projects": _Rule(lambda v: isinstance(v, bool), "True or False"),
+    "knowledge_graph": _Rule(lambda v: isinstance(v, bool), "True or False"),
     "team_write": _one_of(TEAM_WRITE_POLICIES),
     "conflict_threshold": _between_0_and_1(),
     "ttl_days": _Rule(_ttl_days, f"a mapping of levels ({', '.join(_SCOPES)}) or memory types "
@@ -418,6 +421,9 @@ class MemoryConfig:
         and in resolving conflicts between levels; a mapping of some levels overrides only those.
     auto_create_projects: the first write to a project nobody created yet creates it, with the
         writer as its owner; ``False`` requires ``create_project`` first.
+    knowledge_graph: the knowledge graph (people, things and the relations between them) learns from
+        every memory saved, in the save's transaction; off by default: the extra cost of a save
+        is above its target on big graphs (BENCHMARKS.md). ``build_graph`` fills it in later.
     team_write: who may write a new team's memory: ``"members"`` or ``"leads"`` (only its leads);
         each team can change it (``set_team_write``).
     conflict_threshold: memories at different levels at least this similar (and not duplicates)
@@ -491,6 +497,7 @@ class MemoryConfig:
     extract_every: int = FROM_ENV
     extract_idle_seconds: float = FROM_ENV
     auto_create_projects: bool = FROM_ENV
+    knowledge_graph: bool = FROM_ENV
     team_write: str = FROM_ENV
     conflict_threshold: float = FROM_ENV
     ttl_days: Mapping[str, float] = FROM_ENV

@@ -22,6 +22,8 @@ from .config import MemoryConfig
 from .db.requests import Commit, Copy, Embed, Op, Shared, Sql
 from .errors import InvalidInputError, MemoryNotFoundError, PermissionDeniedError
 from .filters import parse_filter
+from .graph import ops as graph_ops
+from .graph.extract import extract as graph_extract
 from .gate import check_content, normalize_content
 from .memory_types import check_memory_type, check_memory_types
 from .models import (
@@ -228,6 +230,7 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
         new = dataclasses.replace(new, source_id=str(conversation.id))
     row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector, context_vector=context_vector),
                     fetch="one")
+    yield from _learn_graph(config, identity, row["id"], content, vector)
     return row_to_item(row)
 
 
@@ -257,6 +260,7 @@ def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *,
         holder = None
     if holder is None:
         row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector), fetch="one")
+        yield from _learn_graph(config, identity, row["id"], content, vector)
         return row_to_item(row)
     item = row_to_item(holder)
     q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id)
@@ -272,6 +276,8 @@ def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *,
             confidence=new.confidence, metadata=new.metadata, change="edit", decided_by=DecisionMethod.USER,
             reason=None, changed_by=identity.user_id)
         item = row_to_item(row)
+        if content != holder["content"]:
+            yield from _learn_graph(config, identity, item.id, content, vector)
     q, p = queries.set_keyed_fields(item.id, visibility=new.visibility.value, metadata=new.metadata,
                                     expires_at=new.expires_at, retention=new.retention.value,
                                     valid_from=new.valid_from)
@@ -891,4 +897,19 @@ def import_memories(
     dated = [(rows[pos]["id"], rows[pos]["valid_from"]) for pos in keep if rows[pos]["valid_from"] is not None]
     if dated:  # the COPY wrote now(): the ones that say when their fact began get it
         yield Sql(*queries.set_valid_from(dated), fetch="none")
+    for pos in keep if config.knowledge_graph else ():  # the graph learns what they say (nothing, for most)
+        found = graph_extract(accepted[pos][2])
+        if found.found:
+            yield from _learn_graph(config, identity, rows[pos]["id"], accepted[pos][2], vectors[pos], found=found)
     return result
+
+
+def _learn_graph(config: MemoryConfig, identity: Identity, memory_id: UUID, content: str, vector: Any,
+                 found: Any = None) -> Op[None]:
+    """The knowledge graph learns what a new memory says, in the save's transaction, when
+    ``config.knowledge_graph`` is on (``MEMORY_KNOWLEDGE_GRAPH``; off by default until a save's
+    extra cost meets its target: BENCHMARKS.md, issue 32). A memory without a vector (a store
+    without an index) is resolved by name only."""
+    if config.knowledge_graph:
+        yield from graph_ops.ingest(identity, memory_id, content,
+                                    vector if vector is not None and len(vector) else None, found=found)

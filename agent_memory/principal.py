@@ -32,6 +32,8 @@ from .db.requests import Op
 from .documents import DocumentReport, PassageHit
 from .errors import InvalidInputError
 from .extraction.pipeline import ExtractionReport, extract_memories, extract_waiting
+from .graph import ops as graph_ops
+from .graph.models import ExploreResult, GraphNode, GraphRelation, TraverseResult
 from .models import (
     Conflict,
     Identity,
@@ -552,6 +554,87 @@ class PrincipalOps:
         Raises only for the database (:class:`DatabaseUnavailableError`).
         """
         return (yield from ops.extraction_budget(self.config, self.identity))
+
+    # --- the knowledge graph ---------------------------------------------------------------
+
+    def explore(
+        self, queries: Iterable[str] | str | None = None, *, text_matches: Iterable[str] | str | None = None,
+        relationship_filters: Mapping[str, Any] | None = None, granularity: int = 1,
+        semantic_weight: float = 0.3, time_weight: float = 0.3, salience_weight: float = 0.4,
+        return_explanations: bool = False,
+    ) -> Op[ExploreResult]:
+        """Everything around a topic in the caller's knowledge graph: the people, concepts and
+        entities whose notes are near ``queries`` (up to 5) or whose names match ``text_matches``,
+        the relations touching them and the memories that mention them or answer the queries.
+
+        Each hit is scored ``semantic_weight * max(similarity, text match) + time_weight *
+        recency + salience_weight * salience`` (recency halves in about 35 days).
+        ``relationship_filters`` (``min_attitude``, ``max_attitude``, ``min_proximity``,
+        ``max_proximity``, ``relationship_types``, ``exclude_relationship_types``) removes
+        relations before scoring. ``granularity``: 1 returns memories; 2 and 3 (storylines and
+        macros) are accepted and return the semantic layer only until those layers are built.
+        ``return_explanations`` adds each score's parts. Returned nodes count as recalled.
+        Malformed arguments raise :class:`InvalidInputError`.
+        """
+        return (yield from graph_ops.explore(
+            self.config, self.identity, queries=queries, text_matches=text_matches,
+            relationship_filters=relationship_filters, granularity=granularity, semantic_weight=semantic_weight,
+            time_weight=time_weight, salience_weight=salience_weight,
+            return_explanations=check_bool("return_explanations", return_explanations)))
+
+    def traverse(
+        self, *, mode: str = "ppr", seed_nodes: Iterable[str] = (), max_depth: int = 3, damping: float = 0.85,
+        top_k: int = 20, relation_kinds: Iterable[str] | None = None,
+        relationship_types: Iterable[str] | None = None, direction: str = "both",
+        min_attitude: int | None = None, max_attitude: int | None = None, min_proximity: int | None = None,
+        max_proximity: int | None = None, valid_at: datetime | str | None = None,
+        since: datetime | str | None = None, until: datetime | str | None = None,
+    ) -> Op[TraverseResult]:
+        """Walk the caller's knowledge graph from ``seed_nodes`` (node ids from :meth:`explore`,
+        or names).
+
+        ``mode="ppr"``: personalised PageRank (restart probability ``1 - damping``) over
+        relations and co-mentions, at most ``max_depth`` hops out; the ``top_k`` nodes it
+        reaches, best first, with the relations among them. ``mode="pattern"``: the relations
+        that match (``relation_kinds``, ``relationship_types``, ``direction`` from/to the seeds,
+        attitude and proximity bounds, ``valid_at`` or a ``since``/``until`` window; without a
+        time only current ones), with the nodes at their other end. Filters are values, never
+        query text. Malformed arguments or an unknown seed raise :class:`InvalidInputError`.
+        """
+        return (yield from graph_ops.traverse(
+            self.identity, mode=mode, seed_nodes=seed_nodes, max_depth=max_depth, damping=damping, top_k=top_k,
+            relation_kinds=relation_kinds, relationship_types=relationship_types, direction=direction,
+            min_attitude=min_attitude, max_attitude=max_attitude, min_proximity=min_proximity,
+            max_proximity=max_proximity, valid_at=valid_at, since=since, until=until))
+
+    def graph_nodes(
+        self, *, node_type: str | None = None, name: str | None = None, limit: int = 100,
+    ) -> Op[builtins.list[GraphNode]]:
+        """The nodes of the caller's knowledge graph, their own node first, then the most
+        mentioned; ``node_type`` (``person``, ``concept``, ``entity``) or ``name`` (a name or
+        alias) narrows it."""
+        return (yield from graph_ops.list_nodes(self.identity, node_type=node_type, name=name, limit=limit))
+
+    def graph_node(self, node: str) -> Op[tuple[GraphNode, builtins.list[GraphRelation]]]:
+        """One node of the caller's graph (by id or name) with all its relations, ended ones
+        included. An unknown node raises :class:`InvalidInputError`."""
+        return (yield from graph_ops.get_node(self.identity, node))
+
+    def merge_nodes(self, keep: str, absorb: str) -> Op[GraphNode]:
+        """Two nodes of the caller's graph are one: ``absorb`` (id or name) joins ``keep``; its
+        names become aliases and its mentions, relations and notes move over. Answers ``keep``."""
+        return (yield from graph_ops.merge(self.identity, keep, absorb))
+
+    def split_node(self, node: str, name: str, memory_ids: Iterable[Any]) -> Op[GraphNode]:
+        """Part of a node is someone or something else: a new node ``name`` of the same kind
+        takes the mentions and notes of ``memory_ids``. Answers the new node."""
+        return (yield from graph_ops.split(self.identity, node, name, memory_ids))
+
+    def build_graph(self, *, batch: int = 200, limit: int | None = None) -> Op[int]:
+        """Build the caller's knowledge graph from their memories written before it (oldest
+        first, a transaction per ``batch``; a memory already in the graph is skipped, so an
+        interrupted run is simply run again). Answers how many memories were read."""
+        return (yield from graph_ops.backfill(self.identity, batch=batch, limit=limit))
 
 
 class AdminOps:

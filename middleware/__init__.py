@@ -5,6 +5,7 @@
 - :class:`ExtractionMiddleware`: learns memories from each run (inline or in the background).
 - :func:`memory_tools`: ``memory_save``/``memory_search``/``memory_delete``/``memory_stats``
   (with ``user_id=``: for plain LangChain); :class:`MemoryRetriever`: a retriever over memories.
+- :func:`graph_tools`: ``memory_explore``/``memory_traverse`` over the knowledge graph.
 - :func:`memory_context_node`: the same context for a hand-built ``StateGraph``.
 - :class:`WorkingMemoryMiddleware`: per-invocation todos, notes and tool-call log.
 - :func:`short_term_memory`: summarization of long threads that never orphans a tool result.
@@ -25,9 +26,11 @@ from .short_term import (
     short_term_memory,
 )
 from .tools import TOOL_NAMES, memory_tools
+from .graph_tools import GRAPH_TOOL_NAMES, graph_tools
 from .working import WorkingMemoryMiddleware, WorkingMemoryState
 
 __all__ = [
+    "GRAPH_TOOL_NAMES",
     "TOOL_NAMES",
     "ExtractionMiddleware",
     "MemoryBackend",
@@ -43,6 +46,7 @@ __all__ = [
     "build_query",
     "create_memory_agent",
     "extractive_summary",
+    "graph_tools",
     "identity_from",
     "memory_context_node",
     "memory_middleware_stack",

@@ -100,6 +100,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         does) gets the memory without the tools, and one warning in the log.
     fail_open: if the database or embedder fails, log a warning and answer without memory
         instead of failing the run (default ``False``: failures surface).
+    graph_tools: also add ``memory_explore`` and ``memory_traverse`` over the user's knowledge
+        graph (default ``False``).
     profiles: inject the user profile and (with a ``project_id``) the project profile before the
         memories (default); ``False`` injects the memories only.
     """
@@ -111,10 +113,12 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         embeddings: Embeddings | None = None, k: int = 6, budget_chars: int | None = None,
         min_relevance: float | None = None, enable_memory: bool = True, require_user: bool = True,
         tools: bool = True, fail_open: bool = False, profiles: bool = True, inject_when: str | None = None,
+        graph_tools: bool = False,
     ) -> None:
         super().__init__()
         for name, flag in (("enable_memory", enable_memory), ("require_user", require_user),
-                           ("tools", tools), ("fail_open", fail_open), ("profiles", profiles)):
+                           ("tools", tools), ("fail_open", fail_open), ("profiles", profiles),
+                           ("graph_tools", graph_tools)):
             if not isinstance(flag, bool):
                 raise ConfigurationError(f"{name} must be True or False, got {flag!r}")
         self.backend = MemoryBackend.of(memory, config=config, embeddings=embeddings)
@@ -124,6 +128,10 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         self.require_user = require_user
         self.fail_open = fail_open
         self.tools = memory_tools(self.backend) if (enable_memory and tools) else []
+        if enable_memory and tools and graph_tools:  # memory_explore and memory_traverse
+            from .graph_tools import graph_tools as knowledge_graph_tools
+
+            self.tools += knowledge_graph_tools(self.backend)
         self._texts = _Texts()
 
     # --- lookup (before_model) ----------------------------------------------------------------

@@ -23,6 +23,10 @@ import pytest
 from agent_memory import AsyncMemoryService, MemoryConfig, MemoryService
 from agent_memory.embeddings import LocalEmbeddings
 
+# The knowledge graph learns on save only when MEMORY_KNOWLEDGE_GRAPH is on (off by default); the
+# suite runs with it on, so every write path is tested with it (test_graph.py checks the off path).
+os.environ.setdefault("MEMORY_KNOWLEDGE_GRAPH", "1")
+
 
 @pytest.fixture(scope="session")
 def pg_server_dsn() -> Iterator[Callable[[str], str]]:

@@ -11,7 +11,8 @@ rules on its own, in plain Python (nothing from ``agent_memory.access``). It che
   not theirs to change (or the project/team/org refuses them), and changes nothing: after every
   write, read straight from the tables, the database holds exactly the model's memories,
   scopes, members and shares;
-- reads (``list``, ``search``, ``stats``, ``get``, ``find_duplicate``
+- reads (``list``, ``search``, ``stats``, ``get``, ``find_duplicate``, the knowledge graph's
+  ``graph_nodes`` and ``explore``
   and dedupe on save, ``memberships``, ``list_members``) return exactly what the model says the
   caller may see; after every step one user (in turn) lists under one identity (in turn), and
   at the end of each example every user reads the whole world under several identities;
@@ -393,7 +394,7 @@ class AccessMachine(RuleBasedStateMachine):
     def _content(self, who: str) -> str:
         """New wording, unique in the example (a replay of the example writes the same)."""
         self.written += 1
-        return f"Note number {self.written} written by {self.names[who]} for the shared world"
+        return f"Note number {self.written} written by {self.names[who]} with Kim for the shared world"
 
     def _managers(self, kind: str, sid: str) -> list[str]:
         return [u for u, r in self.model.members.get((kind, sid), {}).items() if self.model.manager(kind, r)]
@@ -485,6 +486,14 @@ class AccessMachine(RuleBasedStateMachine):
         assert deep <= below, f"subtree search as {user} {ident} leaked {[m.items.get(i) for i in deep - below]}"
         if len(below) <= k:
             assert deep == below, f"subtree search as {user} {ident} missed {[m.items[i] for i in below - deep]}"
+        # the knowledge graph: a user's graph holds only what they wrote ("with Kim" names a person in
+        # every note), and explore shows only memories they may read now
+        STATS["calls"] += 2
+        handle = self.service.for_user(user, **ident)
+        assert {n.created_by for n in handle.graph_nodes()} <= {user}, f"graph of {user} holds others' nodes"
+        explored = handle.explore(["note written for the shared world"], text_matches=["Kim"])
+        shown = {h.memory.id for h in explored.memories}
+        assert shown <= active, f"explore as {user} {ident} leaked {[m.items.get(i) for i in shown - active]}"
         # LangGraph's store over the same memories: each level's namespace shows exactly that level's
         store = AgentMemoryStore(self.service, caller=Identity(user_id=user, **ident))
         levels = {"user": ("memories", user), "session": ("sessions", ident["session_id"]),

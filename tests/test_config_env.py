@@ -99,6 +99,7 @@ BAD_VALUES = {
     "extract_every": 0,
     "extract_idle_seconds": 0,
     "auto_create_projects": "yes",
+    "knowledge_graph": "yes",
     "team_write": "everyone",
     "conflict_threshold": 1.01,
     "ttl_days": {"session": 0},

@@ -46,7 +46,7 @@ from agent_memory.servers.mcp_auth import (
 )
 
 TOOLS = {"memory_save", "memory_search", "memory_delete", "memory_stats", "memory_list", "memory_history",
-         "document_search"}
+         "document_search", "memory_explore", "memory_traverse"}
 IDENTITY_ARGS = {"user_id", "project_id", "session_id", "team_id", "org_id", "user", "identity"}
 
 
@@ -153,6 +153,16 @@ async def test_stdio_server(dsn: str, memory: Any) -> None:
         assert not history.is_error and "concise answers" in _text(history)
         stats = await session.call_tool("memory_stats", {})
         assert not stats.is_error and "active memories" in _text(stats)
+
+        # the knowledge graph: the principal's own, and errors the model can act on
+        sister = await session.call_tool("memory_save", {"content": "My sister Sarah works at Acme."})
+        explored = await session.call_tool("memory_explore", {"text_matches": ["Sarah"]})
+        assert not explored.is_error and '"relationship_type":"sister"' in _text(explored), _text(explored)
+        walked = await session.call_tool("memory_traverse", {"seed_nodes": ["Sarah"], "top_k": 5})
+        assert not walked.is_error and '"name":"Sarah"' in _text(walked)
+        unknown = await session.call_tool("memory_traverse", {"seed_nodes": ["Nobody Known"]})
+        assert unknown.is_error and "no node named" in _text(unknown)
+        await session.call_tool("memory_delete", {"memory_id": _text(sister).split()[2]})
 
         # documents: the principal's project's passages, never another user's
         memory.for_user(f"mcp-{tag}", project_id=f"mcpproj-{tag}").add_document(

@@ -168,6 +168,7 @@ def test_a_forgotten_user_is_named_by_no_row_of_any_listed_table(memory: MemoryS
     # memories (and their terms), an edit of their own and one of another member's
     mine = do(ops.add_memory(config, me, ops.make_new_memory("Prefers dark roast coffee in the morning.")))
     do(ops.edit_memory(config, me, mine.id, content="Prefers light roast coffee in the morning."))
+    do(ops.add_memory(config, me, ops.make_new_memory("My sister Sarah works at Acme.")))  # the knowledge graph
     do(ops.add_memory(config, in_project, ops.make_new_memory("The API is versioned by date.", scope="project")))
     other_note = do(ops.add_memory(config, them, ops.make_new_memory("Deploys go out on Tuesdays.", scope="project")))
     do(ops.edit_memory(config, in_project, other_note.id, content="Deploys go out on Tuesdays and Thursdays."))

@@ -852,6 +852,107 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE memory_items ALTER COLUMN embedding DROP NOT NULL;
         """,
     ),
+    Migration(
+        "0021_knowledge_graph",
+        # The knowledge graph (agent_memory.graph): the people, things and ideas memories are
+        # about, which memories mention them, and how they relate. Born distributable: every table
+        # carries the scope key (scope, scope_id) and every primary or unique key begins with it;
+        # foreign keys join rows of one scope only; no triggers. Notes are a jsonb array of
+        # {content, added_by, added_at, source_id, expires_at}; a relation has two timelines like a
+        # memory (valid_from/valid_to: the world; recorded_at/known_to: what memory believed).
+        """
+        CREATE TABLE graph_nodes (
+            scope           text NOT NULL CHECK (scope IN ('user', 'project', 'team', 'org')),
+            scope_id        text NOT NULL,
+            id              uuid NOT NULL,
+            node_type       text NOT NULL CHECK (node_type IN ('person', 'concept', 'entity')),
+            entity_type     text NOT NULL DEFAULT '',
+            name            text NOT NULL,
+            canonical_name  text NOT NULL,
+            aliases         text[] NOT NULL DEFAULT '{}',
+            description     text NOT NULL DEFAULT '',
+            notes           jsonb NOT NULL DEFAULT '[]'::jsonb,
+            embedding       vector({dimensions}),
+            is_owner        boolean NOT NULL DEFAULT false,
+            confidence      real NOT NULL DEFAULT 0.5 CHECK (confidence BETWEEN 0 AND 1),
+            salience        real NOT NULL DEFAULT 0.1 CHECK (salience BETWEEN 0 AND 1),
+            recall_count    integer NOT NULL DEFAULT 0,
+            last_recall_interval_days real,
+            decay_gradient  real NOT NULL DEFAULT 1.0,
+            access_count    integer NOT NULL DEFAULT 0,
+            last_accessed_at timestamptz,
+            state           text NOT NULL DEFAULT 'candidate'
+                            CHECK (state IN ('candidate', 'active', 'core', 'archived')),
+            retention       text NOT NULL DEFAULT 'decay' CHECK (retention IN ('keep', 'decay', 'ephemeral')),
+            is_dirty        boolean NOT NULL DEFAULT false,
+            source_count    integer NOT NULL DEFAULT 0,
+            first_mentioned_at timestamptz,
+            last_mentioned_at  timestamptz,
+            distinct_days   date[] NOT NULL DEFAULT '{}',
+            created_by      text NOT NULL,
+            created_at      timestamptz NOT NULL DEFAULT now(),
+            updated_at      timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (scope, scope_id, id),
+            UNIQUE (scope, scope_id, node_type, entity_type, canonical_name)
+        );
+        CREATE UNIQUE INDEX graph_nodes_owner_idx ON graph_nodes (scope, scope_id) WHERE is_owner;
+        -- resolution by name, and by a spelling of the same first letter (a byte range: COLLATE "C")
+        CREATE INDEX graph_nodes_name_idx ON graph_nodes (scope, scope_id, canonical_name COLLATE "C");
+        CREATE INDEX graph_nodes_aliases_idx ON graph_nodes USING gin (aliases);
+        CREATE INDEX graph_nodes_creator_idx ON graph_nodes (created_by);
+        CREATE TABLE graph_mentions (
+            scope        text NOT NULL,
+            scope_id     text NOT NULL,
+            node_id      uuid NOT NULL,
+            source_kind  text NOT NULL CHECK (source_kind IN ('memory', 'resource', 'passage')),
+            source_id    uuid NOT NULL,
+            mentioned_at timestamptz NOT NULL DEFAULT now(),
+            added_by     text NOT NULL,
+            PRIMARY KEY (scope, scope_id, node_id, source_kind, source_id),
+            FOREIGN KEY (scope, scope_id, node_id) REFERENCES graph_nodes (scope, scope_id, id) ON DELETE CASCADE
+        );
+        CREATE INDEX graph_mentions_source_idx ON graph_mentions (scope, scope_id, source_kind, source_id);
+        CREATE INDEX graph_mentions_adder_idx ON graph_mentions (added_by);
+        CREATE TABLE graph_relations (
+            scope        text NOT NULL,
+            scope_id     text NOT NULL,
+            id           uuid NOT NULL,
+            from_node    uuid NOT NULL,
+            to_node      uuid NOT NULL,
+            kind         text NOT NULL CHECK (kind IN ('has_relationship_with', 'engages_with', 'associated_with',
+                                                       'relates_to', 'involves', 'connected_to')),
+            rel_type     text NOT NULL,
+            description  text NOT NULL DEFAULT '',
+            attitude     smallint CHECK (attitude BETWEEN 1 AND 5),
+            proximity    smallint CHECK (proximity BETWEEN 1 AND 5),
+            notes        jsonb NOT NULL DEFAULT '[]'::jsonb,
+            confidence   real NOT NULL DEFAULT 0.5 CHECK (confidence BETWEEN 0 AND 1),
+            salience     real NOT NULL DEFAULT 0.1 CHECK (salience BETWEEN 0 AND 1),
+            recall_count integer NOT NULL DEFAULT 0,
+            access_count integer NOT NULL DEFAULT 0,
+            last_accessed_at timestamptz,
+            state        text NOT NULL DEFAULT 'candidate'
+                         CHECK (state IN ('candidate', 'active', 'core', 'archived')),
+            source_memory uuid,
+            recorded_by  text NOT NULL,
+            valid_from   timestamptz NOT NULL DEFAULT now(),
+            valid_to     timestamptz,
+            recorded_at  timestamptz NOT NULL DEFAULT now(),
+            known_to     timestamptz,
+            created_at   timestamptz NOT NULL DEFAULT now(),
+            updated_at   timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (scope, scope_id, id),
+            CHECK (valid_to IS NULL OR valid_to >= valid_from),
+            FOREIGN KEY (scope, scope_id, from_node) REFERENCES graph_nodes (scope, scope_id, id) ON DELETE CASCADE,
+            FOREIGN KEY (scope, scope_id, to_node) REFERENCES graph_nodes (scope, scope_id, id) ON DELETE CASCADE
+        );
+        -- one current relation of a type between two nodes (a closed one stays beside its successor)
+        CREATE UNIQUE INDEX graph_relations_current_idx ON graph_relations (scope, scope_id, from_node, to_node, rel_type)
+            WHERE valid_to IS NULL AND known_to IS NULL;
+        CREATE INDEX graph_relations_to_idx ON graph_relations (scope, scope_id, to_node);
+        CREATE INDEX graph_relations_recorder_idx ON graph_relations (recorded_by);
+        """,
+    ),
 )
 
 

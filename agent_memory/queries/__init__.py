@@ -12,6 +12,7 @@ One module per area; everything public is re-exported here, so ``queries.X`` wor
   over the tables of :mod:`.tables` (:data:`USER_DATA_TABLES`);
 - :mod:`.reembed`, :mod:`.episodic`, :mod:`.server`: re-embedding, episodic memory beyond the
   checkpointer's own SQL (:mod:`agent_memory.episodic.sql`), and the server itself;
+- :mod:`.graph`: the knowledge graph (nodes, mentions, relations);
 - :mod:`.rows`: rows to models and back.
 
 The migrations (:mod:`agent_memory.db.migrations`) are SQL by nature and stay where they are.
@@ -257,6 +258,33 @@ from .store import (
     value_expression,
 )
 
+from .graph import (
+    NODE_COLUMNS,
+    NOTES_KEPT,
+    RELATION_COLUMNS,
+    close_relation,
+    co_mentions,
+    delete_node,
+    graph_of,
+    insert_mentions,
+    list_nodes,
+    memories_mentioning,
+    mention_sources,
+    mentions_of_memories,
+    merge_nodes,
+    node_candidates,
+    node_names,
+    relation_edges,
+    relations_of,
+    resolution_candidates,
+    select_nodes,
+    split_node,
+    touch_nodes,
+    unmentioned_memories,
+    upsert_nodes,
+    upsert_relations,
+)
+
 __all__ = [
     "delete_passages",
     "insert_passages",
@@ -458,4 +486,31 @@ __all__ = [
     "search_store",
     "store_filter",
     "value_expression",
+]
+# the knowledge graph (:mod:`.graph`)
+__all__ += [
+    "NODE_COLUMNS",
+    "NOTES_KEPT",
+    "RELATION_COLUMNS",
+    "close_relation",
+    "co_mentions",
+    "delete_node",
+    "graph_of",
+    "insert_mentions",
+    "list_nodes",
+    "memories_mentioning",
+    "mention_sources",
+    "mentions_of_memories",
+    "merge_nodes",
+    "node_candidates",
+    "node_names",
+    "relation_edges",
+    "relations_of",
+    "resolution_candidates",
+    "select_nodes",
+    "split_node",
+    "touch_nodes",
+    "unmentioned_memories",
+    "upsert_nodes",
+    "upsert_relations",
 ]

@@ -5,7 +5,8 @@
     agent-memory mcp hash-token        # reads a token, prints its sha256 for tokens.json
 
 Tools: ``memory_save``, ``memory_search``, ``memory_delete``, ``memory_stats`` (the agent tools'
-own descriptions, bodies and replies, :mod:`agent_memory.middleware.tools`), ``memory_list``,
+own descriptions, bodies and replies, :mod:`agent_memory.middleware.tools`; ``memory_explore`` and
+``memory_traverse`` over the knowledge graph, :mod:`agent_memory.middleware.graph_tools`), ``memory_list``,
 ``memory_history`` and ``document_search`` (passages of the documents added with
 ``add_document``); resources ``memory://profile/user`` and ``memory://profile/project``. A
 failure the model can act on is a tool result with ``isError`` and the agent tools' error text.
@@ -27,7 +28,7 @@ import getpass
 import logging
 import sys
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, Literal
 
 try:
     from mcp.server.auth.middleware.auth_context import get_access_token
@@ -52,6 +53,7 @@ from agent_memory.errors import (
 )
 from agent_memory.middleware.backend import MemoryBackend
 from agent_memory.middleware.plain import FixedRun
+from agent_memory.middleware.graph_tools import EXPLORE_DESCRIPTION, TRAVERSE_DESCRIPTION, _GraphKit
 from agent_memory.middleware.tools import (
     DELETE_DESCRIPTION,
     SEARCH_DESCRIPTION,
@@ -224,13 +226,31 @@ def build_server(backend: MemoryBackend, identity: Identity | None = None, *,
     async def document_search(query: str, k: int = 5) -> CallToolResult:
         return await tools.call("document_search", lambda: tools.documents(query, k))
 
+    graph = _GraphKit(backend, max_k=20)  # the knowledge graph's tools, as the agent's
+
+    async def memory_explore(queries: list[str] | str | None = None, text_matches: list[str] | str | None = None,
+                             relationship_filters: dict[str, Any] | None = None,
+                             granularity: Literal[1, 2, 3] = 1) -> CallToolResult:
+        return await tools.call("memory_explore", lambda: graph.explore(
+            tools.run_info(), queries, text_matches, relationship_filters, granularity))
+
+    async def memory_traverse(seed_nodes: list[str], mode: Literal["ppr", "pattern"] = "ppr", top_k: int = 20,
+                              relationship_types: list[str] | None = None,
+                              direction: Literal["out", "in", "both"] = "both", min_proximity: int | None = None,
+                              min_attitude: int | None = None, since: str | None = None,
+                              until: str | None = None) -> CallToolResult:
+        return await tools.call("memory_traverse", lambda: graph.traverse(
+            tools.run_info(), seed_nodes, mode, min(top_k, 50) if isinstance(top_k, int) else top_k,
+            relationship_types, direction, min_proximity, min_attitude, since, until))
+
     config = backend.known_config  # its custom memory types go into the schemas
     bound_types(config, memory_save, memory_search, memory_list)
     bound_k(kit.max_k, memory_search)  # the schema says 1..max_k; the SDK refuses a k outside with isError
     for fn, description in ((memory_save, save_description(config)), (memory_search, SEARCH_DESCRIPTION),
                             (memory_delete, DELETE_DESCRIPTION),
                             (memory_stats, STATS_DESCRIPTION), (memory_list, _LIST), (memory_history, _HISTORY),
-                            (document_search, _DOCUMENTS)):
+                            (document_search, _DOCUMENTS), (memory_explore, EXPLORE_DESCRIPTION),
+                            (memory_traverse, TRAVERSE_DESCRIPTION)):
         server.add_tool(fn, name=fn.__name__, description=description, structured_output=False)
 
     async def profile_text(kind: str) -> str:

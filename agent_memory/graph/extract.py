@@ -1,0 +1,238 @@
+"""Offline extraction: the people, places, organisations and tools a memory is about, and how
+the owner relates to them, by rules and without a model.
+
+Memories are short and written either in the first person ("my sister Sarah called") or, after
+extraction, in the third ("Has a sister named Sarah.", "Works at Acme."); the rules read both.
+They are written for precision: a capitalised word becomes a node only where something says
+what it is (a relation word, a verb of work or place, a person cue, a known tool), or when it
+is a capitalised name inside a sentence that is not a common word. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+__all__ = ["OWNER", "Extracted", "Found", "Link", "canonical", "extract"]
+
+#: the name the owner's own node goes by in a :class:`Link`
+OWNER = "@me"
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A node a memory mentions: its name as written, what it is, and how sure the rule is."""
+
+    name: str
+    node_type: str  # person | concept | entity
+    entity_type: str = ""  # for entities: organisation, location, tool, project, event
+    confidence: float = 0.5
+    known_only: bool = False  # a capitalised word at a sentence start: a node only if already known
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A relation the memory states: ``source`` -> ``target`` (names, or :data:`OWNER`)."""
+
+    source: str
+    target: str
+    kind: str
+    rel_type: str
+    attitude: int | None = None
+    proximity: int | None = None
+    ended: bool = False  # "used to work at", "left": the relation is closed, not deleted
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    found: tuple[Found, ...]
+    links: tuple[Link, ...]
+
+
+def canonical(name: str) -> str:
+    """The name a node is unique under within its graph: case-folded, accents and a trailing
+    possessive dropped, spaces collapsed."""
+    text = unicodedata.normalize("NFKD", name)
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    text = re.sub(r"['\u2019]s\b", "", text.casefold())
+    text = re.sub(r"[^\w\s&.+-]", " ", text)
+    return " ".join(text.split()).strip(" .")
+
+
+# relation words: (rel_type, attitude, proximity)
+_PEOPLE: dict[str, tuple[str, int, int]] = {
+    **{w: ("family", 4, 5) for w in ("sister", "brother", "mother", "mom", "mum", "father", "dad", "son",
+                                      "daughter", "wife", "husband", "grandmother", "grandfather", "grandma",
+                                      "grandpa", "cousin", "aunt", "uncle", "niece", "nephew", "sibling")},
+    **{w: ("partner", 5, 5) for w in ("partner", "girlfriend", "boyfriend", "fiancee", "fiancé", "fiance")},
+    "best friend": ("friend", 5, 5), "friend": ("friend", 4, 4), "roommate": ("roommate", 3, 4),
+    "neighbor": ("neighbour", 3, 3), "neighbour": ("neighbour", 3, 3), "boss": ("manager", 3, 3),
+    "manager": ("manager", 3, 3), "colleague": ("colleague", 3, 3), "coworker": ("colleague", 3, 3),
+    "co-worker": ("colleague", 3, 3), "mentor": ("mentor", 4, 3), "therapist": ("therapist", 4, 3),
+    "doctor": ("doctor", 3, 2), "teacher": ("teacher", 3, 3), "coach": ("coach", 4, 3),
+}
+_FAMILY_TYPES = {"sister", "brother", "mother", "father", "son", "daughter", "wife", "husband", "cousin",
+                 "aunt", "uncle", "niece", "nephew", "grandmother", "grandfather"}
+_NAME = r"([A-Z][a-zA-Z'\u2019-]+(?:\s+[A-Z][a-zA-Z'\u2019-]+)?)"
+_REL = "|".join(sorted((re.escape(w) for w in _PEOPLE), key=len, reverse=True))
+_OWNERS = r"(?:\bmy|\bMy|\b[Uu]ser['\u2019]s|\b[Hh]is|\b[Hh]er|\b[Tt]heir)"
+_REL_NAME = [
+    re.compile(rf"{_OWNERS}\s+(?:older\s+|younger\s+|little\s+|big\s+|new\s+|old\s+)?({_REL}),?\s+(?:named\s+|called\s+)?{_NAME}"),
+    re.compile(rf"\b(?:[Hh]as|[Hh]ave)\s+an?\s+(?:older\s+|younger\s+)?({_REL})\s+(?:named|called)\s+{_NAME}"),
+]
+_NAME_REL = re.compile(rf"{_NAME}\s*(?:,|\bis|\bwas|\bis\s+also)\s+(?:my|[Uu]ser['\u2019]s|the\s+user['\u2019]s)\s+"
+                       rf"(?:older\s+|younger\s+|best\s+|close\s+|old\s+)?({_REL})\b")
+
+_ORG = r"([A-Z][\w&.'-]*(?:\s+(?:[A-Z][\w&.'-]*|of|&))*)"
+_WORK = [
+    (re.compile(rf"\b(?:[Ii]\s+(?:work|worked|am working|'m working)|[Ww]orks|[Ww]orking|[Jj]oined|[Ii]\s+joined|"
+                rf"[Ii]s employed|[Ii]\s+am employed)\s+(?:at|for|with)?\s*{_ORG}"), "works-at", False),
+    (re.compile(rf"\b(?:[Uu]sed to work|[Ll]eft|[Qq]uit|[Nn]o longer works?)\s+(?:at|for)?\s*{_ORG}"), "works-at", True),
+    (re.compile(rf"\b(?:job|role|position)\s+offer\s+(?:from|at)\s+{_ORG}"), "job-offer-from", False),
+    (re.compile(rf"\b{_ORG}\s+(?:offered|has offered)\s+(?:me|the user|them|him|her)\s+(?:a\s+)?(?:job|role|position)"),
+     "job-offer-from", False),
+    (re.compile(rf"\b(?:[Ss]tudies|[Ss]tudy|[Ss]tudying|[Ee]nrolled)\s+at\s+{_ORG}"), "studies-at", False),
+]
+_PLACE = [
+    (re.compile(rf"\b(?:[Ll]ives?|[Ll]iving|[Bb]ased|[Gg]rew up)\s+in\s+{_ORG}"), "lives-in", False),
+    (re.compile(rf"\b(?:[Mm]oved|[Mm]oving|[Rr]elocat\w+)\s+(?:to|back to)\s+{_ORG}"), "lives-in", False),
+    (re.compile(rf"\b(?:[Uu]sed to live|[Mm]oved away from|[Mm]oved out of)\s+(?:in\s+)?{_ORG}"), "lives-in", True),
+    (re.compile(rf"\b(?:[Vv]isit\w*|[Tt]rip to|[Tt]ravel\w* to|[Ff]ly\w* to|[Ff]lew to|[Vv]acation in)\s+{_ORG}"),
+     "visits", False),
+]
+_USE = re.compile(rf"\b(?:[Uu]ses?|[Uu]sing|[Pp]refers?|[Ss]witched to|[Ww]rites? in|[Cc]odes? in)\s+{_ORG}")
+#: tools recognised wherever they are written (a capitalised word is not a tool by itself)
+_TOOLS = frozenset(canonical(t) for t in (
+    "Python", "JavaScript", "TypeScript", "Rust", "Go", "Java", "Kotlin", "Swift", "PostgreSQL", "Postgres",
+    "MySQL", "SQLite", "Redis", "Docker", "Kubernetes", "Slack", "Notion", "Figma", "Excel", "GitHub",
+    "GitLab", "Jira", "VS Code", "Vim", "Emacs", "Linux", "macOS", "Windows", "iPhone", "Android", "Zoom",
+    "Obsidian", "Trello", "Airtable", "Photoshop", "LangChain", "LangGraph", "React", "Django", "FastAPI",
+))
+_ORGS = frozenset(canonical(t) for t in (
+    "Google", "Microsoft", "Apple", "Amazon", "Meta", "Facebook", "Netflix", "OpenAI", "Anthropic", "IBM",
+    "Stripe", "Uber", "Airbnb", "Spotify", "Tesla", "Intel", "Nvidia", "Oracle", "Salesforce", "Acme",
+))
+#: capitalised words that are not names (sentence starts, days, months, pronouns, titles)
+_COMMON = frozenset("""
+a an the i i'm i've i'd i'll me my we our you your he she it they them his her their this that these those
+there here what when where why how who which yes no not and or but so if then also just very really
+monday tuesday wednesday thursday friday saturday sunday january february march april may june july
+august september october november december today tomorrow yesterday tonight morning evening
+user users mr mrs ms dr prefers likes loves wants needs has had have is was were are be been being
+said says told asked thanks thank hi hello hey okay ok oh wow sure great good nice well sorry please
+remember note after before during since until while because although though however maybe perhaps
+last next every each all some many most much more few both other another one two three first second
+new old big small long short high low left right up down in on at to for from with without about over
+under between into onto of by as is isn't don't doesn't didn't can can't could would should will won't
+working works worked lives lived moved moving visiting visited uses using used studies studying
+christmas easter halloween thanksgiving english french german spanish chinese japanese italian
+do does did go went get got make made take took see saw know knew think thought feel felt let lets
+met had called talked spoke saw went came lunch dinner note notes save plain
+meanwhile anyway besides still yet already again once soon later now never always often sometimes
+""".split())
+_PERSON_CUES = re.compile(
+    r"\b(?:with|and|told|asked|met|called|texted|visited|helped|thanked|hugged|invited|like)\s+{n}\b|"
+    r"\b{n}\s+(?:said|says|told|asked|called|texted|thinks|thought|wants|feels|felt|is coming|and I|and me)\b|"
+    r"\b{n}['\u2019]s\s+(?:birthday|wedding|kids?|husband|wife|partner|mom|dad|house|place|party)\b")
+_CAPS = re.compile(r"(?<![\w'\u2019@#/.-])([A-Z][a-z][a-zA-Z'\u2019-]*)")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|[\"\u201c(]\s*)$")
+
+
+def _clean(name: str) -> str:
+    name = re.sub(r"['\u2019]s$", "", name.strip(" .,;:!?\"'"))
+    words = name.split()
+    while words and canonical(words[-1]) in _COMMON:
+        words.pop()
+    if any(w.endswith((".", ",", ";", ":")) for w in words[:-1]):  # a name ends where a sentence does
+        words = words[:next(i for i, w in enumerate(words) if w.endswith((".", ",", ";", ":"))) + 1]
+    return " ".join(words).strip(" .,;:!?\"'")
+
+
+def _person_name(raw: str) -> str:
+    words = [w for w in _clean(raw).split() if canonical(w) not in _COMMON]
+    return " ".join(words[:2])
+
+
+def _common(key: str) -> bool:
+    """A common word, or the plural of one ("Tuesdays")."""
+    return key in _COMMON or (len(key) > 4 and key.endswith("s") and key[:-1] in _COMMON)
+
+
+def _names(text: str) -> list[tuple[int, str]]:
+    """Runs of up to three adjacent capitalised words that are not common words ("Cleo Baker"),
+    with where each starts."""
+    out: list[tuple[int, str]] = []
+    run: list[tuple[int, int, str]] = []
+
+    def flush() -> None:
+        if run:
+            out.append((run[0][0], " ".join(w for _, _, w in run[:3])))
+            run.clear()
+
+    for m in _CAPS.finditer(text):
+        word = m.group(1)
+        key = canonical(word)
+        if _common(key):
+            flush()
+            continue
+        if run and not (m.start() == run[-1][1] + 1 and text[run[-1][1]] == " "):
+            flush()
+        run.append((m.start(), m.end(), word))
+    flush()
+    return out
+
+
+def extract(text: str) -> Extracted:
+    """Nodes and relations one memory states (deduplicated by canonical name, first wins)."""
+    found: dict[str, Found] = {}
+    links: list[Link] = []
+
+    def add(f: Found) -> None:
+        key = canonical(f.name)
+        if key and key not in _COMMON and len(key) >= 2:
+            held = found.get(key)
+            if held is None or f.confidence > held.confidence:
+                found[key] = f
+
+    for rx in _REL_NAME:
+        for m in rx.finditer(text):
+            word, name = m.group(1).lower(), _person_name(m.group(2))
+            if name:
+                rel = _PEOPLE[word]
+                add(Found(name, "person", confidence=0.9))
+                links.append(Link(OWNER, name, "has_relationship_with",
+                                  word if word in _FAMILY_TYPES else rel[0], rel[1], rel[2]))
+    for m in _NAME_REL.finditer(text):
+        name, word = _person_name(m.group(1)), m.group(2).lower()
+        if name:
+            rel = _PEOPLE[word]
+            add(Found(name, "person", confidence=0.9))
+            links.append(Link(OWNER, name, "has_relationship_with",
+                              word if word in _FAMILY_TYPES else rel[0], rel[1], rel[2]))
+    for rules, entity_type in ((_WORK, "organisation"), (_PLACE, "location")):
+        for rx, rel_type, ended in rules:
+            for m in rx.finditer(text):
+                name = _clean(m.group(1))
+                if name and canonical(name) not in _COMMON:
+                    add(Found(name, "entity", entity_type, 0.8))
+                    links.append(Link(OWNER, name, "associated_with", rel_type, ended=ended))
+    for m in _USE.finditer(text):
+        name = _clean(m.group(1))
+        if canonical(name) in _TOOLS:
+            add(Found(name, "entity", "tool", 0.8))
+            links.append(Link(OWNER, name, "associated_with", "uses"))
+    for start, word in _names(text):
+        key = canonical(word)
+        if any(key in k.split() or key == k for k in found) or any(k in key.split() for k in found):
+            continue
+        if key in _TOOLS:
+            add(Found(word, "entity", "tool", 0.7))
+        elif key in _ORGS:
+            add(Found(word, "entity", "organisation", 0.7))
+        elif re.search(_PERSON_CUES.pattern.format(n=re.escape(word)), text):
+            add(Found(word, "person", confidence=0.7))
+        elif len(key) > 2:
+            opening = bool(_SENTENCE_START.search(text[:start]))
+            add(Found(word, "person", confidence=0.3 if opening else 0.4, known_only=opening))
+    return Extracted(tuple(found.values()), tuple(links))

@@ -1,0 +1,429 @@
+"""The knowledge graph's statements (:mod:`agent_memory.graph`), as pure builders.
+
+Tenancy: a caller reads and writes one graph, their own (``scope = 'user'`` and ``scope_id`` =
+their user id, :func:`graph_of`); every statement here names that key as a parameter and
+reads no row outside it. The memories a graph points at are read through
+:func:`.visibility.visible_filter`, so a mention never shows a memory its reader may not see.
+Values, names a model chose included, always travel as parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import sql
+
+from ..models import Identity
+from .items import item_columns
+from .types import Query, Statement
+from .visibility import live, visible_filter
+
+__all__ = [
+    "NODE_COLUMNS",
+    "NOTES_KEPT",
+    "RELATION_COLUMNS",
+    "close_relation",
+    "delete_node",
+    "co_mentions",
+    "graph_of",
+    "insert_mentions",
+    "list_nodes",
+    "memories_mentioning",
+    "mention_sources",
+    "mentions_of_memories",
+    "merge_nodes",
+    "node_candidates",
+    "node_names",
+    "relation_edges",
+    "relations_of",
+    "resolution_candidates",
+    "select_nodes",
+    "split_node",
+    "touch_nodes",
+    "unmentioned_memories",
+    "upsert_nodes",
+    "upsert_relations",
+]
+
+NODE_COLUMNS = (
+    "id, node_type, entity_type, name, canonical_name, aliases, description, notes, is_owner, confidence,"
+    " salience, recall_count, state, retention, source_count, first_mentioned_at, last_mentioned_at,"
+    " last_accessed_at, created_by, created_at, updated_at"
+)
+RELATION_COLUMNS = (
+    "r.id, r.from_node, r.to_node, r.kind, r.rel_type, r.description, r.attitude, r.proximity, r.notes,"
+    " r.confidence, r.salience, r.state, r.recorded_by, r.valid_from, r.valid_to, r.recorded_at, r.known_to,"
+    " r.updated_at"
+)
+_MINE = "scope = 'user' AND scope_id = %(g)s"
+#: the newest notes a node or relation keeps (explore shows 10; every memory that mentions a node
+#: stays linked to it by its mention, so a note dropped here is not knowledge lost)
+NOTES_KEPT = 20
+
+
+def graph_of(identity: Identity) -> tuple[str, str]:
+    """The graph a caller reads and writes: their own (``('user', user_id)``)."""
+    return "user", identity.user_id
+
+
+def resolution_candidates(owner: str, keys: Sequence[str]) -> Statement:
+    """Nodes a mention of one of ``keys`` (canonical names) may be: by name or alias, or a
+    person whose name starts with the same letter and is about as long (a spelling variant).
+    Each branch is one index range of the graph (names in byte order, aliases by GIN)."""
+    firsts = sorted({k[0] for k in keys if k})
+    lengths = [len(k) for k in keys] or [0]
+    cols = "n.id, n.node_type, n.entity_type, n.canonical_name, n.aliases, n.is_owner"
+    return (
+        f"SELECT {cols} FROM graph_nodes n WHERE n.scope = 'user' AND n.scope_id = %(g)s"
+        " AND n.canonical_name COLLATE \"C\" = ANY(%(keys)s::text[])"
+        f" UNION SELECT {cols} FROM graph_nodes n WHERE n.scope = 'user' AND n.scope_id = %(g)s"
+        " AND n.aliases && %(keys)s::text[]"
+        f" UNION SELECT {cols} FROM unnest(%(firsts)s::text[]) f(c), LATERAL (SELECT {cols} FROM graph_nodes n"
+        " WHERE n.scope = 'user' AND n.scope_id = %(g)s AND n.canonical_name COLLATE \"C\" >= f.c"
+        " AND n.canonical_name COLLATE \"C\" < f.c || chr(1114111) AND n.node_type = 'person'"
+        " AND length(n.canonical_name) BETWEEN %(short)s AND %(long)s LIMIT 200) n",
+        {"g": owner, "keys": list(keys), "firsts": firsts, "short": min(lengths) - 2, "long": max(lengths) + 2},
+    )
+
+
+def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note: str, source_id: UUID | None,
+                 at: datetime | None, vector: str | None) -> Statement:
+    """Insert the nodes a memory mentions, or add to them: one note (the memory, with its author,
+    time and id), an alias (a new spelling), a mention counted once per memory and day.
+    ``rows``: ``node_type, entity_type, name, canonical_name, alias, confidence, is_owner,
+    description``. Answers ``id, canonical_name, node_type, entity_type`` per row."""
+    cols = ("node_type", "entity_type", "name", "canonical_name", "alias", "confidence", "is_owner", "description")
+    types = ("text", "text", "text", "text", "text", "real", "boolean", "text")
+    params: dict[str, Any] = {"g": owner, "u": user, "note": note, "src": str(source_id) if source_id else None,
+                              "at": at, "vec": vector, "keep": NOTES_KEPT}
+    for c in cols:
+        params[f"c_{c}"] = [r[c] for r in rows]
+    unnest = ", ".join(f"%(c_{c})s::{t}[]" for c, t in zip(cols, types, strict=True))
+    return (
+        "INSERT INTO graph_nodes AS n (scope, scope_id, id, node_type, entity_type, name, canonical_name, aliases,"
+        " description, notes, embedding, is_owner, confidence, created_by, source_count, first_mentioned_at,"
+        " last_mentioned_at, distinct_days, is_dirty)"
+        " SELECT 'user', %(g)s, gen_random_uuid(), t.node_type, t.entity_type, t.name, t.canonical_name,"
+        " CASE WHEN t.alias IS NULL THEN '{}'::text[] ELSE ARRAY[t.alias] END, t.description,"
+        " CASE WHEN t.is_owner THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object('content', %(note)s::text,"
+        " 'added_by', %(u)s::text, 'added_at', coalesce(%(at)s::timestamptz, now()), 'source_id', %(src)s::text,"
+        " 'expires_at', NULL)) END,"
+        " CASE WHEN t.is_owner THEN NULL ELSE %(vec)s::vector END, t.is_owner, t.confidence, %(u)s,"
+        " CASE WHEN t.is_owner THEN 0 ELSE 1 END, coalesce(%(at)s::timestamptz, now()),"
+        " coalesce(%(at)s::timestamptz, now()), ARRAY[coalesce(%(at)s::timestamptz, now())::date], false"
+        f" FROM unnest({unnest}) AS t({', '.join(cols)})"
+        " ON CONFLICT (scope, scope_id, node_type, entity_type, canonical_name) DO UPDATE SET"
+        " notes = CASE WHEN excluded.is_owner THEN n.notes WHEN jsonb_array_length(n.notes) >= %(keep)s"
+        " THEN (n.notes - 0) || excluded.notes ELSE n.notes || excluded.notes END,"
+        " aliases = ARRAY(SELECT DISTINCT a FROM unnest(n.aliases || excluded.aliases) a WHERE a <> n.canonical_name),"
+        " embedding = coalesce(n.embedding, excluded.embedding),"
+        " confidence = greatest(n.confidence, excluded.confidence),"
+        " source_count = n.source_count + excluded.source_count,"
+        " last_mentioned_at = greatest(n.last_mentioned_at, excluded.last_mentioned_at),"
+        " first_mentioned_at = least(n.first_mentioned_at, excluded.first_mentioned_at),"
+        " distinct_days = CASE WHEN excluded.is_owner OR excluded.distinct_days[1] = ANY(n.distinct_days)"
+        " THEN n.distinct_days ELSE n.distinct_days || excluded.distinct_days END,"
+        " is_dirty = n.is_dirty OR NOT excluded.is_owner, updated_at = now()"
+        " RETURNING id, canonical_name, node_type, entity_type",
+        params,
+    )
+
+
+def insert_mentions(owner: str, user: str, node_ids: Sequence[UUID], kind: str, source_id: UUID,
+                    at: datetime | None) -> Statement:
+    """The source ``(kind, source_id)`` mentions each node (once)."""
+    return (
+        "INSERT INTO graph_mentions (scope, scope_id, node_id, source_kind, source_id, mentioned_at, added_by)"
+        " SELECT 'user', %(g)s, n, %(kind)s, %(src)s, coalesce(%(at)s::timestamptz, now()), %(u)s"
+        " FROM unnest(%(ids)s::uuid[]) n ON CONFLICT DO NOTHING",
+        {"g": owner, "u": user, "ids": list(node_ids), "kind": kind, "src": source_id, "at": at},
+    )
+
+
+def upsert_relations(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note: str,
+                     source_id: UUID | None, at: datetime | None) -> Statement:
+    """Current relations (``from_node, to_node, kind, rel_type, description, attitude, proximity``):
+    new ones are recorded, a known one gains the memory as a note."""
+    cols = ("from_node", "to_node", "kind", "rel_type", "description", "attitude", "proximity")
+    types = ("uuid", "uuid", "text", "text", "text", "smallint", "smallint")
+    params: dict[str, Any] = {"g": owner, "u": user, "note": note, "src": str(source_id) if source_id else None,
+                              "mem": source_id, "at": at, "keep": NOTES_KEPT}
+    for c in cols:
+        params[f"r_{c}"] = [r[c] for r in rows]
+    unnest = ", ".join(f"%(r_{c})s::{t}[]" for c, t in zip(cols, types, strict=True))
+    return (
+        "INSERT INTO graph_relations AS r (scope, scope_id, id, from_node, to_node, kind, rel_type, description,"
+        " attitude, proximity, notes, confidence, source_memory, recorded_by, valid_from)"
+        " SELECT 'user', %(g)s, gen_random_uuid(), t.from_node, t.to_node, t.kind, t.rel_type, t.description,"
+        " t.attitude, t.proximity, jsonb_build_array(jsonb_build_object('content', %(note)s::text, 'added_by',"
+        " %(u)s::text, 'added_at', coalesce(%(at)s::timestamptz, now()), 'source_id', %(src)s::text,"
+        " 'expires_at', NULL)), 0.7, %(mem)s, %(u)s, coalesce(%(at)s::timestamptz, now())"
+        f" FROM unnest({unnest}) AS t({', '.join(cols)})"
+        " ON CONFLICT (scope, scope_id, from_node, to_node, rel_type) WHERE valid_to IS NULL AND known_to IS NULL"
+        " DO UPDATE SET notes = CASE WHEN jsonb_array_length(r.notes) >= %(keep)s THEN (r.notes - 0) || excluded.notes"
+        " ELSE r.notes || excluded.notes END, confidence = least(1, r.confidence + 0.1),"
+        " attitude = coalesce(r.attitude, excluded.attitude), proximity = coalesce(r.proximity, excluded.proximity),"
+        " updated_at = now()",
+        params,
+    )
+
+
+def close_relation(owner: str, user: str, row: dict[str, Any], *, note: str, source_id: UUID | None,
+                   at: datetime | None) -> Statement:
+    """"Used to work at X": the current relation of that type ends (``valid_to``), it is not
+    deleted; none known: one is recorded already closed."""
+    return (
+        "WITH closed AS (UPDATE graph_relations SET valid_to = greatest(valid_from, coalesce(%(at)s::timestamptz,"
+        " now())), updated_at = now() WHERE scope = 'user' AND scope_id = %(g)s AND from_node = %(f)s"
+        " AND to_node = %(t)s AND rel_type = %(type)s AND valid_to IS NULL AND known_to IS NULL RETURNING 1)"
+        " INSERT INTO graph_relations (scope, scope_id, id, from_node, to_node, kind, rel_type, description, notes,"
+        " source_memory, recorded_by, valid_from, valid_to)"
+        " SELECT 'user', %(g)s, gen_random_uuid(), %(f)s, %(t)s, %(kind)s, %(type)s, %(desc)s,"
+        " jsonb_build_array(jsonb_build_object('content', %(note)s::text, 'added_by', %(u)s::text, 'added_at',"
+        " coalesce(%(at)s::timestamptz, now()), 'source_id', %(src)s::text, 'expires_at', NULL)), %(mem)s, %(u)s,"
+        " coalesce(%(at)s::timestamptz, now()), coalesce(%(at)s::timestamptz, now())"
+        " WHERE NOT EXISTS (SELECT 1 FROM closed)",
+        {"g": owner, "u": user, "f": row["from_node"], "t": row["to_node"], "kind": row["kind"],
+         "type": row["rel_type"], "desc": row["description"], "note": note,
+         "src": str(source_id) if source_id else None, "mem": source_id, "at": at},
+    )
+
+
+def node_candidates(owner: str, vectors: Sequence[str], texts: Sequence[str], limit: int) -> Statement:
+    """The graph's nodes scored for explore: ``similarity`` (best cosine over the query vectors)
+    and ``text_match`` (1 for a name or alias, 0.8 for a name containing the text); the best
+    ``limit`` by the larger of the two. Archived nodes are left out."""
+    patterns = ["%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for t in texts]
+    return (
+        f"SELECT {NODE_COLUMNS}, coalesce((SELECT max(1 - (n.embedding <=> q)) FROM unnest(%(vecs)s::vector[]) q), 0)"
+        " AS similarity, CASE WHEN n.canonical_name = ANY(%(texts)s) OR n.aliases && %(texts)s::text[] THEN 1.0"
+        " WHEN EXISTS (SELECT 1 FROM unnest(%(pats)s::text[]) p WHERE n.canonical_name LIKE p) THEN 0.8"
+        " ELSE 0.0 END AS text_match"
+        f" FROM graph_nodes n WHERE n.{_MINE.replace(' AND scope_id', ' AND n.scope_id')} AND n.state <> 'archived'"
+        " ORDER BY greatest(coalesce((SELECT max(1 - (n.embedding <=> q)) FROM unnest(%(vecs)s::vector[]) q), 0),"
+        " CASE WHEN n.canonical_name = ANY(%(texts)s) OR n.aliases && %(texts)s::text[] THEN 1.0"
+        " WHEN EXISTS (SELECT 1 FROM unnest(%(pats)s::text[]) p WHERE n.canonical_name LIKE p) THEN 0.8"
+        " ELSE 0.0 END) DESC, n.salience DESC, n.id LIMIT %(limit)s",
+        {"g": owner, "vecs": list(vectors), "texts": list(texts), "pats": patterns, "limit": limit},
+    )
+
+
+def node_names(owner: str, ids: Sequence[UUID]) -> Statement:
+    """``id, name`` of the graph's nodes with these ids."""
+    return ("SELECT id, name FROM graph_nodes WHERE scope = 'user' AND scope_id = %(g)s AND id = ANY(%(ids)s)",
+            {"g": owner, "ids": list(ids)})
+
+
+def select_nodes(owner: str, ids: Sequence[UUID]) -> Statement:
+    """The graph's nodes with these ids (ids of another graph answer nothing)."""
+    return (f"SELECT {NODE_COLUMNS} FROM graph_nodes WHERE {_MINE} AND id = ANY(%(ids)s)",
+            {"g": owner, "ids": list(ids)})
+
+
+def list_nodes(owner: str, *, node_type: str | None, name: str | None, limit: int) -> Statement:
+    """The graph's nodes, most mentioned first; ``name``: by canonical name or alias."""
+    return (
+        f"SELECT {NODE_COLUMNS} FROM graph_nodes WHERE {_MINE}"
+        " AND (%(type)s::text IS NULL OR node_type = %(type)s)"
+        " AND (%(name)s::text IS NULL OR canonical_name = %(name)s OR %(name)s = ANY(aliases))"
+        " ORDER BY is_owner DESC, source_count DESC, canonical_name LIMIT %(limit)s",
+        {"g": owner, "type": node_type, "name": name, "limit": limit},
+    )
+
+
+def relations_of(owner: str, ids: Sequence[UUID] | None, *, direction: str = "both",
+                 kinds: Sequence[str] | None = None, types: Sequence[str] | None = None,
+                 exclude_types: Sequence[str] | None = None, min_attitude: int | None = None,
+                 max_attitude: int | None = None, min_proximity: int | None = None,
+                 max_proximity: int | None = None, valid_at: datetime | None = None,
+                 since: datetime | None = None, until: datetime | None = None, limit: int = 200) -> Statement:
+    """Relations of the graph touching ``ids`` (None: any), filtered as
+    given (every filter is a parameter; None: no filter). Without ``valid_at``/``since``/``until``
+    only current relations; ``valid_at``: those that held then; ``since``/``until``: those that
+    held at some time in the window (closed ones included)."""
+    # the relations of the nodes as index ranges (an OR of the two ends is planned as a scan)
+    ends = {"out": ("from_node",), "in": ("to_node",), "both": ("from_node", "to_node")}[direction]
+    touch = ("r.id = ANY(ARRAY(" + " UNION ".join(
+        f"SELECT x.id FROM graph_relations x WHERE x.scope = 'user' AND x.scope_id = %(g)s AND x.{end} = ANY(%(ids)s)"
+        for end in ends) + "))")
+    window = since is not None or until is not None
+    return (
+        f"SELECT {RELATION_COLUMNS} FROM graph_relations r"
+        " WHERE r.scope = 'user' AND r.scope_id = %(g)s AND r.state <> 'archived'"
+        f" AND (%(ids)s::uuid[] IS NULL OR {touch})"
+        " AND (%(kinds)s::text[] IS NULL OR r.kind = ANY(%(kinds)s))"
+        " AND (%(types)s::text[] IS NULL OR r.rel_type = ANY(%(types)s))"
+        " AND (%(xtypes)s::text[] IS NULL OR NOT r.rel_type = ANY(%(xtypes)s))"
+        " AND (%(min_att)s::int IS NULL OR r.attitude >= %(min_att)s)"
+        " AND (%(max_att)s::int IS NULL OR r.attitude <= %(max_att)s)"
+        " AND (%(min_prox)s::int IS NULL OR r.proximity >= %(min_prox)s)"
+        " AND (%(max_prox)s::int IS NULL OR r.proximity <= %(max_prox)s)"
+        + (" AND r.known_to IS NULL AND r.valid_from <= %(at)s AND (r.valid_to IS NULL OR r.valid_to > %(at)s)"
+           if valid_at is not None else
+           " AND r.known_to IS NULL AND (%(until)s::timestamptz IS NULL OR r.valid_from <= %(until)s)"
+           " AND (%(since)s::timestamptz IS NULL OR r.valid_to IS NULL OR r.valid_to >= %(since)s)"
+           if window else " AND r.valid_to IS NULL AND r.known_to IS NULL")
+        + " ORDER BY r.salience DESC, r.updated_at DESC, r.id LIMIT %(limit)s",
+        {"g": owner, "ids": None if ids is None else list(ids), "kinds": _or_none(kinds), "types": _or_none(types),
+         "xtypes": _or_none(exclude_types), "min_att": min_attitude, "max_att": max_attitude,
+         "min_prox": min_proximity, "max_prox": max_proximity, "at": valid_at, "since": since, "until": until,
+         "limit": limit},
+    )
+
+
+def _or_none(values: Sequence[str] | None) -> list[str] | None:
+    return None if values is None else list(values)
+
+
+def relation_edges(owner: str, frontier: Sequence[UUID], limit: int) -> Statement:
+    """Current relations touching ``frontier`` (``a``, ``b``, ``weight`` = 1 + salience), at most
+    ``limit``: two index ranges (from, to), whatever the table's statistics say."""
+    current = "valid_to IS NULL AND known_to IS NULL AND state <> 'archived'"
+    return (
+        "(SELECT from_node AS a, to_node AS b, 1 + salience AS weight FROM graph_relations"
+        f" WHERE scope = 'user' AND scope_id = %(g)s AND from_node = ANY(%(f)s) AND {current}"
+        " UNION ALL SELECT from_node, to_node, 1 + salience FROM graph_relations"
+        f" WHERE scope = 'user' AND scope_id = %(g)s AND to_node = ANY(%(f)s) AND NOT from_node = ANY(%(f)s)"
+        f" AND {current}) LIMIT %(limit)s",
+        {"g": owner, "f": list(frontier), "limit": limit},
+    )
+
+
+def mention_sources(owner: str, frontier: Sequence[UUID], limit: int) -> Statement:
+    """The sources (``source_kind``, ``source_id``) that mention each node of ``frontier``."""
+    return (
+        "SELECT node_id, source_kind, source_id FROM graph_mentions"
+        " WHERE scope = 'user' AND scope_id = %(g)s AND node_id = ANY(%(f)s) LIMIT %(limit)s",
+        {"g": owner, "f": list(frontier), "limit": limit},
+    )
+
+
+def co_mentions(owner: str, source_ids: Sequence[UUID], limit: int) -> Statement:
+    """Every node those sources mention (the owner's own node left out: it touches everything)."""
+    return (
+        "SELECT g.node_id, g.source_id FROM graph_mentions g"
+        " WHERE g.scope = 'user' AND g.scope_id = %(g)s AND g.source_id = ANY(%(s)s)"
+        " AND g.node_id <> ALL(ARRAY(SELECT o.id FROM graph_nodes o WHERE o.scope = 'user'"
+        " AND o.scope_id = %(g)s AND o.is_owner)) LIMIT %(limit)s",
+        {"g": owner, "s": list(source_ids), "limit": limit},
+    )
+
+
+def memories_mentioning(identity: Identity, owner: str, node_ids: Sequence[UUID], vectors: Sequence[str],
+                        limit: int) -> Query:
+    """Active memories the caller may read that mention any of ``node_ids``, with the ids they
+    mention and their best similarity to the query vectors (0 without any)."""
+    rule, params = visible_filter(identity)
+    params.update({"g": owner, "ids": list(node_ids), "vecs": list(vectors), "limit": limit})
+    return (
+        sql.SQL("SELECT {cols}, array_agg(g.node_id) AS node_ids,"
+                " coalesce((SELECT max(1 - (m.embedding <=> q)) FROM unnest(%(vecs)s::vector[]) q), 0) AS similarity"
+                " FROM graph_mentions g JOIN memory_items m ON m.id = g.source_id"
+                " WHERE g.scope = 'user' AND g.scope_id = %(g)s AND g.source_kind = 'memory'"
+                " AND g.node_id = ANY(%(ids)s) AND m.status = 'active' AND {live} AND {rule}"
+                " GROUP BY m.id ORDER BY count(*) DESC, m.created_at DESC LIMIT %(limit)s").format(
+            cols=item_columns(), live=sql.SQL(live()), rule=rule),
+        params,
+    )
+
+
+def mentions_of_memories(owner: str, memory_ids: Sequence[UUID]) -> Statement:
+    """The nodes each of these memories mentions (in the caller's graph)."""
+    return (
+        "SELECT g.source_id, n.id, n.node_type, n.name, n.description FROM graph_mentions g"
+        " JOIN graph_nodes n ON n.scope = g.scope AND n.scope_id = g.scope_id AND n.id = g.node_id"
+        " WHERE g.scope = 'user' AND g.scope_id = %(g)s AND g.source_kind = 'memory'"
+        " AND g.source_id = ANY(%(ids)s) ORDER BY n.salience DESC, n.source_count DESC",
+        {"g": owner, "ids": list(memory_ids)},
+    )
+
+
+def touch_nodes(owner: str, ids: Sequence[UUID]) -> Statement:
+    """Recalled: count it, remember the interval (days) since the last recall, raise salience
+    a little and promote by recall count (candidate -> active at 1, core at 10)."""
+    return (
+        "UPDATE graph_nodes SET access_count = access_count + 1, recall_count = recall_count + 1,"
+        " last_recall_interval_days = CASE WHEN last_accessed_at IS NULL THEN NULL"
+        " ELSE extract(epoch FROM now() - last_accessed_at) / 86400.0 END, last_accessed_at = now(),"
+        " salience = least(1, salience + 0.05 * (1 - salience)),"
+        " state = CASE WHEN state = 'archived' THEN state WHEN recall_count + 1 >= 10 THEN 'core'"
+        " ELSE 'active' END"
+        f" WHERE {_MINE} AND id = ANY(%(ids)s)",
+        {"g": owner, "ids": list(ids)},
+    )
+
+
+def merge_nodes(owner: str, keep: UUID, absorb: UUID) -> list[Statement]:
+    """``absorb`` becomes ``keep``: its mentions and relations move over (duplicates dropped),
+    its names become aliases, its notes join; then it goes."""
+    p = {"g": owner, "k": keep, "a": absorb}
+    return [
+        ("INSERT INTO graph_mentions (scope, scope_id, node_id, source_kind, source_id, mentioned_at, added_by)"
+         " SELECT scope, scope_id, %(k)s, source_kind, source_id, mentioned_at, added_by FROM graph_mentions"
+         f" WHERE {_MINE} AND node_id = %(a)s ON CONFLICT DO NOTHING", p),
+        ("UPDATE graph_relations r SET from_node = CASE WHEN from_node = %(a)s THEN %(k)s ELSE from_node END,"
+         " to_node = CASE WHEN to_node = %(a)s THEN %(k)s ELSE to_node END"
+         f" WHERE r.{_MINE.replace(' AND scope_id', ' AND r.scope_id')} AND (from_node = %(a)s OR to_node = %(a)s)"
+         " AND NOT (from_node IN (%(a)s, %(k)s) AND to_node IN (%(a)s, %(k)s))"
+         " AND NOT EXISTS (SELECT 1 FROM graph_relations o WHERE o.scope = r.scope AND o.scope_id = r.scope_id"
+         " AND o.from_node = CASE WHEN r.from_node = %(a)s THEN %(k)s ELSE r.from_node END"
+         " AND o.to_node = CASE WHEN r.to_node = %(a)s THEN %(k)s ELSE r.to_node END AND o.rel_type = r.rel_type"
+         " AND o.valid_to IS NULL AND o.known_to IS NULL AND r.valid_to IS NULL AND r.known_to IS NULL)", p),
+        ("UPDATE graph_nodes k SET aliases = ARRAY(SELECT DISTINCT x FROM unnest(k.aliases || a.aliases"
+         " || a.canonical_name) x WHERE x <> k.canonical_name), notes = k.notes || a.notes,"
+         " source_count = k.source_count + a.source_count, confidence = greatest(k.confidence, a.confidence),"
+         " salience = greatest(k.salience, a.salience), recall_count = k.recall_count + a.recall_count,"
+         " first_mentioned_at = least(k.first_mentioned_at, a.first_mentioned_at),"
+         " last_mentioned_at = greatest(k.last_mentioned_at, a.last_mentioned_at),"
+         " distinct_days = ARRAY(SELECT DISTINCT d FROM unnest(k.distinct_days || a.distinct_days) d ORDER BY d),"
+         " is_dirty = true, updated_at = now() FROM graph_nodes a"
+         " WHERE k.scope = 'user' AND k.scope_id = %(g)s AND k.id = %(k)s"
+         " AND a.scope = 'user' AND a.scope_id = %(g)s AND a.id = %(a)s", p),
+        delete_node(owner, absorb),
+    ]
+
+
+def delete_node(owner: str, node_id: UUID) -> Statement:
+    """One node of the graph goes (its mentions and relations with it)."""
+    return (f"DELETE FROM graph_nodes WHERE {_MINE} AND id = %(id)s", {"g": owner, "id": node_id})
+
+
+def split_node(owner: str, user: str, node_id: UUID, new_id: UUID, name: str, key: str,
+               memory_ids: Sequence[UUID]) -> list[Statement]:
+    """Part of a node was someone else: a new node of the same kind named ``name`` takes the
+    mentions (and the notes) of ``memory_ids``; the old one loses them and the alias ``key``."""
+    p = {"g": owner, "u": user, "id": node_id, "new": new_id, "name": name, "key": key,
+         "mems": list(memory_ids), "srcs": [str(m) for m in memory_ids]}
+    return [
+        ("INSERT INTO graph_nodes (scope, scope_id, id, node_type, entity_type, name, canonical_name, notes,"
+         " embedding, confidence, created_by, source_count, first_mentioned_at, last_mentioned_at, is_dirty)"
+         " SELECT scope, scope_id, %(new)s, node_type, entity_type, %(name)s, %(key)s,"
+         " coalesce((SELECT jsonb_agg(x) FROM jsonb_array_elements(notes) x WHERE x->>'source_id' = ANY(%(srcs)s)),"
+         " '[]'::jsonb), embedding, confidence, %(u)s, 0, now(), now(), true"
+         f" FROM graph_nodes WHERE {_MINE} AND id = %(id)s", p),
+        ("UPDATE graph_mentions SET node_id = %(new)s"
+         f" WHERE {_MINE} AND node_id = %(id)s AND source_kind = 'memory' AND source_id = ANY(%(mems)s)", p),
+        ("UPDATE graph_nodes n SET aliases = array_remove(aliases, %(key)s),"
+         " notes = coalesce((SELECT jsonb_agg(x) FROM jsonb_array_elements(n.notes) x"
+         " WHERE x->>'source_id' IS NULL OR NOT x->>'source_id' = ANY(%(srcs)s)), '[]'::jsonb),"
+         " source_count = (SELECT count(*) FROM graph_mentions g WHERE g.scope = n.scope"
+         " AND g.scope_id = n.scope_id AND g.node_id = n.id), is_dirty = true, updated_at = now()"
+         " WHERE n.scope = 'user' AND n.scope_id = %(g)s AND n.id IN (%(id)s, %(new)s)", p),
+    ]
+
+
+def unmentioned_memories(user: str, after: tuple[datetime, UUID] | None, limit: int) -> Statement:
+    """The user's own active memories after the cursor ``(created_at, id)`` that no node of their
+    graph mentions yet, oldest first: what a backfill reads next."""
+    return (
+        "SELECT m.id, m.content, m.created_at, m.embedding::text AS embedding FROM memory_items m"
+        " WHERE m.user_id = %(u)s AND m.status = 'active' AND " + live() +
+        " AND NOT EXISTS (SELECT 1 FROM graph_mentions g WHERE g.scope = 'user' AND g.scope_id = %(u)s"
+        " AND g.source_kind = 'memory' AND g.source_id = m.id)" +
+        " AND (%(at)s::timestamptz IS NULL OR (m.created_at, m.id) > (%(at)s, %(id)s::uuid))"
+        " ORDER BY m.created_at, m.id LIMIT %(limit)s",
+        {"u": user, "at": after[0] if after else None, "id": after[1] if after else None, "limit": limit},
+    )
