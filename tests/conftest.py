@@ -88,7 +88,7 @@ def embeddings() -> LocalEmbeddings:
 
 @pytest.fixture(scope="session")
 def config() -> MemoryConfig:
-    return MemoryConfig.defaults()
+    return MemoryConfig.defaults(knowledge_graph=True)  # see MEMORY_KNOWLEDGE_GRAPH above
 
 
 @pytest.fixture(scope="session")
