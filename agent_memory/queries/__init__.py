@@ -244,6 +244,7 @@ from .rows import (
     row_to_resource,
 )
 from .store import (
+    STORE_DISTANCES,
     STORE_FIELD,
     like_prefix,
     list_store_namespaces,
@@ -474,6 +475,7 @@ __all__ = [
     "visible_parts",
     "wordings_at",
     "write_built_profile",
+    "STORE_DISTANCES",
     "STORE_FIELD",
     "like_prefix",
     "list_store_namespaces",

@@ -27,11 +27,13 @@ from .types import Query
 from .visibility import granted_to
 
 __all__ = [
+    "STORE_DISTANCES",
     "STORE_FIELD",
     "like_prefix",
     "list_store_namespaces",
     "listed_with",
     "namespace_expression",
+    "op_savepoint",
     "readable_projects",
     "refresh_store_expiry",
     "renewal_savepoint",
