@@ -100,6 +100,26 @@ def test_explore_answers_people_relations_and_memories_for_the_job_offer(memory)
     assert {n.state for n in _handle(memory, user).graph_nodes(name="Sarah")} == {"active"}
 
 
+def test_concurrent_explores_never_fail_on_their_recall_bookkeeping(memory):
+    """Explore records recalls (a write on a read path): 6 threads exploring the same nodes in
+    different orders all answer; none fails with a deadlock or waits on another's locks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    user = _user()
+    _save_sessions(memory, user)
+    asks = [["the Google job offer"], ["Sarah and Tom"], ["Tom", "Google"], ["Lisbon", "Sarah"], ["Acme"], ["Tom"]]
+
+    def explore(i: int) -> int:
+        h = _handle(memory, user)
+        return sum(len(h.explore(asks[(i + j) % len(asks)]).people) for j in range(8))
+
+    with ThreadPoolExecutor(6) as pool:
+        found = list(pool.map(explore, range(6)))
+    assert len(found) == 6 and all(n > 0 for n in found)
+    states = {n.name: n.state for n in _handle(memory, user).graph_nodes()}
+    assert states["Sarah"] in ("active", "core") and states["Tom"] in ("active", "core")  # recalls counted
+
+
 def test_relationship_filters_remove_relations_before_scoring(memory):
     user = _user()
     _save_sessions(memory, user)

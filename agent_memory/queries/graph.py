@@ -343,15 +343,20 @@ def mentions_of_memories(owner: str, memory_ids: Sequence[UUID]) -> Statement:
 
 def touch_nodes(owner: str, ids: Sequence[UUID]) -> Statement:
     """Recalled: count it, remember the interval (days) since the last recall, raise salience
-    a little and promote by recall count (candidate -> active at 1, core at 10)."""
+    a little and promote by recall count (candidate -> active at 1, core at 10).
+
+    A read's bookkeeping never waits or deadlocks (as ``items.touch_items``): the nodes are locked
+    in id order and a node another transaction holds is skipped (its recall is not counted)."""
     return (
-        "UPDATE graph_nodes SET access_count = access_count + 1, recall_count = recall_count + 1,"
+        f"WITH free AS (SELECT id AS free_id FROM graph_nodes WHERE {_MINE} AND id = ANY(%(ids)s)"
+        " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED)"
+        " UPDATE graph_nodes SET access_count = access_count + 1, recall_count = recall_count + 1,"
         " last_recall_interval_days = CASE WHEN last_accessed_at IS NULL THEN NULL"
         " ELSE extract(epoch FROM now() - last_accessed_at) / 86400.0 END, last_accessed_at = now(),"
         " salience = least(1, salience + 0.05 * (1 - salience)),"
         " state = CASE WHEN state = 'archived' THEN state WHEN recall_count + 1 >= 10 THEN 'core'"
         " ELSE 'active' END"
-        f" WHERE {_MINE} AND id = ANY(%(ids)s)",
+        f" FROM free WHERE {_MINE} AND id = free_id",
         {"g": owner, "ids": list(ids)},
     )
 
