@@ -22,7 +22,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 mcp = pytest.importorskip("mcp")
@@ -34,6 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from agent_memory.db.embedded import stop_embedded_server
+from server_processes import postmaster, stops_its_postgres
 from agent_memory.errors import ConfigurationError, InvalidInputError
 from agent_memory.middleware.tools import SAVE_DESCRIPTION, SEARCH_DESCRIPTION
 from agent_memory.models import Identity
@@ -329,29 +329,6 @@ def _embedded_env(data_dir: Path) -> dict[str, str]:
     return dict(env, MEMORY_DATA_DIR=str(data_dir))
 
 
-def _postmaster(data_dir: Path) -> int | None:
-    """The pid of the live postgres serving data_dir (None: none runs), read as an outsider would."""
-    try:
-        pid = int((data_dir / "postmaster.pid").read_text().splitlines()[0])
-        process = psutil.Process(pid)
-        return pid if process.name() == "postgres" and process.status() != psutil.STATUS_ZOMBIE else None
-    except (OSError, IndexError, ValueError, psutil.NoSuchProcess):
-        return None
-
-
-def _stops_its_postgres(proc: subprocess.Popen[bytes], data_dir: Path, sig: int) -> None:
-    """Signal a server that is answering; it exits cleanly and no postgres runs in data_dir after it."""
-    running = _postmaster(data_dir)
-    assert running is not None, "the server did not start the embedded postgres"
-    proc.send_signal(sig)
-    assert proc.wait(timeout=60) == 0
-    deadline = time.monotonic() + 10  # a stopped postmaster may take a moment to be reaped
-    while _postmaster(data_dir) is not None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _postmaster(data_dir) is None, f"postgres {running} still runs in {data_dir} after {sig!r}"
-    assert not (data_dir / "postmaster.pid").exists()
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_http_server_stops_its_embedded_postgres_when_signalled(sig: int, data_dir: Path, tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
@@ -370,7 +347,7 @@ def test_http_server_stops_its_embedded_postgres_when_signalled(sig: int, data_d
             except httpx2.TransportError:
                 assert time.monotonic() < deadline, "the server did not answer"
                 time.sleep(0.3)
-        _stops_its_postgres(proc, data_dir, sig)
+        stops_its_postgres(proc, data_dir, sig)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -389,7 +366,7 @@ def test_stdio_server_stops_its_embedded_postgres_on_sigterm(data_dir: Path) -> 
         proc.stdin.flush()
         ready, _, _ = select.select([proc.stdout], [], [], 90)
         assert ready and json.loads(proc.stdout.readline())["id"] == 1
-        _stops_its_postgres(proc, data_dir, signal.SIGTERM)  # stdin still open: the signal ends it
+        stops_its_postgres(proc, data_dir, signal.SIGTERM)  # stdin still open: the signal ends it
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from agent_memory import MemoryService
@@ -38,6 +37,7 @@ from agent_memory.servers.memory_store_scopes import (
     scope_of,
 )
 from agent_memory.store.namespaces import MAX_KEY_LENGTH, encode_key
+from server_processes import stops_its_postgres
 
 TIMEOUT = 120.0
 
@@ -610,15 +610,7 @@ def test_a_signal_stops_the_plugin_and_the_embedded_postgres_it_started(sig: int
         proc.stdin.flush()
         ready, _, _ = select.select([proc.stdout], [], [], TIMEOUT)
         assert ready and "result" in json.loads(proc.stdout.readline())
-        running = _postmaster(data_dir)
-        assert running is not None, "the plugin did not start the embedded postgres"
-        proc.send_signal(sig)
-        assert proc.wait(timeout=60) == 0
-        deadline = time.monotonic() + 10  # a stopped postmaster may take a moment to be reaped
-        while _postmaster(data_dir) is not None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _postmaster(data_dir) is None, f"postgres {running} still runs after {sig!r}"
-        assert not (data_dir / "postmaster.pid").exists()
+        stops_its_postgres(proc, data_dir, sig)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -629,11 +621,3 @@ def test_a_signal_stops_the_plugin_and_the_embedded_postgres_it_started(sig: int
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _postmaster(data_dir: Path) -> int | None:
-    """The pid of the live postgres serving data_dir (None: none runs), read as an outsider would."""
-    try:
-        pid = int((data_dir / "postmaster.pid").read_text().splitlines()[0])
-        process = psutil.Process(pid)
-        return pid if process.name() == "postgres" and process.status() != psutil.STATUS_ZOMBIE else None
-    except (OSError, IndexError, ValueError, psutil.NoSuchProcess):
-        return None
