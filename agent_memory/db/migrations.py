@@ -65,18 +65,16 @@ SEARCH_INDEX_NAME = "memory_items_search_idx"
 _SEARCH_INDEX = f"CREATE INDEX {SEARCH_INDEX_NAME} ON memory_items (scope, scope_key, status)"
 
 
-def search_index(dimensions: int, *, expiry: bool = True, context: bool = False) -> str:
-    """``memory_items_search_idx`` for vectors of ``dimensions`` (as ``0018_memory_context``
-    makes it with ``context``; made again when a re-embedding changes the size). ``expiry=False``:
-    as ``0010_search_at_scale`` made it, before memories could expire; ``context=False``: as
-    ``0011_keys_and_expiry`` made it, before memories kept their context (a migration never
-    changes). With ``context`` the index also carries the context's ``halfvec`` up to
+def search_index(dimensions: int, *, context: bool = True) -> str:
+    """``memory_items_search_idx`` for vectors of ``dimensions``, as a re-embedding that changes
+    the size makes it again (``0018_memory_context`` wrote out the same statement for each size
+    class; migrations hold their text literally, so a change here never edits an applied one).
+    With ``context`` the index also carries the context's ``halfvec`` up to
     :data:`SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS` (both vectors must fit in one index row)."""
     vector = ", embedding_half" if int(dimensions) <= SEARCH_INDEX_MAX_DIMENSIONS else ""
     if context and int(dimensions) <= SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS:
         vector += ", context_half"
-    expires = ", expires_at" if expiry else ""
-    return f"{_SEARCH_INDEX} INCLUDE (owner_key, visibility, memory_type, confidence{expires}, id{vector})"
+    return f"{_SEARCH_INDEX} INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id{vector})"
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -413,10 +411,10 @@ MIGRATIONS: tuple[Migration, ...] = (
             ADD COLUMN owner_key bigint GENERATED ALWAYS AS (agent_memory_key(user_id)) STORED,
             ADD COLUMN embedding_half halfvec GENERATED ALWAYS AS (embedding::halfvec) STORED;
         DO $do$ BEGIN
-            IF {dimensions} <= """ + str(SEARCH_INDEX_MAX_DIMENSIONS) + """ THEN
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS, expiry=False) + """;
+            IF {dimensions} <= 1024 THEN
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, id, embedding_half);
             ELSE
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS + 1, expiry=False) + """;
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, id);
             END IF;
         END $do$;
 
@@ -524,10 +522,10 @@ MIGRATIONS: tuple[Migration, ...] = (
 
         DROP INDEX memory_items_search_idx;
         DO $do$ BEGIN
-            IF {dimensions} <= """ + str(SEARCH_INDEX_MAX_DIMENSIONS) + """ THEN
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS) + """;
+            IF {dimensions} <= 1024 THEN
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id, embedding_half);
             ELSE
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS + 1) + """;
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id);
             END IF;
         END $do$;
         DROP INDEX memory_items_count_idx;
@@ -821,12 +819,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             ADD COLUMN context_half halfvec GENERATED ALWAYS AS (context_embedding::halfvec) STORED;
         DROP INDEX memory_items_search_idx;
         DO $do$ BEGIN
-            IF {dimensions} <= """ + str(SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS) + """ THEN
-                """ + search_index(SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS, context=True) + """;
-            ELSIF {dimensions} <= """ + str(SEARCH_INDEX_MAX_DIMENSIONS) + """ THEN
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS, context=True) + """;
+            IF {dimensions} <= 600 THEN
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id, embedding_half, context_half);
+            ELSIF {dimensions} <= 1024 THEN
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id, embedding_half);
             ELSE
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS + 1, context=True) + """;
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id);
             END IF;
         END $do$;
         """,
