@@ -965,29 +965,68 @@ def recorded_dimensions() -> Op[int | None]:
     return None if row is None else int(row["value"])
 
 
+#: The migrations' lock, for the length of a transaction (see :func:`apply_migrations`)
+_LOCK = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
+
+
+@dataclass(frozen=True, slots=True)
+class _Applied:
+    """What a start finds: the connection's first schema and the migrations recorded there
+    (``made``: whether the record table exists yet)."""
+
+    schema: str | None
+    made: bool
+    names: frozenset[str]
+
+
+def _applied() -> Op[_Applied]:
+    """Read, without waiting for any lock, which migrations the connection's first schema has.
+
+    Migrations are only ever added, so names read here stay applied: an up-to-date start needs
+    nothing more (and so never waits behind another process's migration); a start that finds
+    one missing takes the lock and checks again (see :func:`apply_migrations`)."""
+    where = yield Sql("SELECT current_schema() AS schema,"
+                      " to_regclass(quote_ident(current_schema()) || '.agent_memory_migrations') IS NOT NULL AS made",
+                      fetch="one")
+    if not where["made"]:
+        return _Applied(where["schema"], False, frozenset())
+    rows = yield Sql("SELECT name FROM agent_memory_migrations")
+    return _Applied(where["schema"], True, frozenset(r["name"] for r in rows))
+
+
 def apply_migrations(migrations: Sequence[Migration], dimensions: Dimensions) -> Op[list[str]]:
     """Apply those of ``migrations`` not recorded yet, in order, each in its own transaction
     with its record and under the migrations' advisory lock; answer the names applied now.
-    A function as ``dimensions`` is asked only for a new database (see :func:`migrate`)."""
+    A function as ``dimensions`` is asked only for a new database (see :func:`migrate`).
+
+    On an up-to-date database this is two reads in the caller's transaction, and no lock."""
+    return (yield from _apply(migrations, dimensions, (yield from _applied())))
+
+
+def _apply(migrations: Sequence[Migration], dimensions: Dimensions, found: _Applied) -> Op[list[str]]:
     names = [m.name for m in migrations]
     if len(set(names)) != len(names):
         raise MigrationError(f"migration names must be unique: {names}")
-    lock = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
+    pending = [m for m in migrations if m.name not in found.names]
+    if not pending:
+        return []
     size = None if callable(dimensions) else dimensions
 
-    yield lock
-    yield Sql(
-        "CREATE TABLE IF NOT EXISTS agent_memory_migrations ("
-        " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-        fetch="none",
-    )
-    yield Commit()
+    yield Commit()  # the lock is taken in transactions of its own
+    if not found.made:
+        yield _LOCK
+        yield Sql(
+            "CREATE TABLE IF NOT EXISTS agent_memory_migrations ("
+            " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+            fetch="none",
+        )
+        yield Commit()
 
     applied_now: list[str] = []
-    for migration in migrations:
-        yield lock
+    for migration in pending:
+        yield _LOCK
         done = yield Sql("SELECT 1 FROM agent_memory_migrations WHERE name = %s", (migration.name,), fetch="one")
-        if done is None:
+        if done is None:  # not applied by another process meanwhile
             if size is None and migration.sized:  # a function's: read under the lock, so no
                 # other process sizes a new database meanwhile
                 size = (yield from recorded_dimensions()) or (dimensions() if callable(dimensions) else dimensions)
@@ -1017,21 +1056,21 @@ def migrate(dimensions: Dimensions, model_name: str | None,
     ``schema`` (``MEMORY_DB_SCHEMA``) other than ``public``: the connection must search it first
     (ours do, :mod:`.schema`; a connection or pool of the caller's may not), or nothing is
     created or read, rather than everything landing in another schema.
+
+    An up-to-date start is one transaction of three reads (where we are, the applied names, the
+    recorded embedder) and waits for no lock.
     """
-    if schema != "public":
-        found = yield Sql("SELECT current_schema() AS schema", fetch="one")
-        if found is None or found["schema"] != schema:
-            raise ConfigurationError(
-                f"db_schema is {schema!r} but this connection's first schema is "
-                f"{found['schema'] if found else None!r}, so agent-memory's tables would be made or read there; "
-                f"give the connection or pool you pass the search path (options='-c search_path={schema},public'), "
-                "or pass a DSN instead")
-    applied_now = yield from apply_migrations(migrations, dimensions)
+    found = yield from _applied()
+    if schema != "public" and found.schema != schema:
+        raise ConfigurationError(
+            f"db_schema is {schema!r} but this connection's first schema is "
+            f"{found.schema!r}, so agent-memory's tables would be made or read there; "
+            f"give the connection or pool you pass the search path (options='-c search_path={schema},public'), "
+            "or pass a DSN instead")
+    applied_now = yield from _apply(migrations, dimensions, found)
     if model_name is None or callable(dimensions):  # no embedder: nothing to check or record
         return applied_now
-    lock = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
-
-    yield lock
+    # read without the lock: a re-embedding changes the size and the model in one transaction
     rows = yield Sql("SELECT key, value FROM agent_memory_meta")
     meta = {r["key"]: r["value"] for r in rows}
     stored = int(meta["embedding_dimensions"])
