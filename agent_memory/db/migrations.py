@@ -18,13 +18,14 @@ so every database has them applied in one order, whichever starts first.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigurationError, EmbeddingDimensionMismatchError, MigrationError
 from .failures import missing_extension
-from .requests import Commit, Op, Sql
+from .requests import Autocommit, Commit, Op, Sql
 
 __all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS", "SEARCH_INDEX_MAX_DIMENSIONS",
            "SEARCH_INDEX_NAME", "Dimensions",
@@ -36,8 +37,27 @@ MIGRATION_LOCK_KEY = 7_236_105_818_453_790_123
 
 @dataclass(frozen=True, slots=True)
 class Migration:
+    """One named change of the schema, applied once per database, in its own transaction with
+    the row that records it.
+
+    ``transactional=False``: for what PostgreSQL refuses inside a transaction (``CREATE INDEX
+    CONCURRENTLY``, which builds an index without blocking writes). Its statements (``sql``, one
+    per ``;`` that ends a line, no ``$$`` bodies) then run one by one, each committed on its own,
+    under the migrations' lock held for the session, and the record is written after the last.
+    A failure leaves the statements before it applied and the migration unrecorded, so it runs
+    again from its first statement: write it to be re-run (``DROP INDEX CONCURRENTLY IF EXISTS``
+    before ``CREATE INDEX CONCURRENTLY``, which leaves an invalid index behind when it fails).
+    """
+
     name: str
     sql: str  # may contain {dimensions}
+    transactional: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.transactional and "$" in self.sql:
+            raise MigrationError(f"migration {self.name} is not transactional, so its statements are split at "
+                                 "each ';' that ends a line, which a $$ body would break; make it transactional "
+                                 "or write it without dollar quoting")
 
     @property
     def sized(self) -> bool:
@@ -46,6 +66,19 @@ class Migration:
 
     def statement(self, dimensions: int) -> str:
         return self.sql.replace("{dimensions}", str(int(dimensions)))
+
+    def statements(self, dimensions: int | None) -> list[str]:
+        """The statements of a migration that is not transactional, one by one (comments and
+        blank lines between them left out)."""
+        text = self.sql if dimensions is None else self.statement(dimensions)
+        found = (s.strip() for s in _STATEMENT_END.split(text))
+        return [s for s in found if _COMMENT_LINE.sub("", s).strip()]
+
+
+#: the end of a statement in a migration that is not transactional: a ``;`` that ends a line (or
+#: that only a comment follows)
+_STATEMENT_END = re.compile(r";[ \t]*(?:--[^\n]*)?(?:\n|\Z)")
+_COMMENT_LINE = re.compile(r"^\s*--.*$", re.MULTILINE)
 
 
 #: The embedding size, or for a caller with no embedder (the checkpointer) a function answering
@@ -1024,6 +1057,10 @@ def _apply(migrations: Sequence[Migration], dimensions: Dimensions, found: _Appl
 
     applied_now: list[str] = []
     for migration in pending:
+        if not migration.transactional:
+            if (yield from _apply_outside_a_transaction(migration, dimensions, size)):
+                applied_now.append(migration.name)
+            continue
         yield _LOCK
         done = yield Sql("SELECT 1 FROM agent_memory_migrations WHERE name = %s", (migration.name,), fetch="one")
         if done is None:  # not applied by another process meanwhile
@@ -1040,6 +1077,39 @@ def _apply(migrations: Sequence[Migration], dimensions: Dimensions, found: _Appl
             applied_now.append(migration.name)
         yield Commit()
     return applied_now
+
+
+def _apply_outside_a_transaction(migration: Migration, dimensions: Dimensions, size: int | None) -> Op[bool]:
+    """Apply a migration that is not transactional (see :class:`Migration`) unless another
+    process did: under the migrations' lock held for the session (every statement here commits
+    on its own), given back however it ends. Answers whether it was applied now."""
+    yield Autocommit("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+    try:
+        done = yield Autocommit("SELECT 1 FROM agent_memory_migrations WHERE name = %s", (migration.name,),
+                                fetch="one")
+        if done is not None:
+            applied = False
+        else:
+            if size is None and migration.sized:
+                size = (yield from recorded_dimensions()) or (dimensions() if callable(dimensions) else dimensions)
+                yield Commit()
+            for number, statement in enumerate(migration.statements(size), 1):
+                try:
+                    yield Autocommit(statement)
+                except Exception as exc:
+                    raise MigrationError(
+                        f"migration {migration.name} failed at its statement {number} and is not transactional: "
+                        f"the statements before it stay applied, and it runs again from its first statement at "
+                        f"the next start: {exc}{missing_extension(exc)}") from exc
+            yield Autocommit("INSERT INTO agent_memory_migrations (name) VALUES (%s)", (migration.name,))
+            applied = True
+    except GeneratorExit:
+        raise  # the driver gave up on the connection (lost, or stopped): the lock goes with it
+    except BaseException:
+        yield Autocommit("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+        raise
+    yield Autocommit("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+    return applied
 
 
 def migrate(dimensions: Dimensions, model_name: str | None,
