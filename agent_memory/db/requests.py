@@ -3,14 +3,17 @@
 Every service operation is a generator (see :mod:`agent_memory.ops`) that
 yields these small requests and receives their answers. The sync and async
 drivers below are the only code that touches a connection or an embedder, so
-the logic of each operation exists once and runs the same in both worlds.
+the logic of each operation exists once and runs the same in both worlds. The
+drivers are one source too: the asyncio one is written by hand, the blocking one
+is generated from it (``python tools/codegen.py``).
 
 Transactions: the first :class:`Sql` opens a connection and a transaction;
 :class:`Commit` ends it (the next ``Sql`` opens another); the end of the
 operation commits, an exception rolls back. Embedding before the first query
 therefore never holds a connection. An :class:`Llm` request (seconds, not
 milliseconds) must come outside a transaction, and the connection goes back
-to the pool while the model thinks.
+to the pool while the model thinks. An :class:`Autocommit` statement runs
+outside any transaction (none may be open) and is committed on its own.
 
 Failures: no psycopg error reaches the caller. A lost connection or a server
 that is down ends the operation as a ``DatabaseUnavailableError`` that says
