@@ -2,8 +2,12 @@
 
 Each migration is applied in its own transaction together with the row that
 records it, under a transaction-level advisory lock, so two processes starting
-against a new database at once apply each migration exactly once. Applied
-migrations are never edited: a change is a new, later migration.
+against a new database at once apply each migration exactly once (one that
+PostgreSQL refuses in a transaction says so: ``transactional=False``). A start
+first reads the applied names, without the lock: on an up-to-date database that
+is all it does. Applied migrations are never edited: a change is a new, later
+migration. Each text is written out literally (none is built from a function
+that could change later) and ``tests/migration_hashes.py`` pins its sha256.
 
 The embedding dimension is part of the schema (``vector(N)``). It is fixed
 when ``0002_memory_items`` is applied and recorded in ``agent_memory_meta``;
