@@ -410,8 +410,8 @@ def test_a_caller_without_an_embedder_sizes_only_a_new_database():
         if isinstance(request, Sql) and request.fetch == "one":
             if isinstance(request.params, tuple) and request.params[0] in names:  # is this migration recorded?
                 return None if request.params[0] in pending else {"done": 1}
-            if request.params is None:  # the size the database recorded (and that it has one)
-                return {"made": True, "value": "1536"}
+            if request.params is None:  # where we are, the size the database recorded (and that it has one)
+                return {"schema": "public", "made": True, "value": "1536"}
         return quiet(request)
 
     requests: list[Request] = []
@@ -433,7 +433,7 @@ def test_a_caller_without_an_embedder_sizes_a_new_database_by_its_configuration(
             if isinstance(request.params, tuple) and request.params[0] in names:
                 return None  # nothing recorded: a new database
             if request.params is None:
-                return {"made": False}  # no size recorded before 0002
+                return {"schema": "public", "made": False}  # no record, no size recorded before 0002
         return quiet(request)
 
     requests: list[Request] = []
@@ -441,6 +441,22 @@ def test_a_caller_without_an_embedder_sizes_a_new_database_by_its_configuration(
     sent = [r.query for r in sql(requests)]
     statements = [m.statement(384) for m in MIGRATIONS]
     assert [q for q in sent if q in statements] == statements  # each once, in list order
+
+
+def test_an_up_to_date_database_is_two_reads_and_no_lock():
+    """Where we are and the applied names, in the caller's transaction: nothing is locked,
+    committed or applied, and the size is never asked for."""
+    def db(request: Request) -> Any:
+        if isinstance(request, Sql) and request.fetch == "one":
+            return {"schema": "public", "made": True}
+        if isinstance(request, Sql) and request.fetch == "all":
+            return [{"name": m.name} for m in MIGRATIONS]
+        return quiet(request)
+
+    requests: list[Request] = []
+    assert drive(migrate(lambda: 1 / 0, None), db, requests) == []
+    assert len(requests) == 2 and all(isinstance(r, Sql) for r in requests)
+    assert not any("lock" in r.query for r in sql(requests))
 
 
 # --- this module ----------------------------------------------------------------------------

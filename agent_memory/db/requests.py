@@ -3,14 +3,17 @@
 Every service operation is a generator (see :mod:`agent_memory.ops`) that
 yields these small requests and receives their answers. The sync and async
 drivers below are the only code that touches a connection or an embedder, so
-the logic of each operation exists once and runs the same in both worlds.
+the logic of each operation exists once and runs the same in both worlds. The
+drivers are one source too: the asyncio one is written by hand, the blocking one
+is generated from it (``python tools/codegen.py``).
 
 Transactions: the first :class:`Sql` opens a connection and a transaction;
 :class:`Commit` ends it (the next ``Sql`` opens another); the end of the
 operation commits, an exception rolls back. Embedding before the first query
 therefore never holds a connection. An :class:`Llm` request (seconds, not
 milliseconds) must come outside a transaction, and the connection goes back
-to the pool while the model thinks.
+to the pool while the model thinks. An :class:`Autocommit` statement runs
+outside any transaction (none may be open) and is committed on its own.
 
 Failures: no psycopg error reaches the caller. A lost connection or a server
 that is down ends the operation as a ``DatabaseUnavailableError`` that says
@@ -39,7 +42,7 @@ from .connection import AsyncConn, Conn, aflush, aget_connection, flush, get_con
 from .failures import connection_lost, database_error, lost
 from .statements import numbered
 
-__all__ = ["Commit", "Copy", "Embed", "Llm", "Op", "Shared", "Sql", "arun", "run"]
+__all__ = ["Autocommit", "Commit", "Copy", "Embed", "Llm", "Op", "Shared", "Sql", "arun", "run"]
 
 T = TypeVar("T")
 
@@ -84,6 +87,18 @@ class Embed:
 @dataclass(frozen=True, slots=True)
 class Commit:
     """End the current transaction here (no-op when none is open)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Autocommit:
+    """Run one statement outside any transaction, committed on its own: what PostgreSQL refuses
+    inside one (``CREATE INDEX CONCURRENTLY``). No transaction may be open (yield ``Commit()``
+    first); answers as :class:`Sql` does. A connection lost during it ends the operation saying
+    it may have been applied: it is not run again."""
+
+    query: Any
+    params: Sequence[Any] | dict[str, Any] | None = None
+    fetch: Literal["all", "one", "rowcount", "none"] = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,28 +160,8 @@ def _shared(conn: Any, request: Shared) -> Any:
         return held[request.name]
 
 
-Request = Sql | Copy | Embed | Commit | Llm | Shared
+Request = Sql | Copy | Embed | Commit | Autocommit | Llm | Shared
 Op = Generator[Request, Any, T]
-
-
-def _result(cur: Any, fetch: str) -> Any:
-    if fetch == "all":
-        return cur.fetchall()
-    if fetch == "one":
-        return cur.fetchone()
-    if fetch == "rowcount":
-        return cur.rowcount
-    return None
-
-
-async def _aresult(cur: Any, fetch: str) -> Any:
-    if fetch == "all":
-        return await cur.fetchall()
-    if fetch == "one":
-        return await cur.fetchone()
-    if fetch == "rowcount":
-        return cur.rowcount
-    return None
 
 
 @dataclass(slots=True)
@@ -206,6 +201,217 @@ def _translated(exc: BaseException, progress: _Progress) -> BaseException:
     return exc
 
 
+# --- the asyncio driver: the one source of both drivers ------------------------------------------
+# ``tools/codegen.py`` writes the blocking driver below from this (await and async dropped, the
+# asyncio names replaced by the blocking ones, as psycopg_pool's pool.py is made from
+# pool_async.py): change this part, then run ``python tools/codegen.py``.
+
+
+async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
+    """Drive ``op`` to completion with asyncio I/O.
+
+    A failed request is thrown into the operation at its ``yield``, so an
+    operation can turn a database error into one of ours; whatever escapes
+    the operation rolls the open transaction back. A lost connection or a
+    server that is down is not thrown in (there is nothing an operation could
+    do about it): it ends the operation as a
+    :class:`~agent_memory.errors.DatabaseUnavailableError` (see :class:`_Progress`),
+    and any other psycopg error that escapes becomes a
+    :class:`~agent_memory.errors.DatabaseError`.
+    """
+    progress = _Progress(pooled=isinstance(conn, AsyncConnectionPool))
+    async with AsyncExitStack() as held:  # the connection; given back before an LLM call
+        link = _AsyncLink(conn, held, progress)
+        answer: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    request = op.throw(error) if error is not None else op.send(answer)
+                except StopIteration as stop:
+                    await link.commit()
+                    return stop.value
+                answer, error = None, None
+                try:
+                    answer = await _aserve(request, link, embeddings)
+                except DatabaseError:
+                    raise  # down, busy or lost: not something the operation can handle
+                except Exception as exc:
+                    error = exc
+        except BaseException as exc:
+            await link.abort(exc)
+            op.close()
+            translated = _translated(exc, progress)
+            if translated is exc:
+                raise
+            raise translated from exc
+
+
+async def _aserve(request: Request, link: _AsyncLink, embeddings: Any) -> Any:
+    """Answer one request (the most frequent asked first)."""
+    if isinstance(request, Sql):
+        return await link.execute(request)
+    if isinstance(request, Commit):
+        return await link.commit()
+    if isinstance(request, Embed):
+        return await _aembed(request, embeddings)
+    if isinstance(request, Copy):
+        return await link.execute(request)
+    if isinstance(request, Shared):
+        return _shared(link.conn, request)
+    if isinstance(request, Llm):
+        if link.tx is not None:
+            raise RuntimeError("an Llm request must not run inside a transaction; yield Commit() first")
+        await link.release()  # no connection held while the model thinks
+        return _check_output(request, await _structured(request).ainvoke(list(request.messages)))
+    if isinstance(request, Autocommit):
+        return await link.autocommit(request)
+    raise TypeError(f"an operation yielded {request!r}, which is not a request (see agent_memory.db.requests)")
+
+
+class _AsyncLink:
+    """The connection an operation holds (taken on its first statement, given back before a
+    model call and at its end) and the transaction open on it."""
+
+    __slots__ = ("conn", "connection", "held", "progress", "tx")
+
+    def __init__(self, conn: AsyncConn, held: AsyncExitStack, progress: _Progress) -> None:
+        self.conn, self.held, self.progress = conn, held, progress
+        self.connection: Any = None
+        self.tx: AsyncExitStack | None = None
+
+    async def execute(self, request: Sql | Copy) -> Any:
+        """Run a statement or a COPY in the open transaction (one begun if none is). A connection
+        lost on a transaction's first statement is replaced, once, and the statement run again."""
+        while True:
+            try:
+                if self.connection is None:
+                    self.connection = await self.held.enter_async_context(aget_connection(self.conn))
+                if self.tx is None:
+                    tx = AsyncExitStack()
+                    await tx.enter_async_context(self.connection.transaction())
+                    self.tx = tx
+                if isinstance(request, Copy):
+                    answer = await _acopy(self.connection, request)
+                else:
+                    answer = await _astatement(self.connection, request)
+                self.progress.in_tx = True
+                return answer
+            except psycopg.Error as exc:
+                if not connection_lost(exc, self.connection):
+                    raise
+                await self.drop()
+                if not self.progress.retry():
+                    raise self.progress.lost(exc) from exc
+
+    async def autocommit(self, request: Autocommit) -> Any:
+        """Run a statement outside any transaction (the connection in autocommit meanwhile)."""
+        if self.tx is not None:
+            raise RuntimeError("an Autocommit request must not run inside a transaction; yield Commit() first")
+        if self.connection is None:
+            self.connection = await self.held.enter_async_context(aget_connection(self.conn))
+        connection = self.connection
+        switched = not connection.autocommit  # a connection of the caller's may not be
+        try:
+            if switched:
+                await connection.set_autocommit(True)
+            answer = await _astatement(connection, request)
+        except psycopg.Error as exc:
+            if not connection_lost(exc, connection):
+                raise
+            await self.drop()
+            raise self.progress.lost(exc, committing=True) from exc
+        finally:
+            if switched and not connection.closed:
+                await connection.set_autocommit(False)
+        self.progress.committed = True
+        return answer
+
+    async def commit(self) -> None:
+        """End the open transaction, if any; a connection lost meanwhile may have committed it."""
+        if self.tx is None:
+            return
+        tx, self.tx = self.tx, None
+        try:
+            await tx.aclose()
+        except psycopg.Error as exc:
+            if connection_lost(exc, self.connection):
+                raise self.progress.lost(exc, committing=True) from exc
+            raise
+        self.progress.committed, self.progress.in_tx = True, False
+
+    async def abort(self, exc: BaseException) -> None:
+        """Roll the open transaction back, as ``exc`` ends the operation."""
+        if self.tx is not None:
+            tx, self.tx = self.tx, None
+            with suppress(psycopg.Error):  # a dead connection can't roll back; the server did
+                await tx.__aexit__(type(exc), exc, exc.__traceback__)
+
+    async def release(self) -> None:
+        """Give the connection back (no transaction is open)."""
+        if self.connection is not None:
+            self.connection = None
+            await self.held.aclose()
+
+    async def drop(self) -> None:
+        """Forget a connection that died: the pool discards it and checks its others."""
+        self.connection, self.tx = None, None
+        await self.held.aclose()
+        await aflush(self.conn)
+
+
+async def _astatement(connection: Any, request: Sql | Autocommit) -> Any:
+    query, params, raw = numbered(request.query, request.params, connection)
+    cursor = (psycopg.AsyncRawCursor(connection, row_factory=dict_row) if raw
+              else connection.cursor(row_factory=dict_row))
+    async with cursor as cur:
+        await cur.execute(query, params)
+        return await _aresult(cur, request.fetch)
+
+
+async def _aresult(cur: Any, fetch: str) -> Any:
+    if fetch == "all":
+        return await cur.fetchall()
+    if fetch == "one":
+        return await cur.fetchone()
+    if fetch == "rowcount":
+        return cur.rowcount
+    return None
+
+
+async def _acopy(connection: Any, request: Copy) -> int:
+    async with connection.cursor(row_factory=dict_row) as cur:
+        if request.types:
+            info = _VECTOR_TYPES.get(connection)
+            if info is None:
+                info = _VECTOR_TYPES[connection] = await TypeInfo.fetch(connection, "vector")
+            register_vector_info(cur, info)
+        async with cur.copy(request.statement) as copy:
+            if request.types:
+                copy.set_types(request.types)
+            for row in request.rows:
+                await copy.write_row(row)
+    return len(request.rows)
+
+
+async def _aembed(request: Embed, embeddings: Any) -> Any:
+    texts = list(request.texts)
+    try:
+        if request.query and len(texts) == 1:
+            return [await embeddings.aembed_query(texts[0])]
+        return await embeddings.aembed_documents(texts)
+    except AgentMemoryError:
+        raise
+    except Exception as exc:
+        raise embedding_failed(embeddings, exc) from exc
+
+
+# --- end of the asyncio driver ---------------------------------------------------------------------
+
+
+# --- the blocking driver: GENERATED by tools/codegen.py from the asyncio driver above: do not edit ---
+
+
 def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
     """Drive ``op`` to completion with blocking I/O.
 
@@ -219,10 +425,8 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
     :class:`~agent_memory.errors.DatabaseError`.
     """
     progress = _Progress(pooled=isinstance(conn, ConnectionPool))
-    with ExitStack() as stack:
-        held = stack.enter_context(ExitStack())  # the connection; given back before an LLM call
-        connection = None
-        tx: ExitStack | None = None
+    with ExitStack() as held:  # the connection; given back before an LLM call
+        link = _Link(conn, held, progress)
         answer: Any = None
         error: BaseException | None = None
         try:
@@ -230,81 +434,17 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
                 try:
                     request = op.throw(error) if error is not None else op.send(answer)
                 except StopIteration as stop:
-                    if tx is not None:
-                        tx, closing = None, tx
-                        _commit(closing, connection, progress)
+                    link.commit()
                     return stop.value
                 answer, error = None, None
                 try:
-                    if isinstance(request, Llm):
-                        if tx is not None:
-                            raise RuntimeError("an Llm request must not run inside a transaction; yield Commit() first")
-                        if connection is not None:
-                            connection = None
-                            held.close()
-                        answer = _check_output(request, _structured(request).invoke(list(request.messages)))
-                    elif isinstance(request, Embed):
-                        texts = list(request.texts)
-                        try:
-                            if request.query and len(texts) == 1:
-                                answer = [embeddings.embed_query(texts[0])]
-                            else:
-                                answer = embeddings.embed_documents(texts)
-                        except AgentMemoryError:
-                            raise
-                        except Exception as exc:
-                            raise embedding_failed(embeddings, exc) from exc
-                    elif isinstance(request, Shared):
-                        answer = _shared(conn, request)
-                    elif isinstance(request, Commit):
-                        if tx is not None:
-                            tx, closing = None, tx
-                            _commit(closing, connection, progress)
-                    else:
-                        while True:
-                            try:
-                                if connection is None:
-                                    connection = held.enter_context(get_connection(conn))
-                                if tx is None:
-                                    tx = ExitStack()
-                                    tx.enter_context(connection.transaction())
-                                if isinstance(request, Copy):
-                                    with connection.cursor(row_factory=dict_row) as cur:
-                                        if request.types:
-                                            info = _VECTOR_TYPES.get(connection)
-                                            if info is None:
-                                                info = _VECTOR_TYPES[connection] = TypeInfo.fetch(connection, "vector")
-                                            register_vector_info(cur, info)
-                                        with cur.copy(request.statement) as copy:
-                                            if request.types:
-                                                copy.set_types(request.types)
-                                            for row in request.rows:
-                                                copy.write_row(row)
-                                        answer = len(request.rows)
-                                else:
-                                    query, params, raw = numbered(request.query, request.params, connection)
-                                    with (psycopg.RawCursor(connection, row_factory=dict_row) if raw
-                                          else connection.cursor(row_factory=dict_row)) as cur:
-                                        cur.execute(query, params)
-                                        answer = _result(cur, request.fetch)
-                                progress.in_tx = True
-                                break
-                            except psycopg.Error as exc:
-                                if not connection_lost(exc, connection):
-                                    raise
-                                connection, tx = None, None
-                                held.close()  # the pool discards the dead connection
-                                flush(conn)
-                                if not progress.retry():
-                                    raise progress.lost(exc) from exc
+                    answer = _serve(request, link, embeddings)
                 except DatabaseError:
                     raise  # down, busy or lost: not something the operation can handle
                 except Exception as exc:
                     error = exc
         except BaseException as exc:
-            if tx is not None:
-                with suppress(psycopg.Error):  # a dead connection can't roll back; the server did
-                    tx.__exit__(type(exc), exc, exc.__traceback__)
+            link.abort(exc)
             op.close()
             translated = _translated(exc, progress)
             if translated is exc:
@@ -312,118 +452,163 @@ def run(op: Op[T], conn: Conn, embeddings: Any) -> T:
             raise translated from exc
 
 
-def _commit(tx: ExitStack, connection: Any, progress: _Progress) -> None:
-    try:
-        tx.close()
-    except psycopg.Error as exc:
-        if connection_lost(exc, connection):
-            raise progress.lost(exc, committing=True) from exc
-        raise
-    progress.committed, progress.in_tx = True, False
+def _serve(request: Request, link: _Link, embeddings: Any) -> Any:
+    """Answer one request (the most frequent asked first)."""
+    if isinstance(request, Sql):
+        return link.execute(request)
+    if isinstance(request, Commit):
+        return link.commit()
+    if isinstance(request, Embed):
+        return _embed(request, embeddings)
+    if isinstance(request, Copy):
+        return link.execute(request)
+    if isinstance(request, Shared):
+        return _shared(link.conn, request)
+    if isinstance(request, Llm):
+        if link.tx is not None:
+            raise RuntimeError("an Llm request must not run inside a transaction; yield Commit() first")
+        link.release()  # no connection held while the model thinks
+        return _check_output(request, _structured(request).invoke(list(request.messages)))
+    if isinstance(request, Autocommit):
+        return link.autocommit(request)
+    raise TypeError(f"an operation yielded {request!r}, which is not a request (see agent_memory.db.requests)")
 
 
-async def _acommit(tx: AsyncExitStack, connection: Any, progress: _Progress) -> None:
-    try:
-        await tx.aclose()
-    except psycopg.Error as exc:
-        if connection_lost(exc, connection):
-            raise progress.lost(exc, committing=True) from exc
-        raise
-    progress.committed, progress.in_tx = True, False
+class _Link:
+    """The connection an operation holds (taken on its first statement, given back before a
+    model call and at its end) and the transaction open on it."""
 
+    __slots__ = ("conn", "connection", "held", "progress", "tx")
 
-async def arun(op: Op[T], conn: AsyncConn, embeddings: Any) -> T:
-    """Drive ``op`` to completion with asyncio I/O (same protocol as :func:`run`)."""
-    progress = _Progress(pooled=isinstance(conn, AsyncConnectionPool))
-    async with AsyncExitStack() as stack:
-        held = await stack.enter_async_context(AsyncExitStack())
-        connection = None
-        tx: AsyncExitStack | None = None
-        answer: Any = None
-        error: BaseException | None = None
-        try:
-            while True:
-                try:
-                    request = op.throw(error) if error is not None else op.send(answer)
-                except StopIteration as stop:
-                    if tx is not None:
-                        tx, closing = None, tx
-                        await _acommit(closing, connection, progress)
-                    return stop.value
-                answer, error = None, None
-                try:
-                    if isinstance(request, Llm):
-                        if tx is not None:
-                            raise RuntimeError("an Llm request must not run inside a transaction; yield Commit() first")
-                        if connection is not None:
-                            connection = None
-                            await held.aclose()
-                        answer = _check_output(request, await _structured(request).ainvoke(list(request.messages)))
-                    elif isinstance(request, Embed):
-                        texts = list(request.texts)
-                        try:
-                            if request.query and len(texts) == 1:
-                                answer = [await embeddings.aembed_query(texts[0])]
-                            else:
-                                answer = await embeddings.aembed_documents(texts)
-                        except AgentMemoryError:
-                            raise
-                        except Exception as exc:
-                            raise embedding_failed(embeddings, exc) from exc
-                    elif isinstance(request, Shared):
-                        answer = _shared(conn, request)
-                    elif isinstance(request, Commit):
-                        if tx is not None:
-                            tx, closing = None, tx
-                            await _acommit(closing, connection, progress)
-                    else:
-                        while True:
-                            try:
-                                if connection is None:
-                                    connection = await held.enter_async_context(aget_connection(conn))
-                                if tx is None:
-                                    tx = AsyncExitStack()
-                                    await tx.enter_async_context(connection.transaction())
-                                if isinstance(request, Copy):
-                                    async with connection.cursor(row_factory=dict_row) as cur:
-                                        if request.types:
-                                            info = _VECTOR_TYPES.get(connection)
-                                            if info is None:
-                                                info = _VECTOR_TYPES[connection] = await TypeInfo.fetch(connection,
-                                                                                                        "vector")
-                                            register_vector_info(cur, info)
-                                        async with cur.copy(request.statement) as copy:
-                                            if request.types:
-                                                copy.set_types(request.types)
-                                            for row in request.rows:
-                                                await copy.write_row(row)
-                                        answer = len(request.rows)
-                                else:
-                                    query, params, raw = numbered(request.query, request.params, connection)
-                                    async with (psycopg.AsyncRawCursor(connection, row_factory=dict_row) if raw
-                                                else connection.cursor(row_factory=dict_row)) as cur:
-                                        await cur.execute(query, params)
-                                        answer = await _aresult(cur, request.fetch)
-                                progress.in_tx = True
-                                break
-                            except psycopg.Error as exc:
-                                if not connection_lost(exc, connection):
-                                    raise
-                                connection, tx = None, None
-                                await held.aclose()
-                                await aflush(conn)
-                                if not progress.retry():
-                                    raise progress.lost(exc) from exc
-                except DatabaseError:
+    def __init__(self, conn: Conn, held: ExitStack, progress: _Progress) -> None:
+        self.conn, self.held, self.progress = conn, held, progress
+        self.connection: Any = None
+        self.tx: ExitStack | None = None
+
+    def execute(self, request: Sql | Copy) -> Any:
+        """Run a statement or a COPY in the open transaction (one begun if none is). A connection
+        lost on a transaction's first statement is replaced, once, and the statement run again."""
+        while True:
+            try:
+                if self.connection is None:
+                    self.connection = self.held.enter_context(get_connection(self.conn))
+                if self.tx is None:
+                    tx = ExitStack()
+                    tx.enter_context(self.connection.transaction())
+                    self.tx = tx
+                if isinstance(request, Copy):
+                    answer = _copy(self.connection, request)
+                else:
+                    answer = _statement(self.connection, request)
+                self.progress.in_tx = True
+                return answer
+            except psycopg.Error as exc:
+                if not connection_lost(exc, self.connection):
                     raise
-                except Exception as exc:
-                    error = exc
-        except BaseException as exc:
-            if tx is not None:
-                with suppress(psycopg.Error):
-                    await tx.__aexit__(type(exc), exc, exc.__traceback__)
-            op.close()
-            translated = _translated(exc, progress)
-            if translated is exc:
+                self.drop()
+                if not self.progress.retry():
+                    raise self.progress.lost(exc) from exc
+
+    def autocommit(self, request: Autocommit) -> Any:
+        """Run a statement outside any transaction (the connection in autocommit meanwhile)."""
+        if self.tx is not None:
+            raise RuntimeError("an Autocommit request must not run inside a transaction; yield Commit() first")
+        if self.connection is None:
+            self.connection = self.held.enter_context(get_connection(self.conn))
+        connection = self.connection
+        switched = not connection.autocommit  # a connection of the caller's may not be
+        try:
+            if switched:
+                connection.set_autocommit(True)
+            answer = _statement(connection, request)
+        except psycopg.Error as exc:
+            if not connection_lost(exc, connection):
                 raise
-            raise translated from exc
+            self.drop()
+            raise self.progress.lost(exc, committing=True) from exc
+        finally:
+            if switched and not connection.closed:
+                connection.set_autocommit(False)
+        self.progress.committed = True
+        return answer
+
+    def commit(self) -> None:
+        """End the open transaction, if any; a connection lost meanwhile may have committed it."""
+        if self.tx is None:
+            return
+        tx, self.tx = self.tx, None
+        try:
+            tx.close()
+        except psycopg.Error as exc:
+            if connection_lost(exc, self.connection):
+                raise self.progress.lost(exc, committing=True) from exc
+            raise
+        self.progress.committed, self.progress.in_tx = True, False
+
+    def abort(self, exc: BaseException) -> None:
+        """Roll the open transaction back, as ``exc`` ends the operation."""
+        if self.tx is not None:
+            tx, self.tx = self.tx, None
+            with suppress(psycopg.Error):  # a dead connection can't roll back; the server did
+                tx.__exit__(type(exc), exc, exc.__traceback__)
+
+    def release(self) -> None:
+        """Give the connection back (no transaction is open)."""
+        if self.connection is not None:
+            self.connection = None
+            self.held.close()
+
+    def drop(self) -> None:
+        """Forget a connection that died: the pool discards it and checks its others."""
+        self.connection, self.tx = None, None
+        self.held.close()
+        flush(self.conn)
+
+
+def _statement(connection: Any, request: Sql | Autocommit) -> Any:
+    query, params, raw = numbered(request.query, request.params, connection)
+    cursor = (psycopg.RawCursor(connection, row_factory=dict_row) if raw
+              else connection.cursor(row_factory=dict_row))
+    with cursor as cur:
+        cur.execute(query, params)
+        return _result(cur, request.fetch)
+
+
+def _result(cur: Any, fetch: str) -> Any:
+    if fetch == "all":
+        return cur.fetchall()
+    if fetch == "one":
+        return cur.fetchone()
+    if fetch == "rowcount":
+        return cur.rowcount
+    return None
+
+
+def _copy(connection: Any, request: Copy) -> int:
+    with connection.cursor(row_factory=dict_row) as cur:
+        if request.types:
+            info = _VECTOR_TYPES.get(connection)
+            if info is None:
+                info = _VECTOR_TYPES[connection] = TypeInfo.fetch(connection, "vector")
+            register_vector_info(cur, info)
+        with cur.copy(request.statement) as copy:
+            if request.types:
+                copy.set_types(request.types)
+            for row in request.rows:
+                copy.write_row(row)
+    return len(request.rows)
+
+
+def _embed(request: Embed, embeddings: Any) -> Any:
+    texts = list(request.texts)
+    try:
+        if request.query and len(texts) == 1:
+            return [embeddings.embed_query(texts[0])]
+        return embeddings.embed_documents(texts)
+    except AgentMemoryError:
+        raise
+    except Exception as exc:
+        raise embedding_failed(embeddings, exc) from exc
+
+
+# --- end of the blocking driver ---------------------------------------------------------------
