@@ -110,6 +110,17 @@ class Decision:
     reason: str
 
 
+#: words that point back at the turn before ("how do I do that?", "is it safe?")
+_ANAPHORA = re.compile(r"\b(?:it|its|that|this|these|those|them|there|one|ones|same|else|instead)\b", re.IGNORECASE)
+
+
+def _standalone(text: str) -> bool:
+    """A short turn that is a whole question about the world ("Explain quantum entanglement
+    simply." right after "How should our API format its errors?"): not a follow-up."""
+    return (len(text.split()) >= GROUNDED_WORDS and _KNOWLEDGE.match(text) is not None
+            and _ANAPHORA.search(text) is None)
+
+
 def _signal(text: str) -> str | None:
     text = _HOW_TO.sub(" ", _QUOTED.sub(" ", text))
     for reason, pattern in _SIGNALS:
@@ -130,7 +141,7 @@ def needs_memory(turn: str, previous: Sequence[str] = ()) -> Decision:
         return Decision(False, "no user turn")
     if (reason := _signal(text)) is not None:
         return Decision(True, reason)
-    if len(text.split()) < FOLLOW_UP_WORDS and previous:
+    if len(text.split()) < FOLLOW_UP_WORDS and previous and not _standalone(text):
         last = " ".join(previous[-1].split())
         if last and _signal(last) is not None:
             return Decision(True, "follow-up")

@@ -71,6 +71,12 @@ def test_a_short_follow_up_inherits_the_turn_before_it() -> None:
     assert needs_memory("and for the backend?", ["Which database should our project use?"]).reason == "follow-up"
     assert not needs_memory("and for the backend?", ["What is a database index?"]).needed
     assert not needs_memory("and for the backend?").needed
+    # a short turn that is a whole question about the world is not a follow-up; one pointing back is
+    personal = ["How should our API format its error responses?"]
+    assert not needs_memory("Explain quantum entanglement simply.", personal).needed
+    assert not needs_memory("What is the CAP theorem?", personal).needed
+    for follow_up in ("How do I do that?", "why?", "What about the frontend?", "Is it safe?"):
+        assert needs_memory(follow_up, personal).reason == "follow-up", follow_up
     # a long turn stands on its own
     assert not needs_memory("And what is the difference between a B-tree and a hash index in general?",
                             ["Which database should our project use?"]).needed
