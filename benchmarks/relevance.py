@@ -13,7 +13,8 @@ so it is not blind for the rules; it is for the floor), ``fresh`` (two people, 6
 written after the rules were frozen and looked at once).
 
 Every turn is searched once with the real local embedding model and the real database (k=6,
-no floor), and its decision taken by :func:`agent_memory.relevance.needs_memory`; the floor
+no floor), and its decision taken as the middleware takes it (:func:`agent_memory.relevance.needs_memory`,
+revised by :func:`agent_memory.relevance.grounded` on what the user's memories know); the floor
 and the relative cut are then swept over those hits (``--sweep``, on ``dev``), and the shipped
 defaults are measured through the real :class:`~agent_memory.middleware.context.ContextBuilder`
 (what the middleware injects, conflict groups included).
@@ -55,7 +56,7 @@ from agent_memory.models import Identity, MemoryItem
 from agent_memory.relevance import keep_relevant, needs_memory, relevance
 
 DATA = Path(__file__).resolve().parent / "data" / "relevance_turns.jsonl"
-SPLITS = ("dev", "heldout", "fresh")
+SPLITS = ("dev", "heldout", "fresh", "blind")
 K = 6
 FLOORS = [round(0.025 * i, 3) for i in range(0, 25)]
 RELATIVES = (0.0, 0.5, 0.6, 0.7, 0.8)  # a cut relative to the best hit's relevance (not shipped: it loses turns)
@@ -71,7 +72,8 @@ class Turn:
     previous: list[str]
     needs: bool
     relevant: set[str]
-    decided: bool = False
+    decided: bool = False  # the shipped decision: the rules, revised by what the user's memories know
+    rules: bool = False  # the text rules alone (needs_memory), as shipped before the memory check
     hits: list[tuple[str, float]] = field(default_factory=list)  # (memory key, relevance), best first
     shipped: list[str] = field(default_factory=list)  # keys the middleware would inject with the defaults
 
@@ -128,7 +130,7 @@ def measure(memory: MemoryService, turns: list[Turn], identities: dict[str, Iden
     builder = ContextBuilder(MemoryBackend(memory), k=K, profiles=False)
     for t in turns:
         msgs = messages_of(t)
-        t.decided = needs_memory(*user_turns(msgs)).needed
+        t.rules = needs_memory(*user_turns(msgs)).needed
         query = build_query(msgs)
         assert query is not None
         results = memory.for_user(**identities[t.persona].kwargs()).search(query, k=K, min_relevance=0.0)
@@ -136,12 +138,19 @@ def measure(memory: MemoryService, turns: list[Turn], identities: dict[str, Iden
         context = builder.build(identities[t.persona], msgs)
         assert context is not None
         t.shipped = [keys[i] for i in context.memory_ids]
+        assert context.decision is not None
+        t.decided = context.decision.needed  # the rules, revised by what the user's memories know
 
 
-def injected(t: Turn, *, gate: bool, floor: float, relative: float) -> list[str]:
-    if gate and not t.decided:
+def injected(t: Turn, *, gate: bool, floor: float, relative: float, text_rules: bool = False,
+             best: bool = True) -> list[str]:
+    """What a setting injects: nothing when the decision (``text_rules``: the rules alone) says
+    no; else the hits over the floor (``best``: at least the most relevant one, as shipped)."""
+    if gate and not (t.rules if text_rules else t.decided):
         return []
     keep = [h for h in t.hits if h[1] >= floor]
+    if not keep and gate and best and t.hits:
+        keep = [max(t.hits, key=lambda h: h[1])]
     if keep and relative:
         best = max(s for _, s in keep)
         keep = [h for h in keep if h[1] >= relative * best]
@@ -204,8 +213,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dsn", help="a PostgreSQL with pgvector (default: a fresh embedded server)")
     parser.add_argument("--json", type=Path, help="write the report here")
+    parser.add_argument("--splits", default=",".join(SPLITS), help="the splits to score (default: all)")
     args = parser.parse_args(argv)
     personas, turns = load()
+    chosen = [s for s in args.splits.split(",") if s]
+    personas = {n: p for n, p in personas.items() if p["split"] in chosen}
+    turns = [t for t in turns if t.split in chosen]
     base = server = None
     dsn = args.dsn
     if dsn is None:
@@ -224,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             server.stop()
         if base is not None:
             shutil.rmtree(base, ignore_errors=True)
-    by_split = {s: [t for t in turns if t.split == s] for s in SPLITS}
+    by_split = {s: [t for t in turns if t.split == s] for s in SPLITS if s in chosen}
     grid = sweep(by_split["dev"])
     best = choose(grid)
     report: dict[str, Any] = {
@@ -235,6 +248,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     settings = [
         ("before (every turn, no floor)", lambda t: injected(t, gate=False, floor=0.0, relative=0.0)),
+        (f"before this revision: text rules + floor {config.inject_min_relevance}",
+         lambda t: injected(t, gate=True, floor=config.inject_min_relevance, relative=0.0, text_rules=True,
+                            best=False)),
         ("decision only (no floor)", lambda t: injected(t, gate=True, floor=0.0, relative=0.0)),
         (f"floor only ({config.inject_min_relevance}, every turn)",
          lambda t: injected(t, gate=False, floor=config.inject_min_relevance, relative=0.0)),
@@ -255,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                   f"want={sorted(t.relevant)} hits={[(k, round(s, 3)) for k, s in t.hits[:3]]}")
     if args.json:
         report["sweep_dev"] = grid
-        report["turns"] = [{"id": t.id, "split": t.split, "needs": t.needs, "decided": t.decided,
+        report["turns"] = [{"id": t.id, "split": t.split, "needs": t.needs, "decided": t.decided, "rules": t.rules,
                             "relevant": sorted(t.relevant), "hits": t.hits, "shipped": t.shipped} for t in turns]
         args.json.write_text(json.dumps(report, indent=2, default=str))
     return report

@@ -131,6 +131,8 @@ def create_memory_agent(
     working_memory: bool = True, summarization: bool | dict[str, Any] = True, extraction: bool | str = True,
     extraction_llm: Any = AGENT_MODEL, extract_every: int | None = None,
     middleware: Sequence[AgentMiddleware] = (), k: int = 6, require_user: bool = True, enable_memory: bool = True,
+    inject_when: str | None = None, min_relevance: float | None = None, budget_chars: int | None = None,
+    profiles: bool = True, fail_open: bool = False, graph_tools: bool = False,
     **agent_options: Any,
 ) -> Any:
     """A ready agent with working, short-term, long-term and episodic memory.
@@ -151,6 +153,10 @@ def create_memory_agent(
     enable_memory: ``False`` builds the agent without long-term memory, as the specification's
         switch does: no injection, no memory tools, no extraction, and nothing touches the
         database (``memory`` is never opened, and no checkpointer is made unless you pass one).
+    k, inject_when, min_relevance, budget_chars, profiles, fail_open, graph_tools, require_user: what
+        :class:`MemoryMiddleware` takes, with its defaults (``inject_when`` and ``min_relevance``
+        default to ``MEMORY_INJECT_WHEN`` and ``MEMORY_INJECT_MIN_RELEVANCE``), so an agent built in
+        one call is tuned as one wired by hand.
     Run it with ``config={"configurable": {"user_id": ..., "project_id": ..., "thread_id": ...}}``.
     """
     if not isinstance(model, BaseChatModel):
@@ -178,7 +184,8 @@ def create_memory_agent(
     stack += memory_middleware_stack(
         model, backend, working_memory=working_memory, summarization=summarization, extraction=extraction,
         extraction_llm=extraction_llm, extract_every=extract_every, k=k, require_user=require_user,
-        enable_memory=enable_memory,
+        enable_memory=enable_memory, inject_when=inject_when, min_relevance=min_relevance, budget_chars=budget_chars,
+        profiles=profiles, fail_open=fail_open, graph_tools=graph_tools,
     )
     return create_agent(
         model, list(tools), system_prompt=system_prompt, middleware=stack, checkpointer=checkpointer, **agent_options,

@@ -21,13 +21,14 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from agent_memory import ops as memory_ops
 from agent_memory.config import INJECT_MODES
 from agent_memory.db.requests import Op
 from agent_memory.errors import InvalidInputError
 from agent_memory.formatting import format_memories_for_prompt
 from agent_memory.models import Conflict, Identity, SearchResult
 from agent_memory.profiles.store import AgentProfiles
-from agent_memory.relevance import Decision, ask_model, keep_relevant, needs_memory
+from agent_memory.relevance import Decision, ask_model, grounded, keep_relevant, needs_memory, worth_a_look
 from agent_memory.validation import check_confidence, check_k
 
 from .backend import MemoryBackend
@@ -155,11 +156,11 @@ def _check_mode(value: object) -> str | None:
 
 
 def relevant_only(found: tuple[Sequence[SearchResult], Sequence[Conflict]], *, floor: float,
-                  keyword_weight: float) -> tuple[list[SearchResult], list[Conflict]]:
+                  keyword_weight: float, at_least_one: bool = False) -> tuple[list[SearchResult], list[Conflict]]:
     """The hits worth injecting (:func:`~agent_memory.relevance.keep_relevant`), and the
     conflicts that involve one of them (a conflict around a dropped hit goes with it)."""
     results, conflicts = found
-    kept = keep_relevant(results, floor=floor, keyword_weight=keyword_weight)
+    kept = keep_relevant(results, floor=floor, keyword_weight=keyword_weight, at_least_one=at_least_one)
     ids = {r.id for r in kept}
     return kept, [c for c in conflicts if any(m.id in ids for m in c.items)]
 
@@ -168,8 +169,11 @@ class ContextBuilder:
     """Looks up the memories for a conversation and renders them, sync or async.
 
     A turn that does not need memory (``inject_when``, :mod:`agent_memory.relevance`) is not
-    searched at all; the profiles are still injected. Hits under the relevance floor
-    (``min_relevance``, default ``config.inject_min_relevance``) are left out.
+    searched at all, unless it names someone or asks for work (``worth_a_look``): then it is
+    searched, and needs memory when a hit knows what it names (``grounded``). The profiles
+    are injected on every turn. Hits under the relevance floor (``min_relevance``, default
+    ``config.inject_min_relevance``) are left out, except that a turn needing memory gets its
+    most relevant hit even under it.
     """
 
     def __init__(
@@ -208,13 +212,38 @@ class ContextBuilder:
             return Decision(True, "always")
         return needs_memory(*user_turns(messages))
 
-    def _search(self, identity: Identity, query: str) -> Op[tuple[list[SearchResult], list[Conflict]]]:
-        return self.backend.ops(identity).search_with_conflicts(query, k=self.k, min_relevance=self.floor)
+    def _keep_best(self, decision: Decision | None) -> bool:
+        """A turn decided to need memory gets its best hit even under the floor; not with
+        ``inject_when="always"``, where nothing was decided and the floor alone filters."""
+        return decision is not None and decision.needed and self.mode != "always"
+
+    def _wants_search(self, query: str | None, decision: Decision, turn: str) -> bool:
+        return bool(query) and (decision.needed or (self.mode == "rules" and worth_a_look(turn)))
+
+    def _lookup(self, identity: Identity, query: str, decision: Decision,
+                turn: str) -> Op[tuple[tuple[list[SearchResult], list[Conflict]], Decision]]:
+        """The hits for a turn, and the decision, revised when a generic-looking turn turns out
+        to name what the user's memories know (:func:`~agent_memory.relevance.grounded`)."""
+        if not decision.needed:
+            # a look that counts no recall: these hits are shown only if the turn proves to need them
+            principal = self.backend.ops(identity)
+            peek, _ = yield from memory_ops.search_with_conflicts(
+                principal.config, principal.identity, query, k=self.k, min_relevance=0.0, touch=False)
+            reason = grounded(turn, [r.item.content for r in peek])
+            if reason is None:
+                return ([], []), decision
+            decision = Decision(True, reason)
+        ops = self.backend.ops(identity)
+        found = yield from ops.search_with_conflicts(query, k=self.k, min_relevance=self.floor)
+        if not found[0] and self._keep_best(decision):  # its best hit, however weak (keep_relevant's at_least_one)
+            found = yield from ops.search_with_conflicts(query, k=1, min_relevance=0.0)
+        return found, decision
 
     def _finish(self, key: str, found: tuple[Sequence[SearchResult], Sequence[Conflict]],
                 profiles: AgentProfiles | None, decision: Decision | None = None) -> MemoryContext:
         config = self.backend.config
-        results, conflicts = relevant_only(found, floor=self.floor, keyword_weight=config.keyword_weight)
+        results, conflicts = relevant_only(found, floor=self.floor, keyword_weight=config.keyword_weight,
+                                           at_least_one=self._keep_best(decision))
         budget = self.budget_chars if self.budget_chars is not None else config.prompt_budget_chars
         # each profile: its token budget, and at most a third of the whole, so this turn's memories fit too
         room = min(budget // 3, config.profile_budget_tokens * CHARS_PER_TOKEN)
@@ -236,8 +265,12 @@ class ContextBuilder:
         if key == known_key:
             return None
         model = self._model() if query else None
+        turn = user_turns(messages)[0]
         decision = self.backend.run(ask_model(model, *user_turns(messages))) if model else self._rules(messages)
-        found = self.backend.run(self._search(identity, query)) if query and decision.needed else ([], [])
+        found: tuple[Sequence[SearchResult], Sequence[Conflict]] = ([], [])
+        if self._wants_search(query, decision, turn):
+            assert query is not None
+            found, decision = self.backend.run(self._lookup(identity, query, decision, turn))
         profiles = self.backend.run(self.backend.ops(identity).profiles()) if self.profiles else None
         return self._finish(key, found, profiles, decision)
 
@@ -247,7 +280,11 @@ class ContextBuilder:
         if key == known_key:
             return None
         model = self._model() if query else None
+        turn = user_turns(messages)[0]
         decision = await self.backend.arun(ask_model(model, *user_turns(messages))) if model else self._rules(messages)
-        found = await self.backend.arun(self._search(identity, query)) if query and decision.needed else ([], [])
+        found: tuple[Sequence[SearchResult], Sequence[Conflict]] = ([], [])
+        if self._wants_search(query, decision, turn):
+            assert query is not None
+            found, decision = await self.backend.arun(self._lookup(identity, query, decision, turn))
         profiles = await self.backend.arun(self.backend.ops(identity).profiles()) if self.profiles else None
         return self._finish(key, found, profiles, decision)

@@ -169,3 +169,78 @@ async def test_the_async_path_decides_the_same(amemory, coder) -> None:
     await agent.ainvoke(ask("Which Python should I use for my scripts?"), cfg(coder))
     prompt = memories(model.system_prompts[-1])
     assert PYTHON in prompt and "standup" not in prompt
+
+
+# --- turns that name what the user's memories know (issue 31, the blind split's lesson) ------------
+
+
+@pytest.fixture
+def oncall(memory: MemoryService, tenant) -> str:
+    """An SRE with a daughter: memories a request or a name can point at without "my"."""
+    me = memory.for_user(tenant.user)
+    for text, kind in (("Prefers Grafana dashboards over raw PromQL.", "preference"),
+                       ("Has a three-year-old daughter named Ida.", "fact"),
+                       ("Is a site reliability engineer on the payments team.", "fact"),
+                       ("Lives in Lisbon.", "fact")):
+        me.add(text, memory_type=kind)
+    return tenant.user
+
+
+def test_a_request_or_a_name_the_users_memories_know_gets_them(memory, oncall) -> None:
+    builder = ContextBuilder(MemoryBackend(memory))
+    who = Identity(user_id=oncall)
+    dashboard = builder.build(who, ask("Build me a dashboard query for error rates.")["messages"])
+    assert dashboard is not None and dashboard.decision is not None and dashboard.decision.needed
+    assert "dashboard" in dashboard.decision.reason and "Grafana" in memories(dashboard.text)
+    party = builder.build(who, ask("Plan Ida's birthday party at home.")["messages"])
+    assert party is not None and party.decision is not None and "Ida" in party.decision.reason
+    assert "named Ida" in memories(party.text)
+    # the same kinds of turn, about nothing the user has: no memory, and a knowledge question stays generic
+    for turn in ("Write me a summary of the French revolution in bullet points.", "What is Grafana used for?",
+                 "Write a short poem about dashboards."):
+        built = builder.build(who, ask(turn)["messages"])
+        assert built is not None and built.decision is not None and not built.decision.needed, turn
+        assert built.memory_ids == () and memories(built.text) == ""
+
+
+def test_looking_a_generic_turn_up_counts_no_recall(memory, oncall, tenant) -> None:
+    """The look that checks a request against the memories is not a recall: only what is shown is."""
+    me = memory.for_user(oncall, session_id=tenant.session)
+    before = me.stats().recalls
+    builder = ContextBuilder(MemoryBackend(memory))
+    built = builder.build(Identity(user_id=oncall), ask("Write me a summary of the French revolution.")["messages"])
+    assert built is not None and built.memory_ids == ()
+    assert me.stats().recalls == before
+    shown = builder.build(Identity(user_id=oncall), ask("Build me a dashboard query for error rates.")["messages"])
+    assert shown is not None and me.stats().recalls == before + len(shown.memory_ids) > before
+
+
+def test_another_users_names_and_systems_never_ground_a_turn(memory, oncall, tenant) -> None:
+    """The look is the caller's own: a stranger's "Ida" or dashboards neither decide nor show."""
+    builder = ContextBuilder(MemoryBackend(memory))
+    stranger = Identity(user_id=tenant.other_user)
+    for turn in ("Build me a dashboard query for error rates.", "Plan Ida's birthday party at home."):
+        built = builder.build(stranger, ask(turn)["messages"])
+        assert built is not None and built.decision is not None and not built.decision.needed
+        assert built.memory_ids == () and "Ida" not in built.text and "Grafana" not in built.text
+
+
+def test_a_turn_that_needs_memory_gets_its_best_hit_even_under_the_floor(memory, oncall) -> None:
+    model = ScriptedChatModel(script=["ok"])
+    agent = _agent(memory, model, min_relevance=0.95)  # nothing clears a floor this high
+    agent.invoke(ask("What's my role again?"), cfg(oncall))
+    prompt = memories(model.system_prompts[-1])
+    assert prompt.count("<memory ") == 1 and "site reliability engineer" in prompt
+    agent.invoke(ask("Explain exponential backoff."), cfg(oncall))
+    assert memories(model.system_prompts[-1]) == ""  # a generic turn still gets none
+    _agent(memory, model, min_relevance=0.95, inject_when="always").invoke(ask("What's my role again?"), cfg(oncall))
+    assert memories(model.system_prompts[-1]) == ""  # "always" decides nothing: the floor alone filters
+
+
+async def test_the_async_path_looks_turns_up_the_same(amemory, oncall) -> None:
+    model = ScriptedChatModel(script=["ok"])
+    agent = _agent(amemory, model)
+    await agent.ainvoke(ask("Plan Ida's birthday party at home."), cfg(oncall))
+    assert "named Ida" in memories(model.system_prompts[-1])
+    await agent.ainvoke(ask("Write me a summary of the French revolution."), cfg(oncall))
+    assert memories(model.system_prompts[-1]) == ""

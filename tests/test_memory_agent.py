@@ -15,7 +15,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from agent_memory import ConfigurationError
+from agent_memory import ConfigurationError, InvalidInputError
 from agent_memory.episodic import PostgresCheckpointer
 from agent_memory.middleware import create_memory_agent
 from agent_memory.testing import ScriptedChatModel, tool_call
@@ -175,6 +175,35 @@ def test_bad_arguments(memory) -> None:
     with pytest.raises(ConfigurationError, match="interrupt_on needs a checkpointer"):
         create_memory_agent(ScriptedChatModel(script=["x"]), [], memory=memory, checkpointer=False,
                             interrupt_on={"weather": True})
+
+
+def test_the_middlewares_knobs_in_one_call(memory, tenant) -> None:
+    """``inject_when``, ``min_relevance``, ``profiles``... as on ``MemoryMiddleware`` (issue 31)."""
+    me = memory.for_user(tenant.user)
+    me.update_profile({"background": "Backend engineer."})
+    team = f"team-{tenant.user}"
+    memory.create_team(team, user_id=tenant.user)  # a team memory: not in the user's profile
+    memory.for_user(tenant.user, team_id=team).add("The team holds standup at 10:00.", scope="team")
+
+    def prompt(**options: Any) -> str:
+        model = ScriptedChatModel(script=["ok"])
+        agent = create_memory_agent(model, memory=memory, checkpointer=False, extraction=False, **options)
+        agent.invoke(ask("What time is standup?"), cfg(tenant.user, f"{tenant.session}-{len(options)}"))
+        return model.system_prompts[-1]
+
+    def memories(text: str) -> str:  # the memory block, not the profile (which is there on every turn)
+        return text[text.index("<long_term_memory>"):] if "<long_term_memory>" in text else ""
+
+    default = prompt()
+    assert memories(default) == "" and "Backend engineer." in default  # a generic turn: the profile only
+    assert "standup at 10:00" in memories(prompt(inject_when="always"))  # every turn searched
+    assert memories(prompt(inject_when="always", min_relevance=0.99)) == ""  # the floor still applies
+    assert "Backend engineer." not in prompt(profiles=False)
+    with pytest.raises(InvalidInputError, match="inject_when"):
+        create_memory_agent(ScriptedChatModel(script=["x"]), memory=memory, checkpointer=False, inject_when="often")
+    with pytest.raises(ConfigurationError, match="graph_tools must be True or False"):
+        create_memory_agent(ScriptedChatModel(script=["x"]), memory=memory, checkpointer=False,
+                            graph_tools="yes")  # type: ignore[arg-type]
 
 
 async def test_with_an_async_memory_service(amemory, tenant) -> None:

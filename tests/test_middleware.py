@@ -40,7 +40,7 @@ class CountingBackend(MemoryBackend):
         self.searches = 0
 
     def run(self, op: Any) -> Any:
-        self.searches += op.__name__ in ("search", "search_with_conflicts")  # the operation's own name
+        self.searches += op.__name__ in ("search", "search_with_conflicts", "_lookup")  # the lookup op (ContextBuilder)
         return super().run(op)
 
 
