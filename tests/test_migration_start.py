@@ -105,5 +105,5 @@ def test_a_start_that_finds_one_missing_applies_only_that_one(fresh_dsn, embeddi
         assert run(migrate(384, "test"), conn, None) == [MIGRATIONS[-1].name]
     # the first read, then under the lock: the check, the migration, its record; the embedder's check
     assert wire.transactions == 3, wire
-    assert sum(s.startswith("SELECT pg_advisory_xact_lock") for s in wire.statements) == 1
+    assert sum("advisory" in s for s in wire.statements) == 1
     assert not any(s.startswith("CREATE TABLE IF NOT EXISTS agent_memory_migrations") for s in wire.statements)
