@@ -6,7 +6,7 @@ requests. Nothing in this module does I/O, so the same source serves three doors
 
 - :class:`~agent_memory.handles.MemoryHandle` runs each operation with a blocking
   pool, :class:`~agent_memory.handles.AsyncMemoryHandle` awaits it on an asyncio
-  pool (both generated from this module by ``tests/codegen_handles.py``, so their
+  pool (both generated from this module by ``tools/codegen.py``, so their
   signatures, return types and docstrings are this module's, and a test fails
   when the generated file is stale);
 - the middleware and the tools build the same operations and run them sync or async

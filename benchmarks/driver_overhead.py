@@ -6,7 +6,9 @@ request, against the drivers of another revision.
 Starts an embedded server in a temporary directory and opens a pool on it (as the service does),
 then runs two operations ``--ops`` times each, the two revisions' drivers taking turns:
 ``one`` (one ``SELECT 1``: a connection taken from the pool, a transaction, a commit) and
-``twenty`` (twenty ``SELECT 1`` in one transaction: the cost per request). The other revision's
+``twenty`` (twenty ``SELECT 1`` in one transaction: the cost per request), timing each on the
+wall clock and in this process's CPU time (the driver's and psycopg's work, which the load of a
+shared machine disturbs less). The other revision's
 ``requests.py`` is read with ``git show`` and loaded beside this one. The first 10 % of each are
 warm-up. Answers are compared.
 """
@@ -74,6 +76,7 @@ def main() -> int:
     }
     shapes = {"one": ones(1), "twenty": ones(20)}
     times: dict[tuple[str, str, str], list[float]] = {}
+    cpus: dict[tuple[str, str, str], list[float]] = {}  # this process's CPU time: the driver and psycopg
     with tempfile.TemporaryDirectory(prefix="driver-overhead-") as tmp:
         then = drivers_of(args.against, Path(tmp))
         sides = {"then": then, "now": requests}
@@ -85,9 +88,10 @@ def main() -> int:
                 for i in range(args.ops):
                     for shape, op in shapes.items():
                         for name in (("then", "now") if i % 2 else ("now", "then")):
-                            start = time.perf_counter()
+                            start, cpu = time.perf_counter(), time.process_time()
                             answer = sides[name].run(op(), pool, None)
                             times.setdefault(("run", shape, name), []).append(time.perf_counter() - start)
+                            cpus.setdefault(("run", shape, name), []).append(time.process_time() - cpu)
                             assert answer == (1 if shape == "one" else 20)
             finally:
                 pool.close()
@@ -98,9 +102,10 @@ def main() -> int:
                     for i in range(args.ops):
                         for shape, op in shapes.items():
                             for name in (("then", "now") if i % 2 else ("now", "then")):
-                                start = time.perf_counter()
+                                start, cpu = time.perf_counter(), time.process_time()
                                 answer = await sides[name].arun(op(), apool, None)
                                 times.setdefault(("arun", shape, name), []).append(time.perf_counter() - start)
+                                cpus.setdefault(("arun", shape, name), []).append(time.process_time() - cpu)
                                 assert answer == (1 if shape == "one" else 20)
                 finally:
                     await apool.close()
@@ -110,16 +115,20 @@ def main() -> int:
             stop_embedded_server(data_dir)
     report["machine"]["loadavg_after"] = os.getloadavg()
     print(f"{args.ops} of each operation per driver, {args.against} ('then') and this tree ('now') taking turns")
-    print("| driver | operation | then p50 / p95 ms | now p50 / p95 ms |\n|---|---|---|---|")
+    print("| driver | operation | then p50 / p95 ms | now p50 / p95 ms | then / now client CPU mean ms |\n"
+          "|---|---|---|---|---|")
     for driver in ("run", "arun"):
         for shape in shapes:
             row = []
             for name in ("then", "now"):
                 a = np.array(times[(driver, shape, name)][args.ops // 10:]) * 1000
-                stats = {"p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95)), "n": int(a.size)}
+                c = np.array(cpus[(driver, shape, name)][args.ops // 10:]) * 1000
+                stats = {"p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95)), "n": int(a.size),
+                         "cpu_mean": float(c.mean())}
                 report[f"{driver}/{shape}/{name}"] = stats
                 row.append(f"{stats['p50']:.3f} / {stats['p95']:.3f}")
-            print(f"| {driver} | {shape} | {row[0]} | {row[1]} |")
+            cpu = " / ".join(f"{report[f'{driver}/{shape}/{n}']['cpu_mean']:.3f}" for n in ("then", "now"))
+            print(f"| {driver} | {shape} | {row[0]} | {row[1]} | {cpu} |")
     print(f"command: {report['command']}\ndate: {report['date']}; machine: {report['machine']}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

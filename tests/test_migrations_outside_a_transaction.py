@@ -4,6 +4,7 @@ the ``Autocommit`` request that carries them, on both drivers."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Generator
 from typing import Any
 
@@ -136,3 +137,33 @@ def test_an_autocommit_statement_stays_when_the_operation_fails_later(fresh_dsn)
         with pytest.raises(ValueError, match="fails after"):
             run(_create_outside(), conn, None)
         assert conn.execute("SELECT count(*) FROM autocommit_probe").fetchone() == (0,)
+
+
+def test_concurrent_starts_apply_it_once_and_none_deadlocks_on_the_index_build(fresh_dsn):
+    """``CREATE INDEX CONCURRENTLY`` waits for every transaction older than it, so a start that
+    waited for the migrations' lock inside a transaction would wait on the build while the build
+    waits on it (PostgreSQL then kills one). Starts wait for the lock between short transactions
+    instead: all of them finish, the index is built once."""
+    dsn = fresh_dsn()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        run(migrate(384, "test"), conn, None)
+    slow = Migration(CONCURRENT.name, "SELECT pg_sleep(1.5);\n" + CONCURRENT.sql, transactional=False)  # the others queue
+    results: list[Any] = []
+
+    def start() -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as own:
+                results.append(run(migrate(384, "test", MIGRATIONS + (slow,)), own, None))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            results.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(results) == 3 and all(isinstance(r, list) for r in results), results
+    assert sorted(name for r in results for name in r) == [CONCURRENT.name]
+    with psycopg.connect(dsn) as conn:
+        assert _index_valid(conn, "memory_items_test_concurrent_idx") is True
+    assert _lock_is_free(dsn)

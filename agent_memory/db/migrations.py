@@ -47,7 +47,9 @@ class Migration:
     ``transactional=False``: for what PostgreSQL refuses inside a transaction (``CREATE INDEX
     CONCURRENTLY``, which builds an index without blocking writes). Its statements (``sql``, one
     per ``;`` that ends a line, no ``$$`` bodies) then run one by one, each committed on its own,
-    under the migrations' lock held for the session, and the record is written after the last.
+    under the migrations' lock held for the session, and the record is written after the last
+    (other processes wait for the lock between short transactions, so the index build, which
+    waits for every transaction older than it, never waits on them).
     A failure leaves the statements before it applied and the migration unrecorded, so it runs
     again from its first statement: write it to be re-run (``DROP INDEX CONCURRENTLY IF EXISTS``
     before ``CREATE INDEX CONCURRENTLY``, which leaves an invalid index behind when it fails).
@@ -1002,8 +1004,27 @@ def recorded_dimensions() -> Op[int | None]:
     return None if row is None else int(row["value"])
 
 
-#: The migrations' lock, for the length of a transaction (see :func:`apply_migrations`)
-_LOCK = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
+#: How long a process waiting for the migrations' lock sleeps between tries (seconds)
+LOCK_POLL_SECONDS = 0.05
+
+
+def _take_lock(*, session: bool = False) -> Op[None]:
+    """Take the migrations' lock: until the transaction the next statements run in ends, or
+    with ``session`` until it is unlocked (by statements that run outside transactions).
+
+    Waited for between short transactions, never inside one: ``CREATE INDEX CONCURRENTLY`` (a
+    migration that is not transactional) waits for every transaction older than it, so a
+    process waiting inside one for the lock that build's migration holds would deadlock with it
+    (and PostgreSQL would end one of them)."""
+    while True:
+        if session:
+            got = yield Autocommit("SELECT pg_try_advisory_lock(%s) AS got", (MIGRATION_LOCK_KEY,), fetch="one")
+        else:
+            got = yield Sql("SELECT pg_try_advisory_xact_lock(%s) AS got", (MIGRATION_LOCK_KEY,), fetch="one")
+        if got["got"]:
+            return
+        yield Commit()
+        yield Autocommit("SELECT pg_sleep(%s)", (LOCK_POLL_SECONDS,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -1051,7 +1072,7 @@ def _apply(migrations: Sequence[Migration], dimensions: Dimensions, found: _Appl
 
     yield Commit()  # the lock is taken in transactions of its own
     if not found.made:
-        yield _LOCK
+        yield from _take_lock()
         yield Sql(
             "CREATE TABLE IF NOT EXISTS agent_memory_migrations ("
             " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
@@ -1065,7 +1086,7 @@ def _apply(migrations: Sequence[Migration], dimensions: Dimensions, found: _Appl
             if (yield from _apply_outside_a_transaction(migration, dimensions, size)):
                 applied_now.append(migration.name)
             continue
-        yield _LOCK
+        yield from _take_lock()
         done = yield Sql("SELECT 1 FROM agent_memory_migrations WHERE name = %s", (migration.name,), fetch="one")
         if done is None:  # not applied by another process meanwhile
             if size is None and migration.sized:  # a function's: read under the lock, so no
@@ -1087,16 +1108,17 @@ def _apply_outside_a_transaction(migration: Migration, dimensions: Dimensions, s
     """Apply a migration that is not transactional (see :class:`Migration`) unless another
     process did: under the migrations' lock held for the session (every statement here commits
     on its own), given back however it ends. Answers whether it was applied now."""
-    yield Autocommit("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+    if size is None and migration.sized:  # recorded by 0002 long before (read now: no transaction
+        # may be open while the session lock is held)
+        size = (yield from recorded_dimensions()) or (dimensions() if callable(dimensions) else dimensions)
+        yield Commit()
+    yield from _take_lock(session=True)
     try:
         done = yield Autocommit("SELECT 1 FROM agent_memory_migrations WHERE name = %s", (migration.name,),
                                 fetch="one")
         if done is not None:
             applied = False
         else:
-            if size is None and migration.sized:
-                size = (yield from recorded_dimensions()) or (dimensions() if callable(dimensions) else dimensions)
-                yield Commit()
             for number, statement in enumerate(migration.statements(size), 1):
                 try:
                     yield Autocommit(statement)
@@ -1108,7 +1130,7 @@ def _apply_outside_a_transaction(migration: Migration, dimensions: Dimensions, s
             yield Autocommit("INSERT INTO agent_memory_migrations (name) VALUES (%s)", (migration.name,))
             applied = True
     except GeneratorExit:
-        raise  # the driver gave up on the connection (lost, or stopped): the lock goes with it
+        raise  # the driver gave up: the connection was lost (and the lock with it), or is discarded
     except BaseException:
         yield Autocommit("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
         raise
