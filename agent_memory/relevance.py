@@ -57,9 +57,11 @@ __all__ = [
     "ask_model",
     "decision_messages",
     "grounded",
+    "is_follow_up",
     "keep_relevant",
     "needs_memory",
     "relevance",
+    "to_look_up",
     "worth_a_look",
 ]
 
@@ -141,11 +143,30 @@ def needs_memory(turn: str, previous: Sequence[str] = ()) -> Decision:
         return Decision(False, "no user turn")
     if (reason := _signal(text)) is not None:
         return Decision(True, reason)
-    if len(text.split()) < FOLLOW_UP_WORDS and previous and not _standalone(text):
+    if is_follow_up(text, previous):
         last = " ".join(previous[-1].split())
         if last and _signal(last) is not None:
             return Decision(True, "follow-up")
     return Decision(False, "generic")
+
+
+def is_follow_up(turn: str, previous: Sequence[str]) -> bool:
+    """Whether ``turn`` reads as a follow-up of the last of ``previous``: short, after a turn,
+    and not a whole question about the world of its own."""
+    text = " ".join(turn.split())
+    return bool(text) and len(text.split()) < FOLLOW_UP_WORDS and bool(previous) and not _standalone(text)
+
+
+def to_look_up(turn: str, previous: Sequence[str] = ()) -> str | None:
+    """The turn whose names and request a generic-looking ``turn`` should be checked by
+    (:func:`grounded`): the turn itself when it is :func:`worth_a_look`, else, for a follow-up,
+    the turn before it ("and how much would it cost?" after "Plan a weekend trip from
+    Utrecht."); ``None`` when there is nothing to check."""
+    if worth_a_look(turn):
+        return turn
+    if is_follow_up(turn, previous) and worth_a_look(previous[-1]):
+        return previous[-1]
+    return None
 
 
 #: questions about the world, whoever asks ("What is MLflow used for?", "Who founded Substack?",
