@@ -209,10 +209,22 @@ def _names(text: str) -> list[str]:
     found = []
     for m in _WORD.finditer(text):
         word = m.group(0)
-        first = m.start() == 0 or re.search(r"[.!?:]\s*$", text[: m.start()]) is not None
+        i = m.start() - 1
+        while i >= 0 and text[i].isspace():  # the character before the word (linear in the text overall)
+            i -= 1
+        first = i < 0 or text[i] in ".!?:"
         if word[0].isupper() and word not in _FIRST_PERSON_NAMES and (not first or word.endswith("'s")):
             found.append(word.removesuffix("'s"))
     return found
+
+
+#: how much of a turn is read for names and a request (a pasted document names too much)
+LOOK_CHARS = 2000
+
+
+def _words_of(turn: str) -> str:
+    """The turn's own words: spaces folded, quoted text out, its first ``LOOK_CHARS`` characters."""
+    return _QUOTED.sub(" ", " ".join(turn[: LOOK_CHARS * 2].split())[:LOOK_CHARS]).strip()
 
 
 def _is_request(text: str) -> bool:
@@ -225,7 +237,7 @@ def worth_a_look(turn: str) -> bool:
     """Whether a turn the rules read as generic could still be about something the user's
     memories know: it names someone or something, or asks for work, and is not a question
     about the world. Only such turns are searched to check (:func:`grounded`)."""
-    text = _QUOTED.sub(" ", " ".join(turn.split())).strip()
+    text = _words_of(turn)
     if len(text.split()) < GROUNDED_WORDS or _KNOWLEDGE.match(text):
         return False  # a fragment ("which Python?") means what the turn before it means (follow-up)
     return bool(_names(text)) or _is_request(text)
@@ -241,7 +253,7 @@ def grounded(turn: str, memories: Sequence[str]) -> str | None:
     ("Write a runbook entry" names nothing of a user with no runbooks)."""
     if not worth_a_look(turn):
         return None
-    text = _QUOTED.sub(" ", " ".join(turn.split())).strip()
+    text = _words_of(turn)
     words = _WORD.findall(" ".join(memories))
     known = set(words)
     for name in _names(text):

@@ -276,3 +276,13 @@ def test_the_middleware_refuses_an_unknown_mode_at_construction() -> None:
 
     with pytest.raises(InvalidInputError, match="inject_when"):
         MemoryMiddleware("postgresql://127.0.0.1:1/none", inject_when="sometimes")
+
+
+def test_only_the_start_of_a_long_turn_is_read_for_names() -> None:
+    """A pasted document names too much: the check reads the turn's first ``LOOK_CHARS`` characters."""
+    from agent_memory.relevance import LOOK_CHARS
+
+    pasted = "Plan the week with Ida. " + "filler words here. " * (LOOK_CHARS // 10)
+    assert grounded(pasted, ["Has a daughter named Ida."]) is not None
+    late = "Plan the week. " + "filler words here. " * (LOOK_CHARS // 10) + "Then call Ida."
+    assert grounded(late, ["Has a daughter named Ida."]) is None
