@@ -57,9 +57,11 @@ __all__ = [
     "ask_model",
     "decision_messages",
     "grounded",
+    "is_follow_up",
     "keep_relevant",
     "needs_memory",
     "relevance",
+    "to_look_up",
     "worth_a_look",
 ]
 
@@ -141,11 +143,30 @@ def needs_memory(turn: str, previous: Sequence[str] = ()) -> Decision:
         return Decision(False, "no user turn")
     if (reason := _signal(text)) is not None:
         return Decision(True, reason)
-    if len(text.split()) < FOLLOW_UP_WORDS and previous and not _standalone(text):
+    if is_follow_up(text, previous):
         last = " ".join(previous[-1].split())
         if last and _signal(last) is not None:
             return Decision(True, "follow-up")
     return Decision(False, "generic")
+
+
+def is_follow_up(turn: str, previous: Sequence[str]) -> bool:
+    """Whether ``turn`` reads as a follow-up of the last of ``previous``: short, after a turn,
+    and not a whole question about the world of its own."""
+    text = " ".join(turn.split())
+    return bool(text) and len(text.split()) < FOLLOW_UP_WORDS and bool(previous) and not _standalone(text)
+
+
+def to_look_up(turn: str, previous: Sequence[str] = ()) -> str | None:
+    """The turn whose names and request a generic-looking ``turn`` should be checked by
+    (:func:`grounded`): the turn itself when it is :func:`worth_a_look`, else, for a follow-up,
+    the turn before it ("and how much would it cost?" after "Plan a weekend trip from
+    Utrecht."); ``None`` when there is nothing to check."""
+    if worth_a_look(turn):
+        return turn
+    if is_follow_up(turn, previous) and worth_a_look(previous[-1]):
+        return previous[-1]
+    return None
 
 
 #: questions about the world, whoever asks ("What is MLflow used for?", "Who founded Substack?",
@@ -188,10 +209,22 @@ def _names(text: str) -> list[str]:
     found = []
     for m in _WORD.finditer(text):
         word = m.group(0)
-        first = m.start() == 0 or re.search(r"[.!?:]\s*$", text[: m.start()]) is not None
+        i = m.start() - 1
+        while i >= 0 and text[i].isspace():  # the character before the word (linear in the text overall)
+            i -= 1
+        first = i < 0 or text[i] in ".!?:"
         if word[0].isupper() and word not in _FIRST_PERSON_NAMES and (not first or word.endswith("'s")):
             found.append(word.removesuffix("'s"))
     return found
+
+
+#: how much of a turn is read for names and a request (a pasted document names too much)
+LOOK_CHARS = 2000
+
+
+def _words_of(turn: str) -> str:
+    """The turn's own words: spaces folded, quoted text out, its first ``LOOK_CHARS`` characters."""
+    return _QUOTED.sub(" ", " ".join(turn[: LOOK_CHARS * 2].split())[:LOOK_CHARS]).strip()
 
 
 def _is_request(text: str) -> bool:
@@ -204,7 +237,7 @@ def worth_a_look(turn: str) -> bool:
     """Whether a turn the rules read as generic could still be about something the user's
     memories know: it names someone or something, or asks for work, and is not a question
     about the world. Only such turns are searched to check (:func:`grounded`)."""
-    text = _QUOTED.sub(" ", " ".join(turn.split())).strip()
+    text = _words_of(turn)
     if len(text.split()) < GROUNDED_WORDS or _KNOWLEDGE.match(text):
         return False  # a fragment ("which Python?") means what the turn before it means (follow-up)
     return bool(_names(text)) or _is_request(text)
@@ -220,7 +253,7 @@ def grounded(turn: str, memories: Sequence[str]) -> str | None:
     ("Write a runbook entry" names nothing of a user with no runbooks)."""
     if not worth_a_look(turn):
         return None
-    text = _QUOTED.sub(" ", " ".join(turn.split())).strip()
+    text = _words_of(turn)
     words = _WORD.findall(" ".join(memories))
     known = set(words)
     for name in _names(text):

@@ -28,7 +28,7 @@ from agent_memory.errors import InvalidInputError
 from agent_memory.formatting import format_memories_for_prompt
 from agent_memory.models import Conflict, Identity, SearchResult
 from agent_memory.profiles.store import AgentProfiles
-from agent_memory.relevance import Decision, ask_model, grounded, keep_relevant, needs_memory, worth_a_look
+from agent_memory.relevance import Decision, ask_model, grounded, keep_relevant, needs_memory, to_look_up
 from agent_memory.validation import check_confidence, check_k
 
 from .backend import MemoryBackend
@@ -217,22 +217,24 @@ class ContextBuilder:
         ``inject_when="always"``, where nothing was decided and the floor alone filters."""
         return decision is not None and decision.needed and self.mode != "always"
 
-    def _wants_search(self, query: str | None, decision: Decision, turn: str) -> bool:
-        return bool(query) and (decision.needed or (self.mode == "rules" and worth_a_look(turn)))
+    def _wants_search(self, query: str | None, decision: Decision, turn: tuple[str, list[str]]) -> bool:
+        return bool(query) and (decision.needed or (self.mode == "rules" and to_look_up(*turn) is not None))
 
     def _lookup(self, identity: Identity, query: str, decision: Decision,
-                turn: str) -> Op[tuple[tuple[list[SearchResult], list[Conflict]], Decision]]:
-        """The hits for a turn, and the decision, revised when a generic-looking turn turns out
-        to name what the user's memories know (:func:`~agent_memory.relevance.grounded`)."""
+                turn: tuple[str, list[str]]) -> Op[tuple[tuple[list[SearchResult], list[Conflict]], Decision]]:
+        """The hits for a turn, and the decision, revised when a generic-looking turn (or the turn
+        it follows up) names what the user's memories know (:func:`~agent_memory.relevance.grounded`)."""
         if not decision.needed:
+            checked = to_look_up(*turn)
+            assert checked is not None
             # a look that counts no recall: these hits are shown only if the turn proves to need them
             principal = self.backend.ops(identity)
             peek, _ = yield from memory_ops.search_with_conflicts(
                 principal.config, principal.identity, query, k=self.k, min_relevance=0.0, touch=False)
-            reason = grounded(turn, [r.item.content for r in peek])
+            reason = grounded(checked, [r.item.content for r in peek])
             if reason is None:
                 return ([], []), decision
-            decision = Decision(True, reason)
+            decision = Decision(True, reason if checked == turn[0] else f"follow-up of a turn that {reason}")
         ops = self.backend.ops(identity)
         found = yield from ops.search_with_conflicts(query, k=self.k, min_relevance=self.floor)
         if not found[0] and self._keep_best(decision):  # its best hit, however weak (keep_relevant's at_least_one)
@@ -265,8 +267,8 @@ class ContextBuilder:
         if key == known_key:
             return None
         model = self._model() if query else None
-        turn = user_turns(messages)[0]
-        decision = self.backend.run(ask_model(model, *user_turns(messages))) if model else self._rules(messages)
+        turn = user_turns(messages)
+        decision = self.backend.run(ask_model(model, *turn)) if model else self._rules(messages)
         found: tuple[Sequence[SearchResult], Sequence[Conflict]] = ([], [])
         if self._wants_search(query, decision, turn):
             assert query is not None
@@ -280,8 +282,8 @@ class ContextBuilder:
         if key == known_key:
             return None
         model = self._model() if query else None
-        turn = user_turns(messages)[0]
-        decision = await self.backend.arun(ask_model(model, *user_turns(messages))) if model else self._rules(messages)
+        turn = user_turns(messages)
+        decision = await self.backend.arun(ask_model(model, *turn)) if model else self._rules(messages)
         found: tuple[Sequence[SearchResult], Sequence[Conflict]] = ([], [])
         if self._wants_search(query, decision, turn):
             assert query is not None

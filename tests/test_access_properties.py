@@ -11,7 +11,7 @@ rules on its own, in plain Python (nothing from ``agent_memory.access``). It che
   not theirs to change (or the project/team/org refuses them), and changes nothing: after every
   write, read straight from the tables, the database holds exactly the model's memories,
   scopes, members and shares;
-- reads (``list``, ``search``, ``stats``, ``get``, ``find_duplicate``, the knowledge graph's
+- reads (``list``, ``search``, ``stats``, ``get``, ``find_duplicate``, the middleware's lookup, the knowledge graph's
   ``graph_nodes`` and ``explore``
   and dedupe on save, ``memberships``, ``list_members``) return exactly what the model says the
   caller may see; after every step one user (in turn) lists under one identity (in turn), and
@@ -67,6 +67,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from langchain_core.embeddings import Embeddings
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.runtime import Runtime
 
@@ -82,6 +83,8 @@ from agent_memory.errors import (
     PermissionDeniedError,
 )
 from agent_memory.identity import Identity, identity_from
+from agent_memory.middleware import MemoryBackend
+from agent_memory.middleware.context import ContextBuilder
 from agent_memory.store import AgentMemoryStore
 from agent_memory.models import MemoryItem, Rejection
 
@@ -486,6 +489,16 @@ class AccessMachine(RuleBasedStateMachine):
         assert deep <= below, f"subtree search as {user} {ident} leaked {[m.items.get(i) for i in deep - below]}"
         if len(below) <= k:
             assert deep == below, f"subtree search as {user} {ident} missed {[m.items[i] for i in below - deep]}"
+        # the middleware's lookup: a request naming Kim (every note does) is checked against the
+        # caller's own memories (a look that counts no recall), then injects only what they may read now
+        STATS["calls"] += 1
+        built = ContextBuilder(MemoryBackend(self.service), k=min(k, 50), profiles=False).build(
+            Identity(user_id=user, **ident), [HumanMessage("Write a note for the shared world with Kim.")])
+        assert built is not None
+        injected = {uuid.UUID(i) for i in built.memory_ids}
+        assert injected <= active, f"injection as {user} {ident} leaked {[m.items.get(i) for i in injected - active]}"
+        if active:
+            assert built.decision is not None and built.decision.needed and injected, f"no injection as {user} {ident}"
         # the knowledge graph: a user's graph holds only what they wrote ("with Kim" names a person in
         # every note), and explore shows only memories they may read now
         STATS["calls"] += 2

@@ -88,7 +88,8 @@ def test_a_long_conversation_is_read_in_parts_none_of_it_cut():
 # --- the issue's thread -------------------------------------------------------------------------
 
 
-def test_the_six_statement_thread_is_learned_whole_with_the_defaults(memory: MemoryService, tenant) -> None:
+def test_the_six_statement_thread_is_learned_whole_with_the_defaults(memory: MemoryService, tenant,
+                                                                      caplog) -> None:
     """MEMORY_MAX_EXTRACTIONS=3, MEMORY_EXTRACT_EVERY=1, the offline rules: two runs as the thread
     goes, the third kept for its end, which reads the four turns that waited."""
     assert (memory.config.max_extractions, memory.config.extract_every) == (3, 1)
@@ -111,6 +112,17 @@ def test_the_six_statement_thread_is_learned_whole_with_the_defaults(memory: Mem
     source = memory.for_user(tenant.user).source(memory.for_user(tenant.user).list()[0].id)
     assert all(said in source.content for said, _ in SIX)  # the conversation kept all it read, once
     assert source.content.count("I speak Portuguese.") == 1
+
+    # the user comes back to the thread: the window's budget is spent, the new turns wait (none
+    # dropped), logged at WARNING once for the session, counted, and said in the run reports
+    with caplog.at_level("WARNING", logger="agent_memory"):
+        agent.invoke(say("I have a cat named Tom."), config)
+        agent.invoke(say("I drink green tea."), config)
+    assert [r.status for r in list(mw.reports)[7:9]] == ["rate_limited", "rate_limited"]
+    assert "waiting" in mw.reports[8].summary() and "MEMORY_MAX_EXTRACTIONS" in (mw.reports[8].error or "")
+    assert len([r for r in caplog.records if "MEMORY_MAX_EXTRACTIONS" in r.getMessage()]) == 1
+    stats = memory.for_user(tenant.user, session_id=tenant.session).stats()
+    assert stats.extraction_waits >= 2 and stats.turns_waiting == 4 and stats.extractions_remaining == 0
     mw.close()
 
 

@@ -203,6 +203,17 @@ def test_a_request_or_a_name_the_users_memories_know_gets_them(memory, oncall) -
         assert built.memory_ids == () and memories(built.text) == ""
 
 
+def test_a_follow_up_of_a_turn_memory_knows_gets_memory(memory, oncall) -> None:
+    builder = ContextBuilder(MemoryBackend(memory))
+    who = Identity(user_id=oncall)
+    follow = builder.build(who, ask("Plan Ida's birthday party at home.", "and the cake?")["messages"])
+    assert follow is not None and follow.decision is not None and follow.decision.needed
+    assert follow.decision.reason.startswith("follow-up of a turn that names Ida")
+    assert "named Ida" in memories(follow.text)
+    after_generic = builder.build(who, ask("What is a birthday cake?", "and the cake?")["messages"])
+    assert after_generic is not None and after_generic.memory_ids == ()
+
+
 def test_looking_a_generic_turn_up_counts_no_recall(memory, oncall, tenant) -> None:
     """The look that checks a request against the memories is not a recall: only what is shown is."""
     me = memory.for_user(oncall, session_id=tenant.session)

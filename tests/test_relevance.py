@@ -23,8 +23,10 @@ from agent_memory.relevance import (
     ask_model,
     decision_messages,
     grounded,
+    is_follow_up,
     keep_relevant,
     needs_memory,
+    to_look_up,
     worth_a_look,
 )
 
@@ -137,7 +139,9 @@ def test_the_decision_with_what_memory_knows_on_every_split(split: str, at_least
     turns = [t for t in _labelled() if t["split"] == split]
 
     def decided(t: dict) -> bool:
-        return needs_memory(t["turn"], t["previous"]).needed or grounded(t["turn"], personas[t["persona"]]) is not None
+        checked = to_look_up(t["turn"], t["previous"])
+        return needs_memory(t["turn"], t["previous"]).needed or (
+            checked is not None and grounded(checked, personas[t["persona"]]) is not None)
 
     needing = [t for t in turns if t["needs_memory"]]
     generic = [t for t in turns if not t["needs_memory"]]
@@ -171,6 +175,17 @@ def test_a_turn_naming_what_the_users_memories_know_needs_them(turn: str, memori
 ])
 def test_knowledge_questions_pieces_and_fragments_are_not_grounded(turn: str, memories: list[str]) -> None:
     assert grounded(turn, memories) is None
+
+
+def test_a_follow_up_is_checked_by_the_turn_it_follows() -> None:
+    trip = ["Plan a weekend trip from Utrecht without flying."]
+    assert is_follow_up("and how much would it cost?", trip) and not needs_memory("and how much would it cost?", trip).needed
+    assert to_look_up("and how much would it cost?", trip) == trip[0]
+    assert grounded(trip[0], ["Lives in Utrecht."]) is not None
+    assert to_look_up("Explain quantum entanglement simply.", trip) is None  # a whole question: not a follow-up
+    assert to_look_up("and how much would it cost?", ["What is the capital of Belgium?"]) is None
+    assert to_look_up("and how much would it cost?") is None
+    assert to_look_up("Plan Ida's birthday party.", trip) == "Plan Ida's birthday party."
 
 
 def test_the_best_hit_is_kept_under_the_floor_only_when_asked() -> None:
@@ -261,3 +276,13 @@ def test_the_middleware_refuses_an_unknown_mode_at_construction() -> None:
 
     with pytest.raises(InvalidInputError, match="inject_when"):
         MemoryMiddleware("postgresql://127.0.0.1:1/none", inject_when="sometimes")
+
+
+def test_only_the_start_of_a_long_turn_is_read_for_names() -> None:
+    """A pasted document names too much: the check reads the turn's first ``LOOK_CHARS`` characters."""
+    from agent_memory.relevance import LOOK_CHARS
+
+    pasted = "Plan the week with Ida. " + "filler words here. " * (LOOK_CHARS // 10)
+    assert grounded(pasted, ["Has a daughter named Ida."]) is not None
+    late = "Plan the week. " + "filler words here. " * (LOOK_CHARS // 10) + "Then call Ida."
+    assert grounded(late, ["Has a daughter named Ida."]) is None
