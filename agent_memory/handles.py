@@ -877,11 +877,15 @@ class MemoryHandle:
         *,
         batch: int = 200,
         limit: int | None = None,
+        llm: Any = SERVICE_LLM,
     ) -> int:
         """Build the caller's knowledge graph from their memories written before it (oldest
         first, a transaction per ``batch``; a memory already in the graph is skipped, so an
-        interrupted run is simply run again). Answers how many memories were read."""
-        return self._run(self._ops.build_graph(batch=batch, limit=limit))
+        interrupted run is simply run again). ``llm``: the service's model by default (one call
+        per 20 memories, with the rules' reading added; a failure falls back to the rules),
+        another chat model, or ``None`` for the offline rules only. Answers how many memories
+        were read."""
+        return self._run(self._ops.build_graph(batch=batch, limit=limit, llm=llm))
 
 
 class AsyncMemoryHandle:
@@ -1705,11 +1709,15 @@ class AsyncMemoryHandle:
         *,
         batch: int = 200,
         limit: int | None = None,
+        llm: Any = SERVICE_LLM,
     ) -> int:
         """Build the caller's knowledge graph from their memories written before it (oldest
         first, a transaction per ``batch``; a memory already in the graph is skipped, so an
-        interrupted run is simply run again). Answers how many memories were read."""
-        return await self._run(self._ops.build_graph(batch=batch, limit=limit))
+        interrupted run is simply run again). ``llm``: the service's model by default (one call
+        per 20 memories, with the rules' reading added; a failure falls back to the rules),
+        another chat model, or ``None`` for the offline rules only. Answers how many memories
+        were read."""
+        return await self._run(self._ops.build_graph(batch=batch, limit=limit, llm=llm))
 
 
 class ServiceMethods:

@@ -630,11 +630,15 @@ class PrincipalOps:
         takes the mentions and notes of ``memory_ids``. Answers the new node."""
         return (yield from graph_ops.split(self.identity, node, name, memory_ids))
 
-    def build_graph(self, *, batch: int = 200, limit: int | None = None) -> Op[int]:
+    def build_graph(self, *, batch: int = 200, limit: int | None = None, llm: Any = SERVICE_LLM) -> Op[int]:
         """Build the caller's knowledge graph from their memories written before it (oldest
         first, a transaction per ``batch``; a memory already in the graph is skipped, so an
-        interrupted run is simply run again). Answers how many memories were read."""
-        return (yield from graph_ops.backfill(self.identity, batch=batch, limit=limit))
+        interrupted run is simply run again). ``llm``: the service's model by default (one call
+        per 20 memories, with the rules' reading added; a failure falls back to the rules),
+        another chat model, or ``None`` for the offline rules only. Answers how many memories
+        were read."""
+        return (yield from graph_ops.backfill(self.identity, batch=batch, limit=limit,
+                                              model=self.choose_model(llm)))
 
 
 class AdminOps:

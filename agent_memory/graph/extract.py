@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import datetime
 
 __all__ = ["OWNER", "Extracted", "Found", "Link", "canonical", "extract"]
 
@@ -42,6 +43,10 @@ class Link:
     attitude: int | None = None
     proximity: int | None = None
     ended: bool = False  # "used to work at", "left": the relation is closed, not deleted
+    # said by a model (:mod:`.model_extract`): its sentence, and when it began or ended in the world
+    description: str = ""
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
