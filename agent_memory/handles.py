@@ -19,6 +19,7 @@ from .db.requests import Op
 from .documents import DocumentReport, PassageHit
 from .extraction.pipeline import ExtractionReport
 from .graph.models import ExploreResult, GraphNode, GraphRelation, TraverseResult
+from .graph.view import GraphView
 from .models import (
     Conflict,
     Identity,
@@ -853,6 +854,17 @@ class MemoryHandle:
         included. An unknown node raises :class:`InvalidInputError`."""
         return self._run(self._ops.graph_node(node))
 
+    def graph_view(
+        self,
+        *,
+        around: str | None = None,
+        limit: int = 300,
+    ) -> GraphView:
+        """The caller's graph to draw (``agent-memory graph show --html``): its ``limit`` most
+        mentioned nodes, or ``around`` a node (id or name) that node and those related to it,
+        with every relation among them, ended ones included."""
+        return self._run(self._ops.graph_view(around=around, limit=limit))
+
     def merge_nodes(
         self,
         keep: str,
@@ -1684,6 +1696,17 @@ class AsyncMemoryHandle:
         """One node of the caller's graph (by id or name) with all its relations, ended ones
         included. An unknown node raises :class:`InvalidInputError`."""
         return await self._run(self._ops.graph_node(node))
+
+    async def graph_view(
+        self,
+        *,
+        around: str | None = None,
+        limit: int = 300,
+    ) -> GraphView:
+        """The caller's graph to draw (``agent-memory graph show --html``): its ``limit`` most
+        mentioned nodes, or ``around`` a node (id or name) that node and those related to it,
+        with every relation among them, ended ones included."""
+        return await self._run(self._ops.graph_view(around=around, limit=limit))
 
     async def merge_nodes(
         self,

@@ -33,7 +33,9 @@ from .documents import DocumentReport, PassageHit
 from .errors import InvalidInputError
 from .extraction.pipeline import ExtractionReport, extract_memories, extract_waiting
 from .graph import ops as graph_ops
+from .graph import view as graph_view
 from .graph.models import ExploreResult, GraphNode, GraphRelation, TraverseResult
+from .graph.view import GraphView
 from .models import (
     Conflict,
     Identity,
@@ -619,6 +621,12 @@ class PrincipalOps:
         """One node of the caller's graph (by id or name) with all its relations, ended ones
         included. An unknown node raises :class:`InvalidInputError`."""
         return (yield from graph_ops.get_node(self.identity, node))
+
+    def graph_view(self, *, around: str | None = None, limit: int = 300) -> Op[GraphView]:
+        """The caller's graph to draw (``agent-memory graph show --html``): its ``limit`` most
+        mentioned nodes, or ``around`` a node (id or name) that node and those related to it,
+        with every relation among them, ended ones included."""
+        return (yield from graph_view.view(self.identity, around=around, limit=limit))
 
     def merge_nodes(self, keep: str, absorb: str) -> Op[GraphNode]:
         """Two nodes of the caller's graph are one: ``absorb`` (id or name) joins ``keep``; its
