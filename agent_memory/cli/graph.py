@@ -41,7 +41,8 @@ def _write_html(me: Any, args: argparse.Namespace, around: str | None, out: Outp
     if out.json:
         out.data({"file": str(args.html), "nodes": len(view.nodes), "relations": len(view.relations)})
     else:
-        out.line(f"wrote {args.html}: {len(view.nodes)} nodes, {len(view.relations)} relations "
+        nodes, relations = len(view.nodes), len(view.relations)
+        out.line(f"wrote {args.html}: {nodes} node{'s' * (nodes != 1)}, {relations} relation{'s' * (relations != 1)} "
                  "(open it in a browser; it needs no network)")
 
 
