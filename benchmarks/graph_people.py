@@ -11,7 +11,8 @@ graph on and no model (the rules of :mod:`agent_memory.graph.extract`). Then:
   speakers and everyone named twice or more, the people named once, what is no person):
   recall (expected people that are a Person node, by name or alias), precision (Person nodes
   that are a real person of the conversation) and duplicates (an expected person split over
-  several nodes: resolution did not merge spelling variants).
+  several nodes: resolution did not merge spelling variants), and for every speaker the other
+  Person nodes that are a nickname or a misspelling of their name.
 
 The data is read from ``../shared/data/locomo/`` and never copied into this repository.
 Without ``--dsn`` a fresh embedded PostgreSQL is started in a temporary directory.
@@ -36,6 +37,7 @@ from locomo import DEFAULT_DATA, database, load_into, load_locomo  # noqa: E402
 from agent_memory import MemoryService  # noqa: E402
 from agent_memory.embeddings import LocalEmbeddings  # noqa: E402
 from agent_memory.graph.extract import canonical  # noqa: E402
+from agent_memory.graph.resolve import variant_of  # noqa: E402
 
 ANNOTATION = Path(__file__).resolve().parent / "data" / "locomo_people_conv-43.json"
 
@@ -88,7 +90,13 @@ def main() -> None:
             me = service.for_user(c.user_id + suffix)
             people = [n for n in me.graph_nodes(node_type="person", limit=10_000) if not n.is_owner]
             found = [s for s in pairs[c.sample_id] if any(canonical(s) in names_of(n) for n in people)]
+            # another node for a speaker: a nickname or a misspelling ("Mel", "Mell" for Melanie)
+            others = {s: sorted(n.name for n in people if canonical(s) not in names_of(n)
+                                and (canonical(s).startswith(canonical(n.name)) or variant_of(canonical(n.name),
+                                                                                             canonical(s))))
+                      for s in pairs[c.sample_id]}
             row: dict[str, Any] = {"speakers": list(pairs[c.sample_id]), "speakers_found": found,
+                                   "speaker_other_nodes": {k: v for k, v in others.items() if v},
                                    "person_nodes": len(people)}
             if c.sample_id == annotation["conversation"]:
                 row["hand_annotated"] = judge(people, annotation)

@@ -172,3 +172,35 @@ def test_build_graph_with_a_model_resolves_its_names_within_the_owner_only(memor
     [their_sam] = memory.for_user(second).graph_nodes(name="Sam")
     assert their_sam.id != people["Sam"].id and their_sam.source_count == 1  # another owner's Sam, untouched
     assert [r.to_name for r in memory.for_user(second).graph_node("Sam")[1]] == ["Sam"]
+
+
+def test_an_interrupted_build_carries_on_where_it_stopped(memory, dsn):
+    """Ctrl-C during ``build_graph`` (here: while the model reads the second batch): the first
+    batch's transaction is kept, and the next run reads only the rest; nothing is counted twice."""
+    import psycopg
+    import pytest
+
+    user = _user()
+    h = memory.for_user(user)
+    texts = ["My brother Luis lives in Porto.", "Luis sent photos of the river.", "My friend Ana plays chess.",
+             "Ana and Luis met at my birthday."]
+    for text in texts:
+        h.add(text, dedupe=False)
+    with psycopg.connect(dsn, autocommit=True) as conn:  # as if written before the graph existed
+        conn.execute("DELETE FROM graph_nodes WHERE scope = 'user' AND scope_id = %s", (user,))
+    calls: list[int] = []
+
+    def reply(messages: list[Any]) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the operator stops it
+        return _graph()  # the model adds nothing: the rules read them
+
+    with pytest.raises(KeyboardInterrupt):
+        h.build_graph(batch=2, llm=ScriptedChatModel(structured={"GraphExtraction": reply}))
+    [luis] = h.graph_nodes(name="Luis")
+    assert luis.source_count == 2 and h.graph_nodes(name="Ana") == []  # the first batch only
+    assert h.build_graph(batch=2, llm=None) == 2  # the rest, not the first two again
+    assert h.graph_nodes(name="Luis")[0].source_count == 3
+    assert h.graph_nodes(name="Ana")[0].source_count == 2
+    assert h.build_graph(llm=None) == 0
