@@ -201,7 +201,7 @@ COMMANDS: tuple[Command, ...] = (
             "data:export",
             ("agent-memory export --user alice -o alice.json", "agent-memory export --user alice --owned > mine.json"),
             description="The file holds memories, their history, resources and documents' passages, profiles, "
-                        "memberships and shares; no vectors (import embeds again). Import it into another database with agent-memory import.",
+                        "memberships, shares and the knowledge graph; no vectors (import embeds again). Import it into another database with agent-memory import.",
             identity=False,
             args=(_a("--user", required=True, help="whose data to export (required)"),
                   _a("--owned", action="store_true", help="only what the user created (default: all they may see)"),
