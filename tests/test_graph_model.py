@@ -204,3 +204,22 @@ def test_an_interrupted_build_carries_on_where_it_stopped(memory, dsn):
     assert h.graph_nodes(name="Luis")[0].source_count == 3
     assert h.graph_nodes(name="Ana")[0].source_count == 2
     assert h.build_graph(llm=None) == 0
+
+
+def test_a_model_closes_a_known_relation_on_the_day_it_says_it_ended(memory):
+    user = _user()
+    h = memory.for_user(user, session_id=f"s-{user}")
+    h.add("I work at Initech as an analyst.")
+    [current] = h.graph_node("Initech")[1]
+    assert current.valid_to is None
+    graph = [_graph({"memory": 0, "nodes": [{"name": "Initech", "node_type": "entity", "entity_type": "organisation"}],
+                     "relations": [{"source": "me", "target": "Initech", "kind": "associated_with",
+                                    "relationship_type": "works-at", "valid_to": "2026-03"}]})]
+    report = h.extract([{"role": "user", "content": "I was at Initech until March; now I freelance.",
+                         "timestamp": SAID.isoformat()}],
+                       llm=_model([_memory("Worked at Initech until March 2026.", "event")], graph))
+    assert report.status == "done"
+    [closed] = h.graph_node("Initech")[1]  # the same relation, closed: not deleted, not doubled
+    assert closed.id == current.id and closed.recorded_at == current.recorded_at
+    assert closed.valid_to is not None and closed.valid_to.date().isoformat() == "2026-03-31"
+    assert closed.valid_from <= closed.valid_to  # it was first heard of today, but held before March's end

@@ -176,10 +176,12 @@ def close_relation(owner: str, user: str, row: dict[str, Any], *, note: str, sou
                    at: datetime | None) -> Statement:
     """"Used to work at X": the current relation of that type ends (``valid_to``: the row's
     ``valid_to`` when a model said when, else ``at``), it is not deleted; none known: one is
-    recorded already closed."""
+    recorded already closed. A relation said to have ended before it was recorded as beginning
+    (its ``valid_from`` was only when it was first heard of) begins no later than it ended."""
     return (
-        "WITH closed AS (UPDATE graph_relations SET valid_to = greatest(valid_from, coalesce(%(until)s::timestamptz,"
-        " %(at)s::timestamptz, now())), updated_at = now() WHERE scope = 'user' AND scope_id = %(g)s AND from_node = %(f)s"
+        "WITH closed AS (UPDATE graph_relations SET valid_to = coalesce(%(until)s::timestamptz,"
+        " greatest(valid_from, coalesce(%(at)s::timestamptz, now()))),"
+        " valid_from = least(valid_from, coalesce(%(until)s::timestamptz, valid_from)), updated_at = now() WHERE scope = 'user' AND scope_id = %(g)s AND from_node = %(f)s"
         " AND to_node = %(t)s AND rel_type = %(type)s AND valid_to IS NULL AND known_to IS NULL RETURNING 1)"
         " INSERT INTO graph_relations (scope, scope_id, id, from_node, to_node, kind, rel_type, description, notes,"
         " source_memory, recorded_by, valid_from, valid_to)"
