@@ -80,6 +80,8 @@ def test_another_users_page_draws_nothing_of_this_graph(memory, dsn, monkeypatch
     assert "0 nodes, 0 relations" in capsys.readouterr().out
     assert "Luis" not in page.read_text()
     assert _drawn(page)["nodes"] == 0
+    assert main(["graph", "list", "--html", str(page), "--user", _user()]) == 2  # a mistake says what to do
+    assert "--html goes with show" in capsys.readouterr().err
 
 
 def test_the_data_cannot_break_out_of_the_page_and_a_missing_library_says_how_to_install_it(monkeypatch):
