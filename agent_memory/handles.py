@@ -19,6 +19,7 @@ from .db.requests import Op
 from .documents import DocumentReport, PassageHit
 from .extraction.pipeline import ExtractionReport
 from .graph.models import ExploreResult, GraphNode, GraphRelation, TraverseResult
+from .graph.view import GraphView
 from .models import (
     Conflict,
     Identity,
@@ -853,6 +854,17 @@ class MemoryHandle:
         included. An unknown node raises :class:`InvalidInputError`."""
         return self._run(self._ops.graph_node(node))
 
+    def graph_view(
+        self,
+        *,
+        around: str | None = None,
+        limit: int = 300,
+    ) -> GraphView:
+        """The caller's graph to draw (``agent-memory graph show --html``): its ``limit`` most
+        mentioned nodes, or ``around`` a node (id or name) that node and those related to it,
+        with every relation among them, ended ones included."""
+        return self._run(self._ops.graph_view(around=around, limit=limit))
+
     def merge_nodes(
         self,
         keep: str,
@@ -877,11 +889,15 @@ class MemoryHandle:
         *,
         batch: int = 200,
         limit: int | None = None,
+        llm: Any = SERVICE_LLM,
     ) -> int:
         """Build the caller's knowledge graph from their memories written before it (oldest
         first, a transaction per ``batch``; a memory already in the graph is skipped, so an
-        interrupted run is simply run again). Answers how many memories were read."""
-        return self._run(self._ops.build_graph(batch=batch, limit=limit))
+        interrupted run is simply run again). ``llm``: the service's model by default (one call
+        per 20 memories, with the rules' reading added; a failure falls back to the rules),
+        another chat model, or ``None`` for the offline rules only. Answers how many memories
+        were read."""
+        return self._run(self._ops.build_graph(batch=batch, limit=limit, llm=llm))
 
 
 class AsyncMemoryHandle:
@@ -1681,6 +1697,17 @@ class AsyncMemoryHandle:
         included. An unknown node raises :class:`InvalidInputError`."""
         return await self._run(self._ops.graph_node(node))
 
+    async def graph_view(
+        self,
+        *,
+        around: str | None = None,
+        limit: int = 300,
+    ) -> GraphView:
+        """The caller's graph to draw (``agent-memory graph show --html``): its ``limit`` most
+        mentioned nodes, or ``around`` a node (id or name) that node and those related to it,
+        with every relation among them, ended ones included."""
+        return await self._run(self._ops.graph_view(around=around, limit=limit))
+
     async def merge_nodes(
         self,
         keep: str,
@@ -1705,11 +1732,15 @@ class AsyncMemoryHandle:
         *,
         batch: int = 200,
         limit: int | None = None,
+        llm: Any = SERVICE_LLM,
     ) -> int:
         """Build the caller's knowledge graph from their memories written before it (oldest
         first, a transaction per ``batch``; a memory already in the graph is skipped, so an
-        interrupted run is simply run again). Answers how many memories were read."""
-        return await self._run(self._ops.build_graph(batch=batch, limit=limit))
+        interrupted run is simply run again). ``llm``: the service's model by default (one call
+        per 20 memories, with the rules' reading added; a failure falls back to the rules),
+        another chat model, or ``None`` for the offline rules only. Answers how many memories
+        were read."""
+        return await self._run(self._ops.build_graph(batch=batch, limit=limit, llm=llm))
 
 
 class ServiceMethods:

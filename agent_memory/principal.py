@@ -33,7 +33,9 @@ from .documents import DocumentReport, PassageHit
 from .errors import InvalidInputError
 from .extraction.pipeline import ExtractionReport, extract_memories, extract_waiting
 from .graph import ops as graph_ops
+from .graph import view as graph_view
 from .graph.models import ExploreResult, GraphNode, GraphRelation, TraverseResult
+from .graph.view import GraphView
 from .models import (
     Conflict,
     Identity,
@@ -620,6 +622,12 @@ class PrincipalOps:
         included. An unknown node raises :class:`InvalidInputError`."""
         return (yield from graph_ops.get_node(self.identity, node))
 
+    def graph_view(self, *, around: str | None = None, limit: int = 300) -> Op[GraphView]:
+        """The caller's graph to draw (``agent-memory graph show --html``): its ``limit`` most
+        mentioned nodes, or ``around`` a node (id or name) that node and those related to it,
+        with every relation among them, ended ones included."""
+        return (yield from graph_view.view(self.identity, around=around, limit=limit))
+
     def merge_nodes(self, keep: str, absorb: str) -> Op[GraphNode]:
         """Two nodes of the caller's graph are one: ``absorb`` (id or name) joins ``keep``; its
         names become aliases and its mentions, relations and notes move over. Answers ``keep``."""
@@ -630,11 +638,15 @@ class PrincipalOps:
         takes the mentions and notes of ``memory_ids``. Answers the new node."""
         return (yield from graph_ops.split(self.identity, node, name, memory_ids))
 
-    def build_graph(self, *, batch: int = 200, limit: int | None = None) -> Op[int]:
+    def build_graph(self, *, batch: int = 200, limit: int | None = None, llm: Any = SERVICE_LLM) -> Op[int]:
         """Build the caller's knowledge graph from their memories written before it (oldest
         first, a transaction per ``batch``; a memory already in the graph is skipped, so an
-        interrupted run is simply run again). Answers how many memories were read."""
-        return (yield from graph_ops.backfill(self.identity, batch=batch, limit=limit))
+        interrupted run is simply run again). ``llm``: the service's model by default (one call
+        per 20 memories, with the rules' reading added; a failure falls back to the rules),
+        another chat model, or ``None`` for the offline rules only. Answers how many memories
+        were read."""
+        return (yield from graph_ops.backfill(self.identity, batch=batch, limit=limit,
+                                              model=self.choose_model(llm)))
 
 
 class AdminOps:

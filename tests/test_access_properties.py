@@ -12,7 +12,7 @@ rules on its own, in plain Python (nothing from ``agent_memory.access``). It che
   write, read straight from the tables, the database holds exactly the model's memories,
   scopes, members and shares;
 - reads (``list``, ``search``, ``stats``, ``get``, ``find_duplicate``, the middleware's lookup, the knowledge graph's
-  ``graph_nodes`` and ``explore``
+  ``graph_nodes``, ``explore``, ``graph_view`` and ``traverse``
   and dedupe on save, ``memberships``, ``list_members``) return exactly what the model says the
   caller may see; after every step one user (in turn) lists under one identity (in turn), and
   at the end of each example every user reads the whole world under several identities;
@@ -507,6 +507,14 @@ class AccessMachine(RuleBasedStateMachine):
         explored = handle.explore(["note written for the shared world"], text_matches=["Kim"])
         shown = {h.memory.id for h in explored.memories}
         assert shown <= active, f"explore as {user} {ident} leaked {[m.items.get(i) for i in shown - active]}"
+        # ... and what graph_view draws (agent-memory graph show --html) and traverse walks is theirs only
+        STATS["calls"] += 2
+        drawn = handle.graph_view(limit=50)
+        assert {n.created_by for n in drawn.nodes} <= {user}, f"graph_view of {user} draws others' nodes"
+        assert {r.recorded_by for r in drawn.relations} <= {user}, f"graph_view of {user} draws others' relations"
+        if any(n.name == "Kim" for n in drawn.nodes):
+            walked = handle.traverse(seed_nodes=["Kim"], top_k=50)
+            assert {h.node.created_by for h in walked.nodes} <= {user}, f"traverse as {user} walked others' nodes"
         # LangGraph's store over the same memories: each level's namespace shows exactly that level's
         store = AgentMemoryStore(self.service, caller=Identity(user_id=user, **ident))
         levels = {"user": ("memories", user), "session": ("sessions", ident["session_id"]),

@@ -34,7 +34,8 @@ from identity_args import split_ids
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from episodic_agent import build_agent, run_config
 
-SECTIONS = {"memories", "history", "resources", "passages", "profiles", "scopes", "members", "shares"}
+SECTIONS = {"memories", "history", "resources", "passages", "profiles", "scopes", "members", "shares",
+            "graph_nodes", "graph_relations", "graph_mentions"}
 QUERIES = ("which editor does alice use", "acme API and deployment", "how does the team work",
            "security rules", "rockets", "what does the web app use")
 

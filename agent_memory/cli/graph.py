@@ -28,11 +28,33 @@ def _node(n: Any) -> dict[str, Any]:
             "is_owner": n.is_owner, "state": n.state, "salience": n.salience, "mentions": n.source_count}
 
 
+def _write_html(me: Any, args: argparse.Namespace, around: str | None, out: Output) -> None:
+    """``graph show --html FILE``: the graph as one self-contained page (:mod:`agent_memory.graph.html`)."""
+    from pathlib import Path
+
+    from ..graph import html
+
+    library = html.vis_network()  # before reading anything: says how to install it when missing
+    view = me.graph_view(around=around, limit=args.limit)
+    title = f"knowledge graph of {args.user}" + (f" around {view.nodes[0].name}" if around and view.nodes else "")
+    Path(args.html).write_text(html.render(view, title=title, library=library), encoding="utf-8")
+    if out.json:
+        out.data({"file": str(args.html), "nodes": len(view.nodes), "relations": len(view.relations)})
+    else:
+        nodes, relations = len(view.nodes), len(view.relations)
+        out.line(f"wrote {args.html}: {nodes} node{'s' * (nodes != 1)}, {relations} relation{'s' * (relations != 1)} "
+                 "(open it in a browser; it needs no network)")
+
+
 def graph(args: argparse.Namespace, out: Output) -> int:
     from ..errors import InvalidInputError
 
     names: list[str] = args.names
     wanted = {"list": (0, 0), "show": (1, 1), "merge": (2, 2), "split": (1, 1), "export": (0, 0), "build": (0, 0)}
+    if args.html and args.action != "show":
+        raise InvalidInputError("graph " + args.action, "--html goes with show: agent-memory graph show --html FILE")
+    if args.action == "show" and args.html:
+        wanted["show"] = (0, 1)  # the whole graph, or around one node
     low, high = wanted[args.action]
     if not low <= len(names) <= high:
         raise InvalidInputError("graph " + args.action, f"takes {low if low == high else f'{low} to {high}'} "
@@ -48,6 +70,8 @@ def graph(args: argparse.Namespace, out: Output) -> int:
             else:
                 out.table(("id", "name", "type", "mentions", "state", "aliases"), _node_rows(nodes),
                           title=f"knowledge graph of {args.user}", empty=f"the graph of {args.user} is empty")
+        elif args.action == "show" and args.html:
+            _write_html(me, args, names[0] if names else None, out)
         elif args.action == "show":
             node, relations = me.graph_node(names[0])
             if out.json:

@@ -178,15 +178,20 @@ COMMANDS: tuple[Command, ...] = (
             ("agent-memory graph list --user alice", "agent-memory graph show Sarah --user alice",
              "agent-memory graph merge Bob Robert --user alice",
              "agent-memory graph split Bob --name Robert --memory 3f2a9c1e-... --user alice",
-             "agent-memory graph export --user alice", "agent-memory graph build --user alice"),
+             "agent-memory graph export --user alice", "agent-memory graph build --user alice",
+             "agent-memory graph show --html graph.html --user alice"),
             description="The people, organisations, places and tools the user's memories are about, and how they "
                         "relate. merge KEEP OTHER: two nodes are one; split NODE --name NEW --memory ID: those "
-                        "memories are about someone else; build: add memories written before the graph (resumable).",
+                        "memories are about someone else; build: add memories written before the graph (resumable); "
+                        "show --html FILE [NODE]: draw the graph (or a node's neighbourhood) as a page that opens "
+                        "offline (needs the graph-view extra).",
             args=(_a("action", choices=("list", "show", "merge", "split", "export", "build"),
                      help="what to do with the graph"),
                   _a("names", nargs="*", help="show/split: a node (name or id); merge: the node to keep, then the other"),
                   _a("--type", choices=("person", "concept", "entity"), help="list: only this kind of node"),
-                  _a("--limit", type=int, default=100, help="list: how many nodes at most (default: 100)"),
+                  _a("--limit", type=int, default=100,
+                     help="list, show --html: how many nodes at most (default: 100)"),
+                  _a("--html", metavar="FILE", help="show: write the graph as a self-contained HTML page"),
                   _a("--name", help="split: the new node's name"),
                   _a("--memory", action="append", default=[], metavar="ID",
                      help="split: a memory (full id) about the new node (repeat for several)"),
@@ -196,7 +201,7 @@ COMMANDS: tuple[Command, ...] = (
             "data:export",
             ("agent-memory export --user alice -o alice.json", "agent-memory export --user alice --owned > mine.json"),
             description="The file holds memories, their history, resources and documents' passages, profiles, "
-                        "memberships and shares; no vectors (import embeds again). Import it into another database with agent-memory import.",
+                        "memberships, shares and the knowledge graph; no vectors (import embeds again). Import it into another database with agent-memory import.",
             identity=False,
             args=(_a("--user", required=True, help="whose data to export (required)"),
                   _a("--owned", action="store_true", help="only what the user created (default: all they may see)"),

@@ -44,6 +44,10 @@ from ..config import MemoryConfig
 from ..db.requests import Commit, Embed, Llm, Op, Sql
 from ..errors import InvalidInputError, PermissionDeniedError
 from ..gate import check_content, normalize_content
+from ..graph import model_extract
+from ..graph import ops as graph_ops
+from ..graph.extract import Extracted
+from ..graph.extract import extract as graph_extract
 from ..models import (
     SHARED_SCOPES,
     Decision,
@@ -447,6 +451,9 @@ def _consolidate(
                 else:  # the model's merged wording failed the gate: store the proposal's own
                     verdicts[j] = (dataclasses.replace(verdict, content=proposal.content), verdicts[j][1])
         merged_vectors = dict(zip(merged, (yield Embed(tuple(merged.values()))))) if merged else {}
+        said = yield from _graph_by_model(config, model, [
+            merged.get(j, verdict.content or p.content if verdict.decision is Decision.UPDATE else p.content)
+            for j, ((_, p, _), (verdict, _)) in enumerate(zip(gated, verdicts)) if verdict.decision is not Decision.NONE])
 
         seen: list[tuple[np.ndarray, Outcome]] = []  # what this run stored so far
         for j, ((i, proposal, note), vector, (verdict, method)) in enumerate(zip(gated, vectors, verdicts)):
@@ -468,7 +475,33 @@ def _consolidate(
             )
             outcome = outcomes[i] = dataclasses.replace(outcome, said_of=said_of.get(i))
             seen.append((v, outcome))
+            if config.knowledge_graph and outcome.memory is not None and outcome.decision is not Decision.NONE:
+                yield from _learn_graph(identity, outcome.memory, merged_vectors.get(j, vector), said)
     return [o for o in outcomes if o is not None]
+
+
+def _graph_by_model(config: MemoryConfig, model: Any, contents: Sequence[str]) -> Op[dict[str, Extracted]]:
+    """What the model says the new memories are about (:mod:`agent_memory.graph.model_extract`),
+    by content; nothing without a model or the graph, or when the model fails (the rules then
+    read them). Asked with no transaction open."""
+    if not (config.knowledge_graph and model is not None and contents):
+        return {}
+    unique = list(dict.fromkeys(contents))
+    answer = yield from model_extract.learn(model, unique)
+    if answer is None:
+        logger.warning("graph extraction by the model failed; the rules read these memories")
+        return {}
+    return dict(zip(unique, answer))
+
+
+def _learn_graph(identity: Identity, memory: MemoryItem, vector: Sequence[float],
+                 said: Mapping[str, Extracted]) -> Op[None]:
+    """The graph learns a memory the run wrote, in its transaction: what the model said of it
+    together with what the rules read, or the rules alone."""
+    rules_found = graph_extract(memory.content)
+    by_model = said.get(memory.content)
+    found = rules_found if by_model is None else model_extract.combine(by_model, rules_found)
+    yield from graph_ops.ingest(identity, memory.id, memory.content, vector if len(vector) else None, found=found)
 
 
 #: the gate, consolidation and writes of a run, for proposals from another source than a

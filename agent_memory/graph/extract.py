@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import datetime
 
 __all__ = ["OWNER", "Extracted", "Found", "Link", "canonical", "extract"]
 
@@ -42,6 +43,10 @@ class Link:
     attitude: int | None = None
     proximity: int | None = None
     ended: bool = False  # "used to work at", "left": the relation is closed, not deleted
+    # said by a model (:mod:`.model_extract`): its sentence, and when it began or ended in the world
+    description: str = ""
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +117,21 @@ _TOOLS = frozenset(canonical(t) for t in (
 _ORGS = frozenset(canonical(t) for t in (
     "Google", "Microsoft", "Apple", "Amazon", "Meta", "Facebook", "Netflix", "OpenAI", "Anthropic", "IBM",
     "Stripe", "Uber", "Airbnb", "Spotify", "Tesla", "Intel", "Nvidia", "Oracle", "Salesforce", "Acme",
+    "YouTube", "TikTok", "Instagram", "Twitter", "LinkedIn", "Reddit", "WhatsApp", "Nintendo", "Sony", "Samsung",
+    "Nike", "Adidas", "Puma", "Gatorade", "Starbucks", "Walmart", "Target", "Costco", "IKEA", "Disney", "Pixar",
+    "Marvel", "Lego", "Toyota", "Honda", "Ford", "BMW", "Boeing", "Airbus", "NASA", "NBA", "NFL", "FIFA",
 ))
+#: countries and big cities, recognised wherever they are written
+_PLACES = frozenset(canonical(t) for t in (
+    "Afghanistan Argentina Australia Austria Belgium Brazil Canada Chile China Colombia Croatia Cuba Denmark Egypt "
+    "England Ethiopia Finland France Germany Greece Iceland India Indonesia Iran Iraq Ireland Israel Italy Jamaica "
+    "Japan Kenya Korea Mexico Morocco Nepal Netherlands Nigeria Norway Pakistan Peru Philippines Poland Portugal "
+    "Romania Russia Scotland Singapore Spain Sweden Switzerland Thailand Turkey Ukraine Vietnam Wales Europe Asia "
+    "Africa America Antarctica London Paris Berlin Madrid Rome Lisbon Porto Amsterdam Dublin Edinburgh Galway Prague "
+    "Vienna Budapest Barcelona Tokyo Kyoto Seoul Beijing Shanghai Delhi Mumbai Sydney Melbourne Toronto Vancouver "
+    "Montreal Chicago Boston Seattle Denver Austin Dallas Houston Miami Atlanta Phoenix Portland Oakland Tampa "
+    "Orlando Brooklyn Manhattan California Texas Florida Oregon Michigan Minnesota Ohio Hawaii Alaska Colorado "
+    "Arizona Nevada Utah Washington".split()))
 #: capitalised words that are not names (sentence starts, days, months, pronouns, titles)
 _COMMON = frozenset("""
 a an the i i'm i've i'd i'll me my we our you your he she it they them his her their this that these those
@@ -130,13 +149,35 @@ christmas easter halloween thanksgiving english french german spanish chinese ja
 do does did go went get got make made take took see saw know knew think thought feel felt let lets
 met had called talked spoke saw went came lunch dinner note notes save plain
 meanwhile anyway besides still yet already again once soon later now never always often sometimes
+mon tue tues wed weds thu thur thurs fri sat congrats congratulations cheers woohoo yay awesome cool wow
+thankfully hopefully honestly totally definitely winning finals
+american british canadian european irish scottish welsh african asian australian mexican brazilian indian
 """.split())
 _PERSON_CUES = re.compile(
-    r"\b(?:with|and|told|asked|met|called|texted|visited|helped|thanked|hugged|invited|like)\s+{n}\b|"
+    r"\b(?:with|and|told|asked|met|called|texted|visited|helped|thanked|hugged|invited|like|by)\s+{n}\b|"
     r"\b{n}\s+(?:said|says|told|asked|called|texted|thinks|thought|wants|feels|felt|is coming|and I|and me)\b|"
     r"\b{n}['\u2019]s\s+(?:birthday|wedding|kids?|husband|wife|partner|mom|dad|house|place|party)\b")
 _CAPS = re.compile(r"(?<![\w'\u2019@#/.-])([A-Z][a-z][a-zA-Z'\u2019-]*)")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|[\"\u201c(]\s*)$")
+#: initials before a surname ("J.K. Rowling"): their dot does not end a sentence
+_INITIALS = re.compile(r"\b[A-Z]\.(?:\s?[A-Z]\.)*\s+$")
+#: a transcript's speaker label ("[9 May] Tim: ...", "Sarah: ..."): a person
+_SPEAKER = re.compile(r"(?:^|\]\s*|\n\s*)([A-Z][a-zA-Z'\u2019-]+(?:\s[A-Z][a-zA-Z'\u2019-]+)?):\s")
+#: what is quoted is a title ("The Name of the Wind", 'Becoming Nicole'), not a name of someone
+_QUOTED = re.compile(r"\"[^\"\n]{1,150}\"|\u201c[^\u201d\n]{1,150}\u201d|(?<![\w'\u2019])'[^'\n]{1,100}'(?![\w'])")
+#: where a place is named: "in Paris", "went to Seattle", "from Galway", "near the Rocky Mountains"
+_LOCATIVE = re.compile(r"(?:\b(?:in|near|around|across|through|throughout)|\b(?:went|go|going|gone|been|trip|travel\w*|"
+                       r"moved?|moving|flew|fly|flying|drove|drive|driving|head\w*|back|road trip|vacation|holiday)\s+to|"
+                       r"\b(?:am|is|are|was|were|come|comes|came|originally|back|'m|\u2019m)\s+from)\s+(?:the\s+)?$",
+                       re.IGNORECASE)
+#: the last word of a place's name ("York City", "Rocky Mountains", "Eiffel Tower")
+_PLACE_WORDS = frozenset("""city town village county state province country island islands mountain mountains
+hills valley canyon lake river falls beach coast bay park tower bridge street avenue square station airport
+museum studios stadium arena center centre mall university college school""".split())
+#: "the Wolves", "the Hobbit": a thing's name, not someone's; "Lord of the Rings": a title
+_THE = re.compile(r"\bthe\s+$", re.IGNORECASE)
+_OF_THE = re.compile(r"^\s+of\s+(?:the\s+)?[A-Z]")
+_OF_THE_BEFORE = re.compile(r"[A-Z][\w'-]*\s+of\s+(?:the\s+)?$")
 
 
 def _clean(name: str) -> str:
@@ -167,7 +208,8 @@ def _names(text: str) -> list[tuple[int, str]]:
 
     def flush() -> None:
         if run:
-            out.append((run[0][0], " ".join(w for _, _, w in run[:3])))
+            name = re.sub(r"(?:['\u2019]s|-+)$", "", " ".join(w for _, _, w in run[:3]))  # "Max-", "Ed Sheeran's"
+            out.append((run[0][0], name))
             run.clear()
 
     for m in _CAPS.finditer(text):
@@ -222,17 +264,33 @@ def extract(text: str) -> Extracted:
         if canonical(name) in _TOOLS:
             add(Found(name, "entity", "tool", 0.8))
             links.append(Link(OWNER, name, "associated_with", "uses"))
+    for m in _SPEAKER.finditer(text):
+        name = _person_name(m.group(1))
+        if name and not _common(canonical(name)):
+            add(Found(name, "person", confidence=0.9))
+    quoted = [q.span() for q in _QUOTED.finditer(text)]
     for start, word in _names(text):
+        if any(a < start < b for a, b in quoted):  # a title's words are nobody
+            continue
+        after = text[start + len(word):]
+        if _OF_THE.search(after) or _OF_THE_BEFORE.search(text[:start]) or re.match(r"\s+\d", after):
+            continue  # a title ("Lord of the Rings"), "Game 7", "Chapter 3"
         key = canonical(word)
         if any(key in k.split() or key == k for k in found) or any(k in key.split() for k in found):
             continue
         if key in _TOOLS:
             add(Found(word, "entity", "tool", 0.7))
+        elif key in _PLACES:
+            add(Found(word, "entity", "location", 0.7))
         elif key in _ORGS:
             add(Found(word, "entity", "organisation", 0.7))
         elif re.search(_PERSON_CUES.pattern.format(n=re.escape(word)), text):
             add(Found(word, "person", confidence=0.7))
+        elif len(key) > 2 and (_LOCATIVE.search(text[:start]) or key.split()[-1] in _PLACE_WORDS):
+            add(Found(word, "entity", "location", 0.4))
+        elif len(key) > 2 and _THE.search(text[:start]):
+            add(Found(word, "entity", "other", 0.4))
         elif len(key) > 2:
-            opening = bool(_SENTENCE_START.search(text[:start]))
+            opening = bool(_SENTENCE_START.search(text[:start])) and not _INITIALS.search(text[:start])
             add(Found(word, "person", confidence=0.3 if opening else 0.4, known_only=opening))
     return Extracted(tuple(found.values()), tuple(links))

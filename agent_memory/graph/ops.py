@@ -116,7 +116,8 @@ def ingest(identity: Identity, memory_id: UUID, content: str, vector: Sequence[f
         if src is None or dst is None or src == dst:
             continue
         row = {"from_node": src, "to_node": dst, "kind": link.kind, "rel_type": link.rel_type,
-               "description": _describe(link), "attitude": link.attitude, "proximity": link.proximity}
+               "description": link.description or _describe(link), "attitude": link.attitude,
+               "proximity": link.proximity, "valid_from": link.valid_from, "valid_to": link.valid_to}
         if link.ended:
             yield Sql(*gq.close_relation(owner_graph, identity.user_id, row, note=content, source_id=memory_id,
                                          at=at), fetch="none")
@@ -132,10 +133,14 @@ def ingest(identity: Identity, memory_id: UUID, content: str, vector: Sequence[f
     return len(mentioned)
 
 
-def backfill(identity: Identity, *, batch: int = 200, limit: int | None = None) -> Op[int]:
+def backfill(identity: Identity, *, batch: int = 200, limit: int | None = None, model: Any = None) -> Op[int]:
     """Build the caller's graph from their memories written before it existed (or while it was
     off): oldest first, a transaction per ``batch``; a memory already mentioned is skipped, so a
-    run that stops half way is simply run again. Answers how many memories were read."""
+    run that stops half way is simply run again. With ``model``, each batch is also read by the
+    model (:mod:`.model_extract`, with no transaction open); if it fails, the rules read it.
+    Answers how many memories were read."""
+    from .model_extract import combine, learn  # the model's reading (kept out of the save path)
+
     batch = check_int("batch", batch, 1, 10_000)
     done = 0
     cursor: tuple[datetime, UUID] | None = None
@@ -143,8 +148,13 @@ def backfill(identity: Identity, *, batch: int = 200, limit: int | None = None) 
         rows = yield Sql(*gq.unmentioned_memories(identity.user_id, cursor, batch))
         if not rows:
             break
-        for r in rows:
-            yield from ingest(identity, r["id"], r["content"], r["embedding"], at=r["created_at"])
+        said: list[Extracted] | None = None
+        if model is not None:
+            yield Commit()
+            said = yield from learn(model, [r["content"] for r in rows])
+        for pos, r in enumerate(rows):
+            found = None if said is None else combine(said[pos], extract(r["content"]))
+            yield from ingest(identity, r["id"], r["content"], r["embedding"], at=r["created_at"], found=found)
             cursor = (r["created_at"], r["id"])
             done += 1
         yield Commit()

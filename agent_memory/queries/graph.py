@@ -145,14 +145,15 @@ def insert_mentions(owner: str, user: str, node_ids: Sequence[UUID], kind: str, 
 
 def upsert_relations(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note: str,
                      source_id: UUID | None, at: datetime | None) -> Statement:
-    """Current relations (``from_node, to_node, kind, rel_type, description, attitude, proximity``):
+    """Current relations (``from_node, to_node, kind, rel_type, description, attitude, proximity``
+    and, optionally, ``valid_from``: when it began in the world, as a model said):
     new ones are recorded, a known one gains the memory as a note."""
-    cols = ("from_node", "to_node", "kind", "rel_type", "description", "attitude", "proximity")
-    types = ("uuid", "uuid", "text", "text", "text", "smallint", "smallint")
+    cols = ("from_node", "to_node", "kind", "rel_type", "description", "attitude", "proximity", "valid_from")
+    types = ("uuid", "uuid", "text", "text", "text", "smallint", "smallint", "timestamptz")
     params: dict[str, Any] = {"g": owner, "u": user, "note": note, "src": str(source_id) if source_id else None,
                               "mem": source_id, "at": at, "keep": NOTES_KEPT}
     for c in cols:
-        params[f"r_{c}"] = [r[c] for r in rows]
+        params[f"r_{c}"] = [r.get(c) for r in rows]
     unnest = ", ".join(f"%(r_{c})s::{t}[]" for c, t in zip(cols, types, strict=True))
     return (
         "INSERT INTO graph_relations AS r (scope, scope_id, id, from_node, to_node, kind, rel_type, description,"
@@ -160,7 +161,7 @@ def upsert_relations(owner: str, user: str, rows: Sequence[dict[str, Any]], *, n
         " SELECT 'user', %(g)s, gen_random_uuid(), t.from_node, t.to_node, t.kind, t.rel_type, t.description,"
         " t.attitude, t.proximity, jsonb_build_array(jsonb_build_object('content', %(note)s::text, 'added_by',"
         " %(u)s::text, 'added_at', coalesce(%(at)s::timestamptz, now()), 'source_id', %(src)s::text,"
-        " 'expires_at', NULL)), 0.7, %(mem)s, %(u)s, coalesce(%(at)s::timestamptz, now())"
+        " 'expires_at', NULL)), 0.7, %(mem)s, %(u)s, coalesce(t.valid_from, %(at)s::timestamptz, now())"
         f" FROM unnest({unnest}) AS t({', '.join(cols)})"
         " ON CONFLICT (scope, scope_id, from_node, to_node, rel_type) WHERE valid_to IS NULL AND known_to IS NULL"
         " DO UPDATE SET notes = CASE WHEN jsonb_array_length(r.notes) >= %(keep)s THEN (r.notes - 0) || excluded.notes"
@@ -173,22 +174,28 @@ def upsert_relations(owner: str, user: str, rows: Sequence[dict[str, Any]], *, n
 
 def close_relation(owner: str, user: str, row: dict[str, Any], *, note: str, source_id: UUID | None,
                    at: datetime | None) -> Statement:
-    """"Used to work at X": the current relation of that type ends (``valid_to``), it is not
-    deleted; none known: one is recorded already closed."""
+    """"Used to work at X": the current relation of that type ends (``valid_to``: the row's
+    ``valid_to`` when a model said when, else ``at``), it is not deleted; none known: one is
+    recorded already closed. A relation said to have ended before it was recorded as beginning
+    (its ``valid_from`` was only when it was first heard of) begins no later than it ended."""
     return (
-        "WITH closed AS (UPDATE graph_relations SET valid_to = greatest(valid_from, coalesce(%(at)s::timestamptz,"
-        " now())), updated_at = now() WHERE scope = 'user' AND scope_id = %(g)s AND from_node = %(f)s"
+        "WITH closed AS (UPDATE graph_relations SET valid_to = coalesce(%(until)s::timestamptz,"
+        " greatest(valid_from, coalesce(%(at)s::timestamptz, now()))),"
+        " valid_from = least(valid_from, coalesce(%(until)s::timestamptz, valid_from)), updated_at = now() WHERE scope = 'user' AND scope_id = %(g)s AND from_node = %(f)s"
         " AND to_node = %(t)s AND rel_type = %(type)s AND valid_to IS NULL AND known_to IS NULL RETURNING 1)"
         " INSERT INTO graph_relations (scope, scope_id, id, from_node, to_node, kind, rel_type, description, notes,"
         " source_memory, recorded_by, valid_from, valid_to)"
         " SELECT 'user', %(g)s, gen_random_uuid(), %(f)s, %(t)s, %(kind)s, %(type)s, %(desc)s,"
         " jsonb_build_array(jsonb_build_object('content', %(note)s::text, 'added_by', %(u)s::text, 'added_at',"
         " coalesce(%(at)s::timestamptz, now()), 'source_id', %(src)s::text, 'expires_at', NULL)), %(mem)s, %(u)s,"
-        " coalesce(%(at)s::timestamptz, now()), coalesce(%(at)s::timestamptz, now())"
+        " least(coalesce(%(since)s::timestamptz, %(until)s::timestamptz, %(at)s::timestamptz, now()),"
+        " coalesce(%(until)s::timestamptz, %(at)s::timestamptz, now())),"
+        " coalesce(%(until)s::timestamptz, %(at)s::timestamptz, now())"
         " WHERE NOT EXISTS (SELECT 1 FROM closed)",
         {"g": owner, "u": user, "f": row["from_node"], "t": row["to_node"], "kind": row["kind"],
          "type": row["rel_type"], "desc": row["description"], "note": note,
-         "src": str(source_id) if source_id else None, "mem": source_id, "at": at},
+         "src": str(source_id) if source_id else None, "mem": source_id, "at": at,
+         "until": row.get("valid_to"), "since": row.get("valid_from")},
     )
 
 

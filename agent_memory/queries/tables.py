@@ -46,9 +46,10 @@ class UserTable:
 #: their scope; LangGraph's delete order for the checkpoint tables)
 USER_DATA_TABLES: tuple[UserTable, ...] = (
     # the knowledge graph (a user's own graph: scope 'user'; mentions and relations before their nodes)
-    UserTable("graph_mentions", "graph_mentions", ("added_by",), scoped=True),
-    UserTable("graph_relations", "graph_relations", ("recorded_by",), scoped=True),
-    UserTable("graph_nodes", "graph_nodes", ("created_by",), scoped=True),
+    # (exported: their sections are agent_memory.rights.format.GRAPH_SECTIONS)
+    UserTable("graph_mentions", "graph_mentions", ("added_by",), scoped=True, exported=True),
+    UserTable("graph_relations", "graph_relations", ("recorded_by",), scoped=True, exported=True),
+    UserTable("graph_nodes", "graph_nodes", ("created_by",), scoped=True, exported=True),
     UserTable("memory_item_history", "history", ("changed_by",), scoped=True, exported=True),
     UserTable("memory_items", "memories", ("user_id",), scoped=True, exported=True),
     UserTable("memory_terms", "terms", ("owner_key",), forget="trigger"),

@@ -38,7 +38,13 @@ _READABLE_ITEMS = (
 
 #: the alias each section's table is read under
 _ALIAS = {"scopes": "x", "members": "mm", "shares": "ps", "memories": "m", "history": "h", "resources": "x",
-          "passages": "x", "profiles": "x"}
+          "passages": "x", "profiles": "x", "graph_nodes": "x", "graph_relations": "x", "graph_mentions": "x"}
+
+#: the knowledge graphs a user may read: their own, and those of the projects, teams and orgs
+#: they are a member of (:mod:`agent_memory.graph`); the ones they own: their own
+_OWN_GRAPH = "(x.scope = 'user' AND x.scope_id = %(u)s)"
+_READABLE_GRAPHS = ("(" + _OWN_GRAPH + " OR (x.scope IN ('project', 'team', 'org') AND "
+                    + _member("x.scope", "x.scope_id") + "))")
 
 #: the resources (and so their passages) the user may read: :func:`.resources.resource_filter`'s
 #: rule, over every project they are a member of
@@ -58,6 +64,7 @@ _WHERE: dict[str, dict[str, str]] = {
         "shares": granted_to("%(u)s"),
         # the versions of the exported memories the user could read when they held, under the
         # scope and visibility of then (:func:`.visibility.version_visible`)
+        **dict.fromkeys(("graph_nodes", "graph_relations", "graph_mentions"), _READABLE_GRAPHS),
         "history": "h.memory_id = ANY(%(ids)s::uuid[]) AND EXISTS (SELECT FROM (SELECT h.scope, h.scope_id,"
                    " h.visibility, o.user_id FROM memory_items o WHERE o.id = h.memory_id) m WHERE "
                    + _READABLE_ITEMS + ")",
@@ -72,6 +79,7 @@ _WHERE: dict[str, dict[str, str]] = {
                   " AND ps.grantee_id = %(u)s)))",
         "shares": "(ps.grantee_kind = 'user' AND ps.grantee_id = %(u)s)",
         "history": "h.memory_id = ANY(%(ids)s::uuid[])",  # their own memories' versions, all of them
+        **dict.fromkeys(("graph_nodes", "graph_relations", "graph_mentions"), _OWN_GRAPH),
     },
 }
 #: the same in both: the user's memberships

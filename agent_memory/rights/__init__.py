@@ -15,6 +15,7 @@ from .erase import delete_scope, forget_user
 from .format import (
     FORGOTTEN_USER,
     FORMAT,
+    GRAPH_SECTIONS,
     SECTIONS,
     VERSION,
     DeleteReport,
@@ -27,6 +28,7 @@ from .transfer import export_data, export_queries, import_data
 __all__ = [
     "FORGOTTEN_USER",
     "FORMAT",
+    "GRAPH_SECTIONS",
     "SECTIONS",
     "VERSION",
     "DeleteReport",

@@ -29,7 +29,8 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
 #: per section, the columns that say who did something (a forgotten user may stand there)
 _ACTORS: dict[str, tuple[str, ...]] = {
     "scopes": ("created_by",), "members": ("added_by",), "shares": ("shared_by",), "history": ("changed_by",),
-    "profiles": ("edited_by",),
+    "profiles": ("edited_by",), "graph_nodes": ("created_by",), "graph_relations": ("recorded_by",),
+    "graph_mentions": ("added_by",),
 }
 #: how many rows a refusal lists before it says "and N more"
 _LISTED = 3
@@ -48,6 +49,8 @@ def _principals(section: str, row: Mapping[str, Any]) -> Iterator[tuple[str, str
         yield "grantee_id", grantee if kind == "user" else f"{kind} {grantee!r}"
     elif section == "profiles" and row["kind"] == "user":
         yield "subject_id", row["subject_id"]
+    elif section.startswith("graph_") and row["scope"] == "user":  # whose own graph it is
+        yield "scope_id", row["scope_id"]
 
 
 def named_principals(rows: Mapping[str, list[dict[str, Any]]]) -> Iterator[tuple[str, str]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
@@ -40,6 +40,7 @@ from ..withheld import redact, secret_in_json
 __all__ = [
     "FORGOTTEN_USER",
     "FORMAT",
+    "GRAPH_SECTIONS",
     "SECTIONS",
     "VERSION",
     "DeleteReport",
@@ -53,10 +54,16 @@ FORMAT = "agent-memory-export"
 VERSION = 1
 #: what replaces a forgotten user's id in rows that stay (others' history, scopes, shares)
 FORGOTTEN_USER = "[forgotten user]"
+#: the knowledge graph's tables (:mod:`agent_memory.graph`), in the order an import writes them:
+#: the one place a new graph table (storylines, macros) joins the export, with its ``_SECTIONS``
+#: entry below and its ``exported=True`` in ``USER_DATA_TABLES``
+GRAPH_SECTIONS = ("graph_nodes", "graph_relations", "graph_mentions")
 #: the export's tables, in the order an import writes them (rows point at earlier sections)
-SECTIONS = ("scopes", "members", "shares", "memories", "history", "resources", "passages", "profiles")
+SECTIONS = ("scopes", "members", "shares", "memories", "history", "resources", "passages", "profiles",
+            *GRAPH_SECTIONS)
 _INFO_KEYS = ("format", "version", "exported_at", "user_id", "what")
-_SHOWN = ("memories", "history", "resources", "passages", "profiles", "scopes", "members", "shares")  # file order
+_SHOWN = ("memories", "history", "resources", "passages", "profiles", "scopes", "members", "shares",
+          *GRAPH_SECTIONS)  # file order
 
 
 # --- the columns of each section, and the checks on what an import reads ---------------------
@@ -177,6 +184,40 @@ def _one_of(values: Iterable[str]) -> Check:
     return check
 
 
+def _number(path: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 1e9:
+        raise InvalidInputError(path, f"must be a number, got {value!r}"[:200])
+    return float(value)
+
+
+def _level(path: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
+        raise InvalidInputError(path, f"must be a whole number from 1 to 5, got {value!r}"[:200])
+    return value
+
+
+def _dates(path: str, value: Any) -> list[str]:
+    if not isinstance(value, list):
+        raise InvalidInputError(path, f"must be a list of dates such as '2026-01-31', got {value!r}"[:200])
+    out = []
+    for i, v in enumerate(value):
+        try:
+            out.append(date.fromisoformat(v).isoformat())
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"{path}[{i}]", f"must be a date such as '2026-01-31', got {v!r}"[:200]) from None
+    return out
+
+
+def _notes(path: str, value: Any) -> list[dict[str, Any]]:
+    """A node's or relation's notes: a list of objects, each with its ``content``."""
+    if not isinstance(value, list):
+        raise InvalidInputError(path, f"must be a list of notes, got {type(value).__name__}")
+    for i, note in enumerate(value):
+        _object(f"{path}[{i}]", note)
+        check_text(f"{path}[{i}].content", note.get("content"))
+    return [dict(n) for n in value]
+
+
 @dataclass(frozen=True, slots=True)
 class _Col:
     name: str
@@ -200,6 +241,9 @@ class _Section:
 
 _SHARED = tuple(s.value for s in (Scope.PROJECT, Scope.TEAM, Scope.ORG))
 _OWN_SCOPES = ("user", "project", "session")  # where a resource or a profile lives
+
+_GRAPHS = ("user", *_SHARED)  # whose graph: a user's own, or a project's, team's or org's
+_GRAPH_STATES = ("candidate", "active", "core", "archived")
 
 _SECTIONS: dict[str, _Section] = {
     "scopes": _Section(table_of("scopes"), (
@@ -270,6 +314,44 @@ _SECTIONS: dict[str, _Section] = {
         _Col("edited_by", "text", _id, True), _Col("edited_at", "timestamptz", _time, True),
         _Col("updated_at", "timestamptz", _time),
     ), ("kind", "subject_id"), "kind, subject_id"),
+    # the knowledge graph: a graph is (scope, scope_id), a user's own or a shared level's; vectors
+    # are left out and made again on import (a node's from its first note, as saving does)
+    "graph_nodes": _Section(table_of("graph_nodes"), (
+        _Col("scope", "text", _one_of(_GRAPHS)), _Col("scope_id", "text", _name), _Col("id", "uuid", _uuid),
+        _Col("node_type", "text", _one_of(("person", "concept", "entity"))),
+        _Col("entity_type", "text", _text_or_empty), _Col("name", "text", _text),
+        _Col("canonical_name", "text", _text), _Col("aliases", "text[]", _strings),
+        _Col("description", "text", _text_or_empty), _Col("notes", "jsonb", _notes),
+        _Col("is_owner", "boolean", _flag), _Col("confidence", "real", _unit), _Col("salience", "real", _unit),
+        _Col("recall_count", "integer", _whole(0)), _Col("last_recall_interval_days", "real", _number, True),
+        _Col("decay_gradient", "real", _number), _Col("access_count", "integer", _whole(0)),
+        _Col("last_accessed_at", "timestamptz", _time, True), _Col("state", "text", _one_of(_GRAPH_STATES)),
+        _Col("retention", "text", _one_of(("keep", "decay", "ephemeral"))), _Col("is_dirty", "boolean", _flag),
+        _Col("source_count", "integer", _whole(0)), _Col("first_mentioned_at", "timestamptz", _time, True),
+        _Col("last_mentioned_at", "timestamptz", _time, True), _Col("distinct_days", "date[]", _dates),
+        _Col("created_by", "text", _id), _Col("created_at", "timestamptz", _time),
+        _Col("updated_at", "timestamptz", _time),
+    ), ("scope", "scope_id", "id"), "scope, scope_id, created_at, id"),
+    "graph_relations": _Section(table_of("graph_relations"), (
+        _Col("scope", "text", _one_of(_GRAPHS)), _Col("scope_id", "text", _name), _Col("id", "uuid", _uuid),
+        _Col("from_node", "uuid", _uuid), _Col("to_node", "uuid", _uuid),
+        _Col("kind", "text", _one_of(("has_relationship_with", "engages_with", "associated_with", "relates_to",
+                                      "involves", "connected_to"))),
+        _Col("rel_type", "text", _text), _Col("description", "text", _text_or_empty),
+        _Col("attitude", "smallint", _level, True), _Col("proximity", "smallint", _level, True),
+        _Col("notes", "jsonb", _notes), _Col("confidence", "real", _unit), _Col("salience", "real", _unit),
+        _Col("recall_count", "integer", _whole(0)), _Col("access_count", "integer", _whole(0)),
+        _Col("last_accessed_at", "timestamptz", _time, True), _Col("state", "text", _one_of(_GRAPH_STATES)),
+        _Col("source_memory", "uuid", _uuid, True), _Col("recorded_by", "text", _id),
+        _Col("valid_from", "timestamptz", _time), _Col("valid_to", "timestamptz", _time, True),
+        _Col("recorded_at", "timestamptz", _time), _Col("known_to", "timestamptz", _time, True),
+        _Col("created_at", "timestamptz", _time), _Col("updated_at", "timestamptz", _time),
+    ), ("scope", "scope_id", "id"), "scope, scope_id, created_at, id"),
+    "graph_mentions": _Section(table_of("graph_mentions"), (
+        _Col("scope", "text", _one_of(_GRAPHS)), _Col("scope_id", "text", _name), _Col("node_id", "uuid", _uuid),
+        _Col("source_kind", "text", _one_of(("memory", "resource", "passage"))), _Col("source_id", "uuid", _uuid),
+        _Col("mentioned_at", "timestamptz", _time), _Col("added_by", "text", _id),
+    ), ("scope", "scope_id", "node_id", "source_kind", "source_id"), "scope, scope_id, node_id, source_kind, source_id"),
 }
 
 #: ids whose rule another column of the row decides: a shared scope's id is a scope path
@@ -277,6 +359,7 @@ _SECTIONS: dict[str, _Section] = {
 _ID_KIND = {
     "memories": ("scope_id", "scope"), "resources": ("scope_id", "scope"), "passages": ("scope_id", "scope"),
     "shares": ("grantee_id", "grantee_kind"), "profiles": ("subject_id", "kind"),
+    **{section: ("scope_id", "scope") for section in GRAPH_SECTIONS},
 }
 #: a resource's title is at most this long (as ``add_resource`` takes it)
 _MAX_TITLE = 500
@@ -286,7 +369,7 @@ _MAX_TITLE = 500
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
+    if isinstance(value, date):  # a datetime too
         return value.isoformat()
     if isinstance(value, UUID):
         return str(value)
@@ -370,6 +453,13 @@ def _check_links(rows: dict[str, list[dict[str, Any]]]) -> None:
         if ("project", s["project_id"]) not in scopes:
             raise InvalidInputError(f"shares[{i}].project_id", f"project {s['project_id']!r} is not in scopes; a "
                                                                 "share is imported with its project")
+    nodes = {(n["scope"], n["scope_id"], n["id"]) for n in rows["graph_nodes"]}
+    for section, columns in (("graph_relations", ("from_node", "to_node")), ("graph_mentions", ("node_id",))):
+        for i, row in enumerate(rows[section]):
+            for column in columns:
+                if (row["scope"], row["scope_id"], row[column]) not in nodes:
+                    raise InvalidInputError(f"{section}[{i}].{column}", f"{row[column]} is not a node of the same "
+                                            "graph in graph_nodes; a relation or mention is imported with its nodes")
 
 
 def check_export(data: Any) -> dict[str, list[dict[str, Any]]]:
@@ -451,6 +541,7 @@ def screen_export(
     refused_scopes: set[tuple[str, str]] = set()
     refused_memories: dict[str, str] = {}  # id -> where
     refused_resources: dict[str, str] = {}  # id -> where
+    refused_nodes: dict[tuple[str, str, str], str] = {}  # (scope, scope_id, id) -> where
     for section in SECTIONS:
         kept[section] = []
         for i, row in enumerate(rows[section]):
@@ -473,6 +564,14 @@ def screen_export(
                 else:  # a past wording: held to the content rules, not to today's confidence floor
                     row["content"] = normalize_content(row["content"])
                     rejection = _gated(where, row["content"], 1.0, config)
+            elif section in ("graph_relations", "graph_mentions"):
+                ends = [(row["scope"], row["scope_id"], row[c]) for c in ("from_node", "to_node", "node_id") if c in row]
+                gone = next((refused_nodes[e] for e in ends if e in refused_nodes), None)
+                if gone is not None:
+                    rejection = Rejection(RejectionReason.SENSITIVE, f"{where}: its node, {gone}, was not imported")
+                elif section == "graph_mentions" and row["source_id"] in refused_memories:
+                    rejection = Rejection(RejectionReason.SENSITIVE, f"{where}: its memory, "
+                                          f"{refused_memories[row['source_id']]}, was not imported")
             elif section == "passages":
                 if row["resource_id"] in refused_resources:
                     rejection = Rejection(RejectionReason.SENSITIVE, f"{where}: its document, "
@@ -500,4 +599,6 @@ def screen_export(
                 refused_memories[row["id"]] = where
             elif section == "resources":
                 refused_resources[row["id"]] = where
+            elif section == "graph_nodes":
+                refused_nodes[(row["scope"], row["scope_id"], row["id"])] = where
     return kept, rejected

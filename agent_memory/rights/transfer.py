@@ -130,13 +130,16 @@ def import_data(data: Any, config: MemoryConfig | None = None, *, user_id: Any =
                               ("passages", queries.existing_passage_ids)):
         if rows[section]:
             present |= {str(r["id"]) for r in (yield Sql(*existing([row["id"] for row in rows[section]])))}
-    if memories or resources or passages:
+    nodes = rows["graph_nodes"]
+    if memories or resources or passages or nodes:
         yield Commit()  # no connection is held while the model embeds
     new = [m for m in memories if m["id"] not in present]
     new_passages = [p for p in passages if p["id"] not in present and p["resource_id"] not in present]
     passage_texts = {p["id"]: embedding_text(p["headings"], p["content"]) for p in new_passages}  # as add_document
     contexts = [m["context"] for m in new if m.get("context") is not None]  # embedded in the same batch
-    texts = tuple(dict.fromkeys([m["content"] for m in new] + contexts + list(passage_texts.values())))
+    node_texts = {n["id"]: _node_text(n) for n in nodes if not n["is_owner"]}
+    texts = tuple(dict.fromkeys([m["content"] for m in new] + contexts + list(passage_texts.values())
+                                + list(node_texts.values())))
     vectors = dict(zip(texts, (yield Embed(texts)))) if texts else {}
 
     written: dict[str, set[tuple[str, ...]]] = {}  # the keys of the parent rows this import wrote
@@ -192,8 +195,29 @@ def import_data(data: Any, config: MemoryConfig | None = None, *, user_id: Any =
         elif section == "profiles":  # a project's profile only with the project, written now
             inserted[section] = yield from write(section, [p for p in given if p["kind"] == "user"
                                                            or ("project", p["subject_id"]) in written["scopes"]])
+        elif section == "graph_nodes":  # a node's vector: its first note's, as saving gives it
+            payload = [{**n, "embedding": None if n["is_owner"] else queries.vector_literal(vectors[node_texts[n["id"]]])}
+                       for n in given]
+            inserted[section] = yield from write(section, payload, returning=("scope", "scope_id", "id"),
+                                                 embedded=True)
+        elif section == "graph_relations":  # only between nodes written now
+            inserted[section] = yield from write(section, [
+                r for r in given if (r["scope"], r["scope_id"], r["from_node"]) in written["graph_nodes"]
+                and (r["scope"], r["scope_id"], r["to_node"]) in written["graph_nodes"]])
+        elif section == "graph_mentions":  # of nodes written now, of memories this file holds
+            kept_memories = {m["id"] for m in memories}
+            inserted[section] = yield from write(section, [
+                m for m in given if (m["scope"], m["scope_id"], m["node_id"]) in written["graph_nodes"]
+                and (m["source_kind"] != "memory" or m["source_id"] in kept_memories)])
     return ImportReport({s: inserted[s] for s in _SHOWN}, {s: len(rows[s]) - inserted[s] for s in _SHOWN},
                         {s: rejected[s] for s in _SHOWN})
+
+
+def _node_text(node: dict[str, Any]) -> str:
+    """What a node's vector is made from on import: its first (oldest kept) note, which saving
+    took the vector of; else its description or name."""
+    notes = node["notes"]
+    return str(notes[0]["content"]) if notes else node["description"] or node["name"]
 
 
 def _require_roles(user_id: str | None, rows: dict[str, list[dict[str, Any]]],
@@ -208,6 +232,9 @@ def _require_roles(user_id: str | None, rows: dict[str, list[dict[str, Any]]],
         for row in rows[section]:
             if row["scope"] in ("project", "team", "org"):
                 needed.setdefault((row["scope"], row["scope_id"]), (access.Action.CREATE, verb))
+    for row in rows["graph_nodes"]:
+        if row["scope"] in ("project", "team", "org"):
+            needed.setdefault((row["scope"], row["scope_id"]), (access.Action.CREATE, "importing a shared graph"))
     for row in rows["profiles"]:
         if row["kind"] == "project" and ("project", row["subject_id"]) in created:
             needed[("project", row["subject_id"])] = (access.Action.EDIT_PROFILE, "importing the project's profile")
