@@ -104,7 +104,7 @@ def test_the_labelled_set_is_shipped_whole() -> None:
     personas = {r["persona"]: {m["key"] for m in r["memories"]} for r in rows if r["kind"] == "persona"}
     turns = _labelled()
     assert len(turns) >= 200 and len({r["domain"] for r in rows if r["kind"] == "persona"}) >= 6
-    assert {t["split"] for t in turns} == {"dev", "heldout", "fresh", "blind"}
+    assert {t["split"] for t in turns} == {"dev", "heldout", "fresh", "blind", "blind2"}
     for t in turns:
         assert set(t["relevant"]) <= personas[t["persona"]] and bool(t["relevant"]) == t["needs_memory"]
     assert 0.4 <= sum(t["needs_memory"] for t in turns) / len(turns) <= 0.6
