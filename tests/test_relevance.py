@@ -155,6 +155,9 @@ def test_the_decision_with_what_memory_knows_on_every_split(split: str, at_least
     ("Build me a dashboard query for error rates.", ["Prefers Grafana dashboards over raw PromQL."], "dashboard"),
     ("Write a runbook entry for the payments API latency alert.", ["Is an SRE on the payments team."], "payments"),
     ("Give me a training plan for the next four weeks.", ["Is training for a half marathon."], "training"),
+    ("When is the piano due for tuning?", ["Owns an upright Yamaha piano."], "refers to the piano"),
+    ("What colours should the figures use?", ["Project figures must use the viridis palette."], "figures"),
+    ("Summarise the project for a grant abstract.", ["The project studies coral bleaching."], "project"),
 ])
 def test_a_turn_naming_what_the_users_memories_know_needs_them(turn: str, memories: list[str], why: str) -> None:
     assert not needs_memory(turn).needed and worth_a_look(turn)
@@ -172,6 +175,8 @@ def test_a_turn_naming_what_the_users_memories_know_needs_them(turn: str, memori
     ("Write a short poem about data.", ["The team stores its data in BigQuery."]),    # a creative piece's topic
     ("which Python?", ["Prefers Python for scripting tasks."]),                        # a fragment: the follow-up rule
     ("Translate 'Ida is here' into German.", ["Has a daughter named Ida."]),            # quoted text is not about them
+    ("What is the boiling point of water?", ["Boils water for tea every morning."]),  # "the" in a world question
+    ("Summarise the history of the string quartet.", ["Plays in a string quartet."]),  # the first thing named counts
 ])
 def test_knowledge_questions_pieces_and_fragments_are_not_grounded(turn: str, memories: list[str]) -> None:
     assert grounded(turn, memories) is None
