@@ -157,16 +157,15 @@ def is_follow_up(turn: str, previous: Sequence[str]) -> bool:
     return bool(text) and len(text.split()) < FOLLOW_UP_WORDS and bool(previous) and not _standalone(text)
 
 
-def to_look_up(turn: str, previous: Sequence[str] = ()) -> str | None:
-    """The turn whose names and request a generic-looking ``turn`` should be checked by
-    (:func:`grounded`): the turn itself when it is :func:`worth_a_look`, else, for a follow-up,
-    the turn before it ("and how much would it cost?" after "Plan a weekend trip from
-    Utrecht."); ``None`` when there is nothing to check."""
-    if worth_a_look(turn):
-        return turn
+def to_look_up(turn: str, previous: Sequence[str] = ()) -> list[str]:
+    """The turns a generic-looking ``turn`` should be checked by (:func:`grounded`), in order:
+    the turn itself when it is :func:`worth_a_look`, and, for a follow-up, the turn before it
+    ("and how much would it cost?" after "Plan a weekend trip from Utrecht."); empty when there
+    is nothing to check."""
+    out = [turn] if worth_a_look(turn) else []
     if is_follow_up(turn, previous) and worth_a_look(previous[-1]):
-        return previous[-1]
-    return None
+        out.append(previous[-1])
+    return out
 
 
 #: questions about the world, whoever asks ("What is MLflow used for?", "Who founded Substack?",

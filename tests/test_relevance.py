@@ -145,9 +145,8 @@ def test_the_decision_with_what_memory_knows_on_every_split(split: str, at_least
     turns = [t for t in _labelled() if t["split"] == split]
 
     def decided(t: dict) -> bool:
-        checked = to_look_up(t["turn"], t["previous"])
-        return needs_memory(t["turn"], t["previous"]).needed or (
-            checked is not None and grounded(checked, personas[t["persona"]]) is not None)
+        return needs_memory(t["turn"], t["previous"]).needed or any(
+            grounded(checked, personas[t["persona"]]) is not None for checked in to_look_up(t["turn"], t["previous"]))
 
     needing = [t for t in turns if t["needs_memory"]]
     generic = [t for t in turns if not t["needs_memory"]]
@@ -191,12 +190,16 @@ def test_knowledge_questions_pieces_and_fragments_are_not_grounded(turn: str, me
 def test_a_follow_up_is_checked_by_the_turn_it_follows() -> None:
     trip = ["Plan a weekend trip from Utrecht without flying."]
     assert is_follow_up("and how much would it cost?", trip) and not needs_memory("and how much would it cost?", trip).needed
-    assert to_look_up("and how much would it cost?", trip) == trip[0]
+    assert to_look_up("and how much would it cost?", trip) == trip
     assert grounded(trip[0], ["Lives in Utrecht."]) is not None
-    assert to_look_up("Explain quantum entanglement simply.", trip) is None  # a whole question: not a follow-up
-    assert to_look_up("and how much would it cost?", ["What is the capital of Belgium?"]) is None
-    assert to_look_up("and how much would it cost?") is None
-    assert to_look_up("Plan Ida's birthday party.", trip) == "Plan Ida's birthday party."
+    assert to_look_up("Explain quantum entanglement simply.", trip) == []  # a whole question: not a follow-up
+    assert to_look_up("and how much would it cost?", ["What is the capital of Belgium?"]) == []
+    assert to_look_up("and how much would it cost?") == []
+    party = "Plan Ida's birthday party at home next month."  # not short: not a follow-up
+    assert to_look_up(party, trip) == [party]
+    # a follow-up that refers to a thing of its own is checked by itself and by the turn it follows
+    plan = ["Plan the usability test for the checkout flow."]
+    assert to_look_up("and for the mobile version?", plan) == ["and for the mobile version?", plan[0]]
 
 
 def test_the_best_hit_is_kept_under_the_floor_only_when_asked() -> None:
