@@ -230,10 +230,10 @@ class ContextBuilder:
             peek, _ = yield from memory_ops.search_with_conflicts(
                 principal.config, principal.identity, query, k=self.k, min_relevance=0.0, touch=False)
             contents = [r.item.content for r in peek]
-            found = [(checked, why) for checked in to_look_up(*turn) if (why := grounded(checked, contents))]
-            if not found:
+            grounds = [(checked, why) for checked in to_look_up(*turn) if (why := grounded(checked, contents))]
+            if not grounds:
                 return ([], []), decision
-            checked, reason = found[0]
+            checked, reason = grounds[0]
             decision = Decision(True, reason if checked == turn[0] else f"follow-up of a turn that {reason}")
         ops = self.backend.ops(identity)
         found = yield from ops.search_with_conflicts(query, k=self.k, min_relevance=self.floor)
