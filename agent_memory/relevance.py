@@ -17,8 +17,8 @@ model weave it in. Two checks keep the prompt to what the turn is about:
    A turn the rules read as generic but that names something the user's memories know
    ("Plan Ida's birthday party.", "Write a runbook entry for the payments API alert.")
    is looked up anyway (:func:`worth_a_look`) and needs memory when a hit names what it
-   names (:func:`grounded`): a name both share, or a request whose object words are in a
-   hit. Knowledge questions ("What is MLflow used for?") and creative pieces ("a poem
+   names (:func:`grounded`): a name both share, a request whose object words are in a
+   hit, or "the <thing>" it refers to as known ("When is the piano due for tuning?"). Knowledge questions ("What is MLflow used for?") and creative pieces ("a poem
    about data") are not, whatever they name.
 2. :func:`keep_relevant` drops hits whose relevance (the fused similarity the search
    ranks by, before confidence and level are added) is under the floor
@@ -157,26 +157,29 @@ def is_follow_up(turn: str, previous: Sequence[str]) -> bool:
     return bool(text) and len(text.split()) < FOLLOW_UP_WORDS and bool(previous) and not _standalone(text)
 
 
-def to_look_up(turn: str, previous: Sequence[str] = ()) -> str | None:
-    """The turn whose names and request a generic-looking ``turn`` should be checked by
-    (:func:`grounded`): the turn itself when it is :func:`worth_a_look`, else, for a follow-up,
-    the turn before it ("and how much would it cost?" after "Plan a weekend trip from
-    Utrecht."); ``None`` when there is nothing to check."""
-    if worth_a_look(turn):
-        return turn
+def to_look_up(turn: str, previous: Sequence[str] = ()) -> list[str]:
+    """The turns a generic-looking ``turn`` should be checked by (:func:`grounded`), in order:
+    the turn itself when it is :func:`worth_a_look`, and, for a follow-up, the turn before it
+    ("and how much would it cost?" after "Plan a weekend trip from Utrecht."); empty when there
+    is nothing to check."""
+    out = [turn] if worth_a_look(turn) else []
     if is_follow_up(turn, previous) and worth_a_look(previous[-1]):
-        return previous[-1]
-    return None
+        out.append(previous[-1])
+    return out
 
 
 #: questions about the world, whoever asks ("What is MLflow used for?", "Who founded Substack?",
 #: "How does DNS work?"), and requests to work on given text: what they name is their topic
-_KNOWLEDGE = re.compile(
-    r"^\s*(?:(?:what|who|which)(?:'s|\s+(?:is|are|was|were|does|do|did)\b)"
-    r"|who\s+(?:invented|designed|founded|wrote|painted|won|discovered|composed|built|created|named)\b"
-    r"|how\s+(?:do|does|did|can|could|to|many|much|long|often|far|tall|big|old|would|should)\b"
-    r"|why\b|(?:explain|define|describe|summari[sz]e|tell me about|translate|proofread|convert|paraphrase)\b)",
-    re.IGNORECASE)
+_WORLD = (r"^\s*(?:(?:what|who|which)(?:'s|\s+(?:is|are|was|were|does|do|did)\b)"
+          r"|who\s+(?:invented|designed|founded|wrote|painted|won|discovered|composed|built|created|named)\b"
+          r"|how\s+(?:do|does|did|can|could|to|many|much|long|often|far|tall|big|old|would|should)\b"
+          r"|why\b|(?:explain|define|translate|proofread|convert|paraphrase)\b")
+_ABOUT_WORLD = re.compile(_WORLD + ")", re.IGNORECASE)
+_KNOWLEDGE = re.compile(_WORLD + r"|(?:describe|summari[sz]e|tell me about)\b)", re.IGNORECASE)
+#: the first thing a turn refers to as known ("the piano", "the figures", "this project"): with
+#: up to two words before its head
+_DEFINITE = re.compile(r"\b(?:the|this|that|these|those)\s+((?:[A-Za-z][\w'-]*\s+){0,2}?[A-Za-z][\w'-]*)\b",
+                       re.IGNORECASE)
 #: a piece of writing about a topic ("a haiku about servers"): the topic is not the user's
 _CREATIVE = re.compile(r"\b(?:poem|haiku|limerick|riddle|joke|song|story|tweet|sonnet|rhyme|facts?)\b", re.IGNORECASE)
 #: words that open a question, a statement or a greeting; any other first word opens a request
@@ -238,17 +241,28 @@ def worth_a_look(turn: str) -> bool:
     memories know: it names someone or something, or asks for work, and is not a question
     about the world. Only such turns are searched to check (:func:`grounded`)."""
     text = _words_of(turn)
-    if len(text.split()) < GROUNDED_WORDS or _KNOWLEDGE.match(text):
+    if len(text.split()) < GROUNDED_WORDS:
         return False  # a fragment ("which Python?") means what the turn before it means (follow-up)
-    return bool(_names(text)) or _is_request(text)
+    return _definite(text) is not None or (not _KNOWLEDGE.match(text) and (bool(_names(text)) or _is_request(text)))
+
+
+def _definite(text: str) -> list[str] | None:
+    """The words of the first thing ``text`` refers to as known ("When is the piano due for
+    tuning?"), outside questions about the world ("What is the boiling point of water?")."""
+    if _ABOUT_WORLD.match(text) or (m := _DEFINITE.search(text)) is None:
+        return None
+    words = [w for w in m.group(1).split() if w.lower() not in _COMMON and len(w) > 2]
+    return words or None
 
 
 def grounded(turn: str, memories: Sequence[str]) -> str | None:
     """Why ``turn`` needs memory given the user's ``memories`` found for it, or ``None``.
 
     A name in the turn that is in one of them ("Plan Ida's birthday party." and "Has a
-    daughter named Ida."), or a request whose words, past its verb, are in one ("Build me a
-    dashboard query for error rates." and "Prefers Grafana dashboards"). A general signal,
+    daughter named Ida."), a request whose words, past its verb, are in one ("Build me a
+    dashboard query for error rates." and "Prefers Grafana dashboards"), or the first thing the
+    turn refers to as known ("When is the piano due for tuning?" and "Owns an upright piano"),
+    outside questions about the world. A general signal,
     checked against what this user has stored, so it does not fire for someone else's turn
     ("Write a runbook entry" names nothing of a user with no runbooks)."""
     if not worth_a_look(turn):
@@ -256,14 +270,18 @@ def grounded(turn: str, memories: Sequence[str]) -> str | None:
     text = _words_of(turn)
     words = _WORD.findall(" ".join(memories))
     known = set(words)
-    for name in _names(text):
-        if name in known:
-            return f"names {name}, which memory knows"
-    if _is_request(text):
-        stems = {_stem(w) for w in words if w.lower() not in _COMMON and len(w) > 2}
-        for word in _WORD.findall(text)[1:]:
-            if word.lower() not in _COMMON and len(word) > 2 and _stem(word) in stems:
-                return f"asks for work on {word.lower().removesuffix(chr(39) + 's')}, which memory knows"
+    stems = {_stem(w) for w in words if w.lower() not in _COMMON and len(w) > 2}
+    if not _KNOWLEDGE.match(text):
+        for name in _names(text):
+            if name in known:
+                return f"names {name}, which memory knows"
+        if _is_request(text):
+            for word in _WORD.findall(text)[1:]:
+                if word.lower() not in _COMMON and len(word) > 2 and _stem(word) in stems:
+                    return f"asks for work on {word.lower().removesuffix(chr(39) + 's')}, which memory knows"
+    for word in _definite(text) or ():
+        if _stem(word) in stems:
+            return f"refers to the {word.lower().removesuffix(chr(39) + 's')}, which memory knows"
     return None
 
 

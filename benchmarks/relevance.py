@@ -56,7 +56,7 @@ from agent_memory.models import Identity, MemoryItem
 from agent_memory.relevance import keep_relevant, needs_memory, relevance
 
 DATA = Path(__file__).resolve().parent / "data" / "relevance_turns.jsonl"
-SPLITS = ("dev", "heldout", "fresh", "blind")
+SPLITS = ("dev", "heldout", "fresh", "blind", "blind2")
 K = 6
 FLOORS = [round(0.025 * i, 3) for i in range(0, 25)]
 RELATIVES = (0.0, 0.5, 0.6, 0.7, 0.8)  # a cut relative to the best hit's relevance (not shipped: it loses turns)

@@ -218,22 +218,22 @@ class ContextBuilder:
         return decision is not None and decision.needed and self.mode != "always"
 
     def _wants_search(self, query: str | None, decision: Decision, turn: tuple[str, list[str]]) -> bool:
-        return bool(query) and (decision.needed or (self.mode == "rules" and to_look_up(*turn) is not None))
+        return bool(query) and (decision.needed or (self.mode == "rules" and bool(to_look_up(*turn))))
 
     def _lookup(self, identity: Identity, query: str, decision: Decision,
                 turn: tuple[str, list[str]]) -> Op[tuple[tuple[list[SearchResult], list[Conflict]], Decision]]:
         """The hits for a turn, and the decision, revised when a generic-looking turn (or the turn
         it follows up) names what the user's memories know (:func:`~agent_memory.relevance.grounded`)."""
         if not decision.needed:
-            checked = to_look_up(*turn)
-            assert checked is not None
             # a look that counts no recall: these hits are shown only if the turn proves to need them
             principal = self.backend.ops(identity)
             peek, _ = yield from memory_ops.search_with_conflicts(
                 principal.config, principal.identity, query, k=self.k, min_relevance=0.0, touch=False)
-            reason = grounded(checked, [r.item.content for r in peek])
-            if reason is None:
+            contents = [r.item.content for r in peek]
+            grounds = [(checked, why) for checked in to_look_up(*turn) if (why := grounded(checked, contents))]
+            if not grounds:
                 return ([], []), decision
+            checked, reason = grounds[0]
             decision = Decision(True, reason if checked == turn[0] else f"follow-up of a turn that {reason}")
         ops = self.backend.ops(identity)
         found = yield from ops.search_with_conflicts(query, k=self.k, min_relevance=self.floor)

@@ -192,6 +192,9 @@ def test_a_request_or_a_name_the_users_memories_know_gets_them(memory, oncall) -
     dashboard = builder.build(who, ask("Build me a dashboard query for error rates.")["messages"])
     assert dashboard is not None and dashboard.decision is not None and dashboard.decision.needed
     assert "dashboard" in dashboard.decision.reason and "Grafana" in memories(dashboard.text)
+    role = builder.build(who, ask("Is the reliability review ready yet?")["messages"])
+    assert role is not None and role.decision is not None and "refers to the reliability" in role.decision.reason
+    assert "site reliability engineer" in memories(role.text)
     party = builder.build(who, ask("Plan Ida's birthday party at home.")["messages"])
     assert party is not None and party.decision is not None and "Ida" in party.decision.reason
     assert "named Ida" in memories(party.text)
