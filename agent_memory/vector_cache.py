@@ -41,7 +41,8 @@ from .db.requests import Op, Sql
 from .models import Identity, MemoryType, Scope, Visibility
 from .ranking import Scoring, parse_tsvector
 
-__all__ = ["CachedRange", "Candidates", "Plan", "VectorCache", "caller", "candidates", "near", "prepare", "unit"]
+__all__ = ["ERROR", "CachedRange", "Candidates", "Plan", "VectorCache", "caller", "candidates", "closest", "prepare",
+           "unit"]
 
 _VISIBILITY = {v.value: i for i, v in enumerate(Visibility)}
 _OWNER_ONLY = _VISIBILITY[Visibility.OWNER_ONLY.value]
@@ -58,6 +59,14 @@ def _type_code(name: str) -> int:
         with _TYPES_LOCK:
             code = _TYPES.setdefault(name, len(_TYPES))
     return code
+
+#: How far a copy's cosine similarity may be from the one the database computes with the full
+#: vectors: both are float32 vectors made unit, so they differ by rounding alone (about 1e-6 at 384
+#: dimensions); 1e-4 leaves a wide margin. A copy chooses its candidates with this error, not the
+#: ``halfvec`` index's (:data:`agent_memory.queries.HALF_ERROR`, 100 times wider): over notes that
+#: repeat with small variations, hundreds of a 20,000-memory project's rows lie within the index's
+#: error of the k-th best, and each would be read from the table and ranked (issue 29, big scopes).
+ERROR = 1e-4
 
 #: how long a range found small is not counted again, and a caller who read no copy not planned again
 _SMALL_FOR = 30.0
@@ -513,14 +522,26 @@ def _seen(copy: CachedRange, rule: str, *, now: float, owner_key: int,
     return np.flatnonzero(mask)
 
 
-def near(copy: CachedRange, rule: str, *, query: np.ndarray, now: float, owner_key: int,
-         threshold: float) -> list[UUID]:
-    """The ids of the rows of ``copy`` the caller sees under ``rule`` whose similarity to
-    ``query`` (a unit vector) is at least ``threshold`` (give it less the estimate's error)."""
-    with copy.lock:
-        seen = _seen(copy, rule, now=now, owner_key=owner_key, types=None)
-        sim = copy.vectors[: copy.size] @ query
-        return [copy.ids[i] for i in seen[sim[seen] >= threshold]]
+def closest(ranges: Sequence[tuple[CachedRange, str]], *, query: np.ndarray, now: float, owner_key: int,
+            threshold: float, visibilities: Iterable[str]) -> list[UUID]:
+    """The ids of the rows of the copies ``ranges`` (each with the rule it is read under) that can
+    be the closest row to ``query`` (a unit vector) at cosine similarity ``threshold`` or more among
+    those of ``visibilities``: the copies' best and every row within twice :data:`ERROR` of it (a
+    duplicate check measures only these in the database; the closest is among them). Empty when
+    no row comes within :data:`ERROR` of ``threshold``."""
+    allowed = [_VISIBILITY[v] for v in visibilities]
+    found: list[tuple[np.ndarray, list[UUID], np.ndarray]] = []
+    best = -np.inf
+    for copy, rule in ranges:
+        with copy.lock:
+            seen = _seen(copy, rule, now=now, owner_key=owner_key, types=None)
+            seen = seen[np.isin(copy.visibility[seen], allowed)]
+            sim = (copy.vectors[: copy.size] @ query)[seen]
+            keep = sim >= threshold - ERROR
+            found.append((seen[keep], copy.ids, sim[keep]))
+            if keep.any():
+                best = max(best, float(sim[keep].max()))
+    return [ids[i] for rows, ids, sim in found for i in rows[sim >= best - 2 * ERROR]]
 
 
 def unit(vector: Sequence[float]) -> np.ndarray:
