@@ -95,6 +95,13 @@ class CachedRange:
         #: that has one: a range of memories added by hand holds none
         self.contexts: np.ndarray | None = None
         self.has_context = np.zeros(0, bool)
+        #: per row ``vector + share * (context - vector)`` for the context share last searched with
+        #: (``mixed_share``), so a search's similarities are one matrix product, not two: the
+        #: product reads the whole matrix from memory, and that read is most of a big copy's cost
+        #: (a 20,000-memory project: 30 MB a matrix). Kept current by :meth:`apply`; None until a
+        #: search with a share above 0 over a copy that holds contexts.
+        self.mixed: np.ndarray | None = None
+        self.mixed_share = 0.0
         self.size = 0
         #: the snapshot the copy is true as of: every transaction below ``xmax`` but those in ``xip`` had ended
         self.xmax = "0"
@@ -120,8 +127,8 @@ class CachedRange:
 
     @property
     def nbytes(self) -> int:
-        contexts = 0 if self.contexts is None else int(self.contexts.nbytes)
-        return int(self.vectors.nbytes) + contexts + 64 * len(self.ids) + 120 * sum(len(t) for t in self.slot_terms)
+        extra = sum(int(a.nbytes) for a in (self.contexts, self.mixed) if a is not None)
+        return int(self.vectors.nbytes) + extra + 64 * len(self.ids) + 120 * sum(len(t) for t in self.slot_terms)
 
     def postings(self, lexeme: str) -> tuple[np.ndarray, np.ndarray]:
         """The slots holding ``lexeme`` and its frequency in each (call with ``lock`` held)."""
@@ -155,21 +162,24 @@ class CachedRange:
             setattr(self, name, new)
 
     def _columns(self) -> tuple[str, ...]:
-        """The per-slot arrays (``contexts`` once made)."""
-        names = ("vectors", "confidence", "visibility", "owner", "expires", "types", "alive")
-        return (*names, "has_context") if self.contexts is None else (*names, "has_context", "contexts")
+        """The per-slot arrays (``contexts`` and ``mixed`` once made)."""
+        names = ("vectors", "confidence", "visibility", "owner", "expires", "types", "alive", "has_context")
+        return (*names, *(name for name in ("contexts", "mixed") if getattr(self, name) is not None))
 
-    def context_similarity(self, query: np.ndarray, rows: np.ndarray, sim: np.ndarray, share: float) -> np.ndarray:
-        """``sim`` (the rows' cosines with ``query``) mixed with their contexts' by ``share``, as
-        :meth:`agent_memory.ranking.Scoring.similarity` does; a row without context keeps its own
-        (call with ``lock`` held)."""
-        if self.contexts is None or share == 0:
-            return sim
-        held = self.has_context[rows]
-        if not held.any():
-            return sim
-        csim = (self.contexts[: self.size] @ query)[rows].astype(np.float64)
-        return np.where(held, sim + share * (csim - sim), sim)
+    def similarity(self, query: np.ndarray, rows: np.ndarray, share: float) -> np.ndarray:
+        """The similarities of ``rows`` to ``query`` (a unit vector) as
+        :meth:`agent_memory.ranking.Scoring.similarity` computes them: a row's cosine, mixed with its
+        context's cosine by ``share`` when it keeps a context. The mix is linear, so it is one
+        product with the rows' mixed vectors (:attr:`mixed`, made on the first search with
+        ``share``), never two (call with ``lock`` held)."""
+        if self.contexts is None or share == 0 or not self.has_context[: self.size].any():
+            return (self.vectors[: self.size] @ query)[rows].astype(np.float64)
+        if self.mixed is None or self.mixed_share != share:
+            held = self.has_context[:, None]
+            self.mixed = np.where(held, self.vectors + np.float32(share) * (self.contexts - self.vectors),
+                                  self.vectors).astype(np.float32)
+            self.mixed_share = share
+        return (self.mixed[: self.size] @ query)[rows].astype(np.float64)
 
     def apply(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Take ``rows`` (:data:`agent_memory.queries.RANGE_COLUMNS`) as they now are: new rows are
@@ -199,6 +209,9 @@ class CachedRange:
                 if self.contexts is not None:
                     self.contexts[at] = 0.0 if contexts is None else contexts[i]
                 self.has_context[at] = row.get("cv") is not None
+                if self.mixed is not None:
+                    self.mixed[at] = self.vectors[at] if self.contexts is None or not self.has_context[at] else \
+                        self.vectors[at] + np.float32(self.mixed_share) * (self.contexts[at] - self.vectors[at])
                 self.confidence[at] = row["confidence"]
                 self.visibility[at] = _VISIBILITY.get(row["visibility"], _OWNER_ONLY)
                 self.owner[at] = row["owner_key"]
@@ -458,8 +471,7 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
     for copy, rule in plan.ranges:
         with copy.lock:
             rows = _seen(copy, rule, now=plan.now, owner_key=owner_key, types=types)
-            own = (copy.vectors[: copy.size] @ query)[rows].astype(np.float64)
-            sims.append(copy.context_similarity(query, rows, own, scoring.context))
+            sims.append(copy.similarity(query, rows, scoring.context))
             confidences.append(copy.confidence[rows])
             names.append(copy.ids)
             visible = np.zeros(copy.size, bool)
