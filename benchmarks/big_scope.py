@@ -1,7 +1,7 @@
 """A big project whose notes repeat with small variations, searched and saved into (issue 29).
 
     python benchmarks/big_scope.py [--project 20000] [--users 50] [--queries 300] [--saves 200]
-                                   [--vectors CACHE.npz] [--explain] [--json OUT]
+                                   [--checked 50] [--before] [--vectors CACHE.npz] [--explain] [--json OUT]
 
 Real project notes repeat: the same stand-up, deploy, incident and review sentences with another
 name, build number, day or component. ``side_by_side.py``'s project draws distinct sentences and
@@ -13,12 +13,16 @@ about themselves); one of the project's members is one of them.
 
 Timed, the two callers taking turns in one run: the database part of ``search(k=10)`` (the
 question's vector made before the clock starts, ranking in Python included) by a project member
-(their 100 memories and the project's notes) and by a 100-memory user who is in no project. Every
-answer is compared afterwards with the exhaustive scan's (recall 1.0 means the exact top 10;
-*short*, an answer with fewer than 10 hits). Then ``--saves`` saves into the project (``add`` with
-``context=``, as a turn said in a session keeps it; vectors made before the clock: the database
-part) and the same saves' statements one by one (``--explain`` also prints EXPLAIN ANALYZE of the
-member's search statement).
+(their 100 memories and the project's notes) and by a 100-memory user who is in no project.
+``--checked`` answers of each caller, evenly spread, are compared afterwards with the exhaustive
+scan's (recall 1.0 means the exact top 10; *short*, an answer with fewer than 10 hits). Then
+saves into the project (``add`` with ``context=``, as a turn said in a session keeps it; vectors
+made before the clock: the database part), half of them notes the project repeats with small
+variations (most are merged into a duplicate), half new ones (inserted). ``--before`` runs the
+searches and saves four times, the code as it was before this work (a copy's candidates chosen
+with the index's error, two matrix products for rows with context, every row near the duplicate
+threshold measured) and the shipped code taking turns; ``--explain`` prints EXPLAIN ANALYZE of
+the member's search statement.
 
 The load goes through binary COPY (``queries.copy_items``, so the triggers fill ``memory_terms``)
 and VACUUM ANALYZE, in a fresh embedded PostgreSQL in a temporary directory; ``--vectors`` keeps
@@ -87,6 +91,15 @@ QUESTIONS = [
     "Who pairs with {name} on {weekday}?",
     "Is the {metric} of the {component} back to normal?",
 ]
+#: saves of things the project has not noted before (half the timed saves; the other half repeat
+#: its notes with small variations, and most of those are merged into a duplicate)
+FRESH = [
+    "The {component} design doc by {name} proposes sharding by tenant before the {weekday} review.",
+    "Budget for the {component} in {env}: {name} asked finance for {build} euros of extra capacity.",
+    "{name} found that the {component} leaks file handles when {blocker} delays the nightly job.",
+    "Customer ticket {build}: exports from the {component} show the wrong time zone for {name}.",
+    "Security review of the {component}: {name} must rotate the signing keys in {env} by {weekday}.",
+]
 PERSONAL = [
     "I prefer {weekday} mornings for deep work on the {component}.",
     "My one-on-one with {name} is on {weekday}.",
@@ -117,23 +130,26 @@ def windows(texts: Sequence[str], window: int = WINDOW) -> list[str]:
 
 
 def embed_all(texts: Sequence[str], cache: Path | None, log: Any) -> np.ndarray:
-    """The local model's vectors of ``texts`` (read from ``cache`` when it holds exactly these)."""
+    """The local model's vectors of ``texts``; those ``cache`` holds are read from it, the rest
+    embedded and added to it."""
+    held: dict[str, np.ndarray] = {}
     if cache is not None and cache.exists():
-        held = np.load(cache, allow_pickle=False)
-        if list(held["texts"]) == list(texts):
-            return held["vectors"]
-    from agent_memory.embeddings import LocalEmbeddings
+        with np.load(cache, allow_pickle=False) as f:
+            held = dict(zip(f["texts"].tolist(), f["vectors"]))
+    missing = sorted({t for t in texts if t not in held})
+    if missing:
+        from agent_memory.embeddings import LocalEmbeddings
 
-    started = time.perf_counter()
-    model = LocalEmbeddings()
-    vectors = np.zeros((len(texts), 384), np.float32)
-    for lo in range(0, len(texts), 2000):
-        vectors[lo: lo + 2000] = np.asarray(model.embed_documents(list(texts[lo: lo + 2000])), np.float32)
-        log(f"embedded {min(lo + 2000, len(texts)):,} of {len(texts):,}")
-    log(f"embedding took {time.perf_counter() - started:.0f} s")
-    if cache is not None:
-        np.savez(cache, texts=np.asarray(texts), vectors=vectors)
-    return vectors
+        started = time.perf_counter()
+        model = LocalEmbeddings()
+        for lo in range(0, len(missing), 2000):
+            part = missing[lo: lo + 2000]
+            held.update(zip(part, np.asarray(model.embed_documents(part), np.float32)))
+            log(f"embedded {min(lo + 2000, len(missing)):,} of {len(missing):,}")
+        log(f"embedding took {time.perf_counter() - started:.0f} s")
+        if cache is not None:
+            np.savez(cache, texts=np.asarray(list(held)), vectors=np.stack(list(held.values())))
+    return np.stack([held[t] for t in texts])
 
 
 def load(dsn: str, rows: list[tuple[Any, ...]]) -> float:
@@ -202,6 +218,30 @@ def timed_saves(service: MemoryService, emb: Precomputed, member: str, project: 
             "outcomes": outcomes}
 
 
+def _two_products(copy: vector_cache.CachedRange, query: np.ndarray, rows: np.ndarray, share: float) -> np.ndarray:
+    """A copy's similarities as before issue 29's big-scope work: the vectors' product, then the
+    contexts' product mixed in (two reads of a 20,000-row matrix instead of one)."""
+    sim = (copy.vectors[: copy.size] @ query)[rows].astype(np.float64)
+    if copy.contexts is None or share == 0:
+        return sim
+    csim = (copy.contexts[: copy.size] @ query)[rows].astype(np.float64)
+    return np.where(copy.has_context[rows], sim + share * (csim - sim), sim)
+
+
+def _near(ranges: Sequence[tuple[vector_cache.CachedRange, str]], *, query: np.ndarray, now: float, owner_key: int,
+          threshold: float, visibilities: Sequence[str]) -> list[Any]:
+    """A duplicate check's rows as before issue 29's big-scope work: every row the copy finds
+    within the index's error of the threshold (over repetitive notes, hundreds), each measured
+    in the database."""
+    out: list[Any] = []
+    for copy, rule in ranges:
+        with copy.lock:
+            seen = vector_cache._seen(copy, rule, now=now, owner_key=owner_key, types=None)
+            sim = copy.vectors[: copy.size] @ query
+            out += [copy.ids[i] for i in seen[sim[seen] >= threshold - queries.HALF_ERROR]]
+    return out
+
+
 def explain(service: MemoryService, emb: Precomputed, ids: dict[str, str], text: str, vector: np.ndarray) -> str:
     """EXPLAIN ANALYZE of the search statement one real search of ``ids`` runs."""
     seen: list[Any] = []
@@ -243,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     users = [f"user-{i:03d}" for i in range(args.users)]
     personal = {u: notes.many(PERSONAL + NOTES[:2], 100) for u in users}
     questions = {"member": notes.many(QUESTIONS, args.queries), "user": notes.many(QUESTIONS, args.queries)}
-    save_texts = notes.many(NOTES, args.saves + 10)
+    save_texts = [notes.fill(notes.rng.choice(FRESH if i % 2 else NOTES)) for i in range(args.saves + 10)]
     contexts = windows(project_notes)
     save_contexts = [f"{project_notes[-2 + i % 2]}\n{text}" for i, text in enumerate(save_texts)]
     flat = (project_notes + contexts + [t for u in users for t in personal[u]] + questions["member"]
@@ -284,13 +324,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     emb.query = vector.tolist()
                     service.for_user(**ids).search(text, k=K)
             saves = list(zip(save_texts, save_contexts, v_saves, v_save_contexts))
-            variants = [("shipped", vector_cache.ERROR)]
+            variants = [("shipped", vector_cache.ERROR, vector_cache.CachedRange.similarity, vector_cache.closest)]
             if args.before:  # the shipped code and the code as before, each in turn, twice
-                variants = [("before", queries.HALF_ERROR), *variants] * 2
+                variants = [("before", queries.HALF_ERROR, _two_products, _near), *variants] * 2
             report["runs"] = []
             per = max(1, len(saves) // len(variants))
-            for i, (label, error) in enumerate(variants):
-                with mock.patch.object(vector_cache, "ERROR", error):
+            for i, (label, error, similarity, closest) in enumerate(variants):
+                with mock.patch.object(vector_cache, "ERROR", error), \
+                        mock.patch.object(vector_cache.CachedRange, "similarity", similarity), \
+                        mock.patch.object(vector_cache, "closest", closest):
                     run: dict[str, Any] = {"variant": label, "copy_error": error, "loadavg": os.getloadavg()}
                     run["search"] = timed_searches(service, emb, callers, asks, args.checked)
                     m, u = run["search"]["member"], run["search"]["user"]
