@@ -330,9 +330,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             report["runs"] = []
             per = max(1, len(saves) // len(variants))
             for i, (label, error, similarity, closest) in enumerate(variants):
+                sent: dict[str, list[int]] = {"search": [], "duplicate check": []}
+                choose = vector_cache.candidates
+
+                def chosen(*a: Any, **kw: Any) -> Any:
+                    found = choose(*a, **kw)
+                    sent["search"].append(len(found.ids))
+                    return found
+
+                def near(*a: Any, _closest: Any = closest, **kw: Any) -> Any:
+                    found = _closest(*a, **kw)
+                    sent["duplicate check"].append(len(found))
+                    return found
+
                 with mock.patch.object(vector_cache, "ERROR", error), \
                         mock.patch.object(vector_cache.CachedRange, "similarity", similarity), \
-                        mock.patch.object(vector_cache, "closest", closest):
+                        mock.patch.object(vector_cache, "candidates", chosen), \
+                        mock.patch.object(vector_cache, "closest", near):
                     run: dict[str, Any] = {"variant": label, "copy_error": error, "loadavg": os.getloadavg()}
                     run["search"] = timed_searches(service, emb, callers, asks, args.checked)
                     m, u = run["search"]["member"], run["search"]["user"]
@@ -340,6 +354,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     log(f"{label}: search member {m}, user {u}; p95 ratio {run['ratio_p95']}")
                     run["saves"] = timed_saves(service, emb, users[2], project, saves[i * per:(i + 1) * per])
                     log(f"{label}: saves into the project (DB part): {run['saves']}")
+                    # rows the copy sent to the database to be measured: a search's candidates, a
+                    # save's duplicate check (the cost that grows with near repeats, whatever the load)
+                    run["rows_sent"] = {what: {"mean": round(float(np.mean(n)), 1), "max": int(max(n))}
+                                        for what, n in sent.items() if n}
+                    log(f"{label}: rows the copy sent to be measured: {run['rows_sent']}")
                 report["runs"].append(run)
             if args.explain:
                 report["explain"] = explain(service, emb, callers["member"], *asks["member"][0])
