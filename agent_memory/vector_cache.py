@@ -64,8 +64,9 @@ def _type_code(name: str) -> int:
 #: vectors: both are float32 vectors made unit, so they differ by rounding alone (about 1e-6 at 384
 #: dimensions); 1e-4 leaves a wide margin. A copy chooses its candidates with this error, not the
 #: ``halfvec`` index's (:data:`agent_memory.queries.HALF_ERROR`, 100 times wider): over notes that
-#: repeat with small variations, hundreds of a 20,000-memory project's rows lie within the index's
-#: error of the k-th best, and each would be read from the table and ranked (issue 29, big scopes).
+#: repeat with small variations, more rows lie within the index's error of the k-th best (17 on
+#: average for k = 10, up to 80 near a save's duplicate threshold), and each would be read from
+#: the table and measured (issue 29, BENCHMARKS.md "Big scopes and project saves").
 ERROR = 1e-4
 
 #: how long a range found small is not counted again, and a caller who read no copy not planned again
