@@ -173,14 +173,16 @@ class CachedRange:
         context's cosine by ``share`` when it keeps a context. The mix is linear, so it is one
         product with the rows' mixed vectors (:attr:`mixed`, made on the first search with
         ``share``), never two (call with ``lock`` held)."""
-        if self.contexts is None or share == 0 or not self.has_context[: self.size].any():
-            return (self.vectors[: self.size] @ query)[rows].astype(np.float64)
-        if self.mixed is None or self.mixed_share != share:
-            held = self.has_context[:, None]
-            self.mixed = np.where(held, self.vectors + np.float32(share) * (self.contexts - self.vectors),
-                                  self.vectors).astype(np.float32)
-            self.mixed_share = share
-        return (self.mixed[: self.size] @ query)[rows].astype(np.float64)
+        matrix: np.ndarray = self.vectors
+        if self.contexts is not None and share != 0 and self.has_context[: self.size].any():
+            if self.mixed is None or self.mixed_share != share:
+                held = self.has_context[:, None]
+                self.mixed = np.where(held, self.vectors + np.float32(share) * (self.contexts - self.vectors),
+                                      self.vectors).astype(np.float32)
+                self.mixed_share = share
+            matrix = self.mixed
+        sim: np.ndarray = (matrix[: self.size] @ query)[rows].astype(np.float64)
+        return sim
 
     def apply(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Take ``rows`` (:data:`agent_memory.queries.RANGE_COLUMNS`) as they now are: new rows are
