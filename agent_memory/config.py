@@ -438,7 +438,9 @@ class MemoryConfig:
         its vectors held by the process (``agent_memory.vector_cache``; still exact, every answer
         read again from the database); 0 turns the copies off.
     vector_cache_mb: the most memory the copies of one service may take, in MB (a 20,000-memory
-        scope of 384-dimensional vectors takes about 48 MB, its keyword postings included); the least recently searched goes first.
+        scope of 384-dimensional vectors takes about 48 MB, its keyword postings included, and about 106 MB
+        when its memories keep their context: their context vectors and mixed vectors too); the least
+        recently searched goes first.
     max_document_passages: ``add_document`` refuses a document cut into more passages than this
         (each is embedded, stored and read), before any of them is embedded.
     custom_memory_types: a deployment's own memory types next to the eight built-in ones, each

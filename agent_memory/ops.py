@@ -446,20 +446,21 @@ def _duplicate(config: MemoryConfig, identity: Identity, scope: Scope, vector: S
     closer that a new memory of ``visibility`` may be merged into (at least as visible, so no
     reader of the new one is left without it: :func:`queries.merge_visibilities`), or None: from
     the process's copy of the scope when it is copied (only the rows the copy finds near are
-    measured in the database), else from the search index."""
+    measured in the database: those within the copy's error of its closest, so however many near
+    repeats a big scope holds, a handful), else from the search index."""
+    visibilities = queries.merge_visibilities(scope, visibility.value)
     if config.vector_cache_rows > 0:
         cache = yield from _copies(config)
         plan = yield from vector_cache.prepare(cache, identity, (scope,), always=True)
         if plan.ranges and plan.complete:
-            q, owner = vector_cache.unit(vector), queries.scope_key(identity.user_id)
-            near = [i for copy, rule in plan.ranges for i in vector_cache.near(
-                copy, rule, query=q, now=plan.now, owner_key=owner,
-                threshold=config.duplicate_threshold - queries.HALF_ERROR)]
+            near = vector_cache.closest(plan.ranges, query=vector_cache.unit(vector), now=plan.now,
+                                        owner_key=queries.scope_key(identity.user_id),
+                                        threshold=config.duplicate_threshold, visibilities=visibilities)
             if not near:
                 return None
-            return (yield Sql(*queries.closest_among(identity, (scope,), near, vector, config.duplicate_threshold, 1,
-                                                     queries.merge_visibilities(scope, visibility.value)),
-                              fetch="one"))
+            # none found: the closest is below the threshold, and every row outside the band further
+            return (yield Sql(*queries.closest_among(identity, (scope,), near, vector, config.duplicate_threshold,
+                                                     1, visibilities), fetch="one"))
     return (yield Sql(*queries.find_duplicate(identity, scope, vector, config.duplicate_threshold,
                                               visibility=visibility.value), fetch="one"))
 
@@ -486,7 +487,7 @@ def _from_copies(config: MemoryConfig, identity: Identity, scopes: Sequence[Scop
                                                   query_text=query_text, extra_lexemes=extra))
     chosen = vector_cache.candidates(
         plan, query=vector_cache.unit(query_vector), owner_key=queries.scope_key(identity.user_id), types=types,
-        k=need, scoring=scoring, min_relevance=floor, error=queries.HALF_ERROR,
+        k=need, scoring=scoring, min_relevance=floor, error=vector_cache.ERROR,
         rest_n=next(int(r["n"]) for r in rest if r["kind"] == "n"),
         rest_df={r["lexeme"]: int(r["n"]) for r in rest if r["kind"] == "df"})
     return chosen, cache

@@ -41,7 +41,8 @@ from .db.requests import Op, Sql
 from .models import Identity, MemoryType, Scope, Visibility
 from .ranking import Scoring, parse_tsvector
 
-__all__ = ["CachedRange", "Candidates", "Plan", "VectorCache", "caller", "candidates", "near", "prepare", "unit"]
+__all__ = ["ERROR", "CachedRange", "Candidates", "Plan", "VectorCache", "caller", "candidates", "closest", "prepare",
+           "unit"]
 
 _VISIBILITY = {v.value: i for i, v in enumerate(Visibility)}
 _OWNER_ONLY = _VISIBILITY[Visibility.OWNER_ONLY.value]
@@ -58,6 +59,15 @@ def _type_code(name: str) -> int:
         with _TYPES_LOCK:
             code = _TYPES.setdefault(name, len(_TYPES))
     return code
+
+#: How far a copy's cosine similarity may be from the one the database computes with the full
+#: vectors: both are float32 vectors made unit, so they differ by rounding alone (about 1e-6 at 384
+#: dimensions); 1e-4 leaves a wide margin. A copy chooses its candidates with this error, not the
+#: ``halfvec`` index's (:data:`agent_memory.queries.HALF_ERROR`, 100 times wider): over notes that
+#: repeat with small variations, more rows lie within the index's error of the k-th best (17 on
+#: average for k = 10, up to 80 near a save's duplicate threshold), and each would be read from
+#: the table and measured (issue 29, BENCHMARKS.md "Big scopes and project saves").
+ERROR = 1e-4
 
 #: how long a range found small is not counted again, and a caller who read no copy not planned again
 _SMALL_FOR = 30.0
@@ -86,6 +96,13 @@ class CachedRange:
         #: that has one: a range of memories added by hand holds none
         self.contexts: np.ndarray | None = None
         self.has_context = np.zeros(0, bool)
+        #: per row ``vector + share * (context - vector)`` for the context share last searched with
+        #: (``mixed_share``), so a search's similarities are one matrix product, not two: the
+        #: product reads the whole matrix from memory, and that read is most of a big copy's cost
+        #: (a 20,000-memory project: 30 MB a matrix). Kept current by :meth:`apply`; None until a
+        #: search with a share above 0 over a copy that holds contexts.
+        self.mixed: np.ndarray | None = None
+        self.mixed_share = 0.0
         self.size = 0
         #: the snapshot the copy is true as of: every transaction below ``xmax`` but those in ``xip`` had ended
         self.xmax = "0"
@@ -111,8 +128,8 @@ class CachedRange:
 
     @property
     def nbytes(self) -> int:
-        contexts = 0 if self.contexts is None else int(self.contexts.nbytes)
-        return int(self.vectors.nbytes) + contexts + 64 * len(self.ids) + 120 * sum(len(t) for t in self.slot_terms)
+        extra = sum(int(a.nbytes) for a in (self.contexts, self.mixed) if a is not None)
+        return int(self.vectors.nbytes) + extra + 64 * len(self.ids) + 120 * sum(len(t) for t in self.slot_terms)
 
     def postings(self, lexeme: str) -> tuple[np.ndarray, np.ndarray]:
         """The slots holding ``lexeme`` and its frequency in each (call with ``lock`` held)."""
@@ -146,21 +163,26 @@ class CachedRange:
             setattr(self, name, new)
 
     def _columns(self) -> tuple[str, ...]:
-        """The per-slot arrays (``contexts`` once made)."""
-        names = ("vectors", "confidence", "visibility", "owner", "expires", "types", "alive")
-        return (*names, "has_context") if self.contexts is None else (*names, "has_context", "contexts")
+        """The per-slot arrays (``contexts`` and ``mixed`` once made)."""
+        names = ("vectors", "confidence", "visibility", "owner", "expires", "types", "alive", "has_context")
+        return (*names, *(name for name in ("contexts", "mixed") if getattr(self, name) is not None))
 
-    def context_similarity(self, query: np.ndarray, rows: np.ndarray, sim: np.ndarray, share: float) -> np.ndarray:
-        """``sim`` (the rows' cosines with ``query``) mixed with their contexts' by ``share``, as
-        :meth:`agent_memory.ranking.Scoring.similarity` does; a row without context keeps its own
-        (call with ``lock`` held)."""
-        if self.contexts is None or share == 0:
-            return sim
-        held = self.has_context[rows]
-        if not held.any():
-            return sim
-        csim = (self.contexts[: self.size] @ query)[rows].astype(np.float64)
-        return np.where(held, sim + share * (csim - sim), sim)
+    def similarity(self, query: np.ndarray, rows: np.ndarray, share: float) -> np.ndarray:
+        """The similarities of ``rows`` to ``query`` (a unit vector) as
+        :meth:`agent_memory.ranking.Scoring.similarity` computes them: a row's cosine, mixed with its
+        context's cosine by ``share`` when it keeps a context. The mix is linear, so it is one
+        product with the rows' mixed vectors (:attr:`mixed`, made on the first search with
+        ``share``), never two (call with ``lock`` held)."""
+        matrix: np.ndarray = self.vectors
+        if self.contexts is not None and share != 0 and self.has_context[: self.size].any():
+            if self.mixed is None or self.mixed_share != share:
+                held = self.has_context[:, None]
+                self.mixed = np.where(held, self.vectors + np.float32(share) * (self.contexts - self.vectors),
+                                      self.vectors).astype(np.float32)
+                self.mixed_share = share
+            matrix = self.mixed
+        sim: np.ndarray = (matrix[: self.size] @ query)[rows].astype(np.float64)
+        return sim
 
     def apply(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Take ``rows`` (:data:`agent_memory.queries.RANGE_COLUMNS`) as they now are: new rows are
@@ -190,6 +212,9 @@ class CachedRange:
                 if self.contexts is not None:
                     self.contexts[at] = 0.0 if contexts is None else contexts[i]
                 self.has_context[at] = row.get("cv") is not None
+                if self.mixed is not None:
+                    self.mixed[at] = self.vectors[at] if self.contexts is None or not self.has_context[at] else \
+                        self.vectors[at] + np.float32(self.mixed_share) * (self.contexts[at] - self.vectors[at])
                 self.confidence[at] = row["confidence"]
                 self.visibility[at] = _VISIBILITY.get(row["visibility"], _OWNER_ONLY)
                 self.owner[at] = row["owner_key"]
@@ -449,8 +474,7 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
     for copy, rule in plan.ranges:
         with copy.lock:
             rows = _seen(copy, rule, now=plan.now, owner_key=owner_key, types=types)
-            own = (copy.vectors[: copy.size] @ query)[rows].astype(np.float64)
-            sims.append(copy.context_similarity(query, rows, own, scoring.context))
+            sims.append(copy.similarity(query, rows, scoring.context))
             confidences.append(copy.confidence[rows])
             names.append(copy.ids)
             visible = np.zeros(copy.size, bool)
@@ -513,14 +537,26 @@ def _seen(copy: CachedRange, rule: str, *, now: float, owner_key: int,
     return np.flatnonzero(mask)
 
 
-def near(copy: CachedRange, rule: str, *, query: np.ndarray, now: float, owner_key: int,
-         threshold: float) -> list[UUID]:
-    """The ids of the rows of ``copy`` the caller sees under ``rule`` whose similarity to
-    ``query`` (a unit vector) is at least ``threshold`` (give it less the estimate's error)."""
-    with copy.lock:
-        seen = _seen(copy, rule, now=now, owner_key=owner_key, types=None)
-        sim = copy.vectors[: copy.size] @ query
-        return [copy.ids[i] for i in seen[sim[seen] >= threshold]]
+def closest(ranges: Sequence[tuple[CachedRange, str]], *, query: np.ndarray, now: float, owner_key: int,
+            threshold: float, visibilities: Iterable[str]) -> list[UUID]:
+    """The ids of the rows of the copies ``ranges`` (each with the rule it is read under) that can
+    be the closest row to ``query`` (a unit vector) at cosine similarity ``threshold`` or more among
+    those of ``visibilities``: the copies' best and every row within twice :data:`ERROR` of it (a
+    duplicate check measures only these in the database; the closest is among them). Empty when
+    no row comes within :data:`ERROR` of ``threshold``."""
+    allowed = [_VISIBILITY[v] for v in visibilities]
+    found: list[tuple[np.ndarray, list[UUID], np.ndarray]] = []
+    best = -np.inf
+    for copy, rule in ranges:
+        with copy.lock:
+            seen = _seen(copy, rule, now=now, owner_key=owner_key, types=None)
+            seen = seen[np.isin(copy.visibility[seen], allowed)]
+            sim = (copy.vectors[: copy.size] @ query)[seen]
+            keep = sim >= threshold - ERROR
+            found.append((seen[keep], copy.ids, sim[keep]))
+            if keep.any():
+                best = max(best, float(sim[keep].max()))
+    return [ids[i] for rows, ids, sim in found for i in rows[sim >= best - 2 * ERROR]]
 
 
 def unit(vector: Sequence[float]) -> np.ndarray:

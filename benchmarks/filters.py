@@ -77,7 +77,7 @@ def load(dsn: str, rows: Rows, meta: Sequence[dict[str, Any]], chunk: int = 50_0
             _binary_copy(conn, queries.copy_items().as_string(conn), queries.COPY_TYPES, (
                 (uuid.uuid4(), rows.content[i], rows.memory_type[i], rows.scope[i], rows.scope_id[i], rows.user[i],
                  rows.scope_id[i] if rows.scope[i] == "project" else None, None, "user", None, rows.confidence[i],
-                 "members", Jsonb(meta[i]), None, None, "decay", rows.vectors[i])
+                 "members", Jsonb(meta[i]), None, None, "decay", None, None, None, rows.vectors[i])  # no context
                 for i in range(lo, min(lo + chunk, len(rows)))))
     _vacuum(dsn, ("memory_items", "memory_terms"))
     return time.perf_counter() - started

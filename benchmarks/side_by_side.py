@@ -176,7 +176,7 @@ def load_agent_memory(dsn: str, rows: Rows, chunk: int = 50_000) -> float:
             _binary_copy(conn, queries.copy_items().as_string(conn), queries.COPY_TYPES, (
                 (uuid.uuid4(), rows.content[i], rows.memory_type[i], rows.scope[i], rows.scope_id[i], rows.user[i],
                  rows.scope_id[i] if rows.scope[i] == "project" else None, None, "user", None, rows.confidence[i],
-                 "members", Jsonb({}), None, None, "decay", rows.vectors[i])  # no key, no expiry
+                 "members", Jsonb({}), None, None, "decay", None, None, None, rows.vectors[i])  # no key, expiry, context
                 for i in range(lo, min(lo + chunk, len(rows)))))
     _vacuum(dsn, ("memory_items", "memory_terms"))
     return time.perf_counter() - started

@@ -201,3 +201,91 @@ def test_rows_without_vectors_score_zero_similarity_in_every_path(dsn, memory, e
                                                     config.keyword_weight)
                 assert [h.score for h in hits] == pytest.approx(want_scores, abs=1e-5)
                 assert [h.id for h in hits] == want_ids
+
+
+#: project notes repeat with small variations (another name, build or day), as real ones do: many
+#: rows share most words and lie within a hair of each other in meaning (issue 29, big scopes)
+NOTE_FORMS = ["Standup {d}: {n} is still working on the {c}, blocked on code review.",
+              "Deploy of build {b} of the {c} to staging passed.",
+              "CI run {b} on the {c} failed on {d}.",
+              "{n} reviewed the pull request {b} for the {c} and asked for changes."]
+NOTE_QUERIES = ["who is blocked on code review?", "did the deploy of the payments service pass?",
+                "CI run failed on Monday", "pull request for the search index"]
+
+
+def repetitive_notes(rng: random.Random, n: int) -> list[str]:
+    """``n`` notes from :data:`NOTE_FORMS`, a tenth of them repeated word for word."""
+    out: list[str] = []
+    for _ in range(n):
+        if out and rng.random() < 0.1:
+            out.append(rng.choice(out))
+            continue
+        out.append(rng.choice(NOTE_FORMS).format(
+            d=rng.choice(["Monday", "Tuesday", "Friday"]), n=rng.choice(["Alice", "Bruno", "Chen", "Dana"]),
+            c=rng.choice(["payments service", "search index", "login page"]), b=rng.randint(1000, 1010)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def repetitive_corpus(memory: MemoryService):
+    """A project of repetitive notes kept with their context (a transcript) and by hand, and a
+    member's own repetitive notes."""
+    rng = random.Random(290)
+    tag = uuid.uuid4().hex[:8]
+    ids = {"user_id": f"rep-{tag}", "project_id": f"rep-p-{tag}", "session_id": f"rep-s-{tag}"}
+    h = memory.for_user(**ids)
+    h.add_transcript(repetitive_notes(rng, 160), conversation="standups", scope="project")
+    h.add_many([NewMemory(content=text, scope="project") for text in repetitive_notes(rng, 60)])
+    h.add_many([NewMemory(content=text, scope="user") for text in repetitive_notes(rng, 40)])
+    return ids
+
+
+def test_repetitive_texts_rank_alike_in_every_path(dsn, memory, embeddings, repetitive_corpus):
+    """Over notes that repeat with small variations (many near ties), the indexed search, the
+    search that reads the big scope's copy (whose candidates are chosen with the copy's own, far
+    smaller, error), the narrowed search and the exhaustive scan return the same hits with the same
+    scores, and those are the numpy reference's."""
+    from datetime import datetime, timezone
+
+    from search_reference import exhaustive
+
+    since = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    for rows in (0, 50):  # without copies, and with the 220-row project copied
+        config = memory.config.replace(candidate_pool=1, vector_cache_rows=rows)
+        with MemoryService(dsn, config=config, embeddings=embeddings) as service:
+            h = service.for_user(**repetitive_corpus)
+            for query in NOTE_QUERIES:
+                for k in (1, 10, 30):
+                    h.search(query, k=k)  # the first search plans the copies
+                    got = [(x.id, round(x.score, 9)) for x in h.search(query, k=k)]
+                    narrowed = [(x.id, round(x.score, 9)) for x in h.search(query, k=k, created_after=since)]
+                    with exhaustive():
+                        want = [(x.id, round(x.score, 9)) for x in h.search(query, k=k)]
+                    assert got == want == narrowed, (rows, query, k)
+                    _, scores = exact_top_k(dsn, service, repetitive_corpus, query, ["user", "project"], k,
+                                            config.keyword_weight)
+                    assert [sc for _, sc in got] == pytest.approx(scores, abs=1e-5)
+            if rows:
+                from agent_memory.db import requests
+
+                cache = requests._SHARED[service.conn][f"vector_cache:{rows}:{config.vector_cache_mb}"]
+                assert {c.scope for c in cache.ranges.values()} == {"project"}
+
+
+def test_duplicate_check_agrees_with_and_without_copies_over_repetitive_texts(dsn, memory, embeddings,
+                                                                              repetitive_corpus):
+    """The duplicate a save would merge into is the same whether the project is read from its copy
+    (only the rows the copy finds at the best similarity are measured in the database) or from the
+    index, for near repeats, exact repeats and new notes, at several thresholds."""
+    rng = random.Random(2901)
+    probes = repetitive_notes(rng, 12) + ["The office plants need water on Fridays."]
+    for threshold in (0.85, 0.95, 0.99):
+        found = {}
+        for rows in (0, 50):
+            config = memory.config.replace(vector_cache_rows=rows, duplicate_threshold=threshold)
+            with MemoryService(dsn, config=config, embeddings=embeddings) as service:
+                h = service.for_user(**repetitive_corpus)
+                found[rows] = [getattr(h.find_duplicate(text, scope="project"), "id", None) for text in probes]
+        assert found[0] == found[50], threshold
+        assert any(i is not None for i in found[0]) or threshold > 0.95
+    assert found[0][-1] is None  # the new note has no duplicate

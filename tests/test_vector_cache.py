@@ -419,3 +419,104 @@ def test_rows_without_vectors_are_read_from_copies_at_similarity_zero(copied, ds
             hits = _same_as_exhaustive(copied, {"user_id": user}, query, k=7)
             assert hits
     assert bands.calls, "the range must have been read from its copy"
+
+
+def _near_repeats(rng: np.random.Generator, n: int, dims: int = 16) -> tuple[vector_cache.CachedRange, list[dict]]:
+    """A copy of ``n`` rows whose vectors are a few notes repeated with small variations (and some
+    word for word), as a big project's notes are."""
+    bases = rng.normal(size=(4, dims)).astype(np.float32)
+    vectors = bases[rng.integers(0, 4, n)] + rng.normal(size=(n, dims)).astype(np.float32) * 0.02
+    vectors[rng.random(n) < 0.1] = bases[0]
+    copy = vector_cache.CachedRange("project", 1, dims)
+    rows = [{"id": f"r{i}", "v": bytes(4) + vectors[i].astype(">f4").tobytes(), "cv": None, "confidence": 0.8,
+             "visibility": str(rng.choice(["members", "public", "owner_only"])), "owner_key": int(rng.integers(0, 3)),
+             "memory_type": "fact", "expires": None, "active": True, "tsv": "'deploy':1"} for i in range(n)]
+    copy.apply(rows)
+    return copy, rows
+
+
+def test_closest_holds_the_exact_closest_duplicate_and_few_other_rows():
+    """Over near repeats: the rows a duplicate check measures in the database always hold the exact
+    closest row (of the visibilities it may merge into, under the rule) at the threshold, and stay
+    a handful where every row within the index's error would be hundreds."""
+    rng = np.random.default_rng(29)
+    copy, rows = _near_repeats(rng, 2000)
+    measured = within_index_error = 0
+    for trial in range(60):
+        q = vector_cache.unit(copy.vectors[int(rng.integers(0, copy.size))] + rng.normal(size=16) * 0.01)
+        rule = str(rng.choice(["all", "mine", "member", "public"]))
+        allowed = [str(v) for v in rng.choice(["members", "public", "owner_only"], int(rng.integers(1, 4)), replace=False)]
+        threshold = float(rng.choice([0.85, 0.95, 0.999]))
+        got = vector_cache.closest(((copy, rule),), query=q, now=1.0, owner_key=1, threshold=threshold,
+                                   visibilities=allowed)
+        exact = [(float(np.float64(vector_cache.unit(np.frombuffer(r["v"][4:], ">f4"))) @ q), r["id"]) for r in rows
+                 if r["visibility"] in allowed and {"all": True, "mine": r["owner_key"] == 1,
+                                                    "member": r["visibility"] != "owner_only" or r["owner_key"] == 1,
+                                                    "public": r["visibility"] == "public"}[rule]]
+        if not exact:
+            assert got == []
+            continue
+        best = max(exact)
+        if best[0] >= threshold:
+            assert {i for s, i in exact if s == best[0]} <= set(got)
+        else:
+            assert all(s < threshold for s, i in exact if i in got)
+        assert all(s >= best[0] - 3 * vector_cache.ERROR for s, i in exact if i in got)
+        measured += len(got)
+        within_index_error += sum(s >= max(best[0], threshold) - 2 * queries.HALF_ERROR for s, _ in exact)
+    assert measured < within_index_error / 3, (measured, within_index_error)
+
+
+def test_a_copys_own_error_keeps_few_candidates_over_near_repeats():
+    """Over near repeats the candidates chosen with the copy's own error (:data:`vector_cache.ERROR`)
+    are a small part of those chosen with the index's, and still hold the exact top k."""
+    rng = np.random.default_rng(2901)
+    copy, rows = _near_repeats(rng, 3000)
+    scoring = ranking.Scoring(ranking.Weights(similarity=0.5, confidence=0.3, scope=0.2, keyword=0.4),
+                              {"project": 0.8})
+    plan = vector_cache.Plan(((copy, "all"),), now=1.0, lexemes=("deploy",), complete=True)
+    for trial in range(20):
+        q = vector_cache.unit(copy.vectors[int(rng.integers(0, copy.size))] + rng.normal(size=16) * 0.05)
+        kw = dict(query=q, owner_key=1, types=None, k=10, scoring=scoring, min_relevance=0.0, rest_n=0, rest_df={})
+        narrow = vector_cache.candidates(plan, error=vector_cache.ERROR, **kw)
+        wide = vector_cache.candidates(plan, error=queries.HALF_ERROR, **kw)
+        sims = np.asarray([float(vector_cache.unit(np.frombuffer(r["v"][4:], ">f4")) @ q) for r in rows])
+        top = {rows[i]["id"] for i in np.argsort(-sims, kind="stable")[:10] if sims[i] > np.sort(sims)[-10] + 1e-6}
+        assert top <= set(narrow.ids)
+        assert len(narrow.ids) < len(wide.ids) / 3, (len(narrow.ids), len(wide.ids))
+
+
+def test_a_copys_mixed_vectors_give_the_two_products_similarity_through_writes():
+    """A copy scores a row that keeps its context with one product of its mixed vector (the
+    vector moved towards the context's by the share), equal to mixing the two cosines; the
+    mixed vectors stay true when rows are added, changed, gain or lose a context, leave, when
+    the copy is compacted, and when the share changes."""
+    rng = np.random.default_rng(2902)
+
+    def row(i, *, context, active=True):
+        v, c = rng.normal(size=6).astype(np.float32), rng.normal(size=6).astype(np.float32)
+        return {"id": f"r{i}", "v": bytes(4) + v.astype(">f4").tobytes(),
+                "cv": bytes(4) + c.astype(">f4").tobytes() if context else None, "confidence": 1.0,
+                "visibility": "public", "owner_key": 1, "memory_type": "fact", "expires": None, "active": active,
+                "tsv": ""}
+
+    def two_products(copy, q, share):
+        own = copy.vectors[: copy.size] @ q
+        ctx = copy.contexts[: copy.size] @ q
+        return np.where(copy.has_context[: copy.size], own + share * (ctx - own), own)
+
+    copy = vector_cache.CachedRange("project", 3, 6)
+    copy.apply([row(i, context=i % 3 == 0) for i in range(1200)])
+    writes = [lambda: copy.apply([row(i, context=True) for i in range(1200, 1300)]),  # added
+              lambda: copy.apply([row(i, context=i % 2 == 0) for i in range(0, 300)]),  # changed, contexts gained/lost
+              lambda: copy.apply([row(i, context=False, active=False) for i in range(300, 1100)])]  # left: compacted
+    for write in [lambda: None, *writes]:
+        write()
+        for share in (0.7, 0.3):
+            q = vector_cache.unit(rng.normal(size=6))
+            rows = np.flatnonzero(copy.alive[: copy.size])
+            got = copy.similarity(q, rows, share)
+            assert copy.mixed is not None and copy.mixed_share == share
+            assert np.allclose(got, two_products(copy, q, share)[rows], atol=1e-5)
+    assert copy.size < 1300  # the compaction happened
+    assert np.allclose(copy.similarity(q, rows, 0.0), (copy.vectors[: copy.size] @ q)[rows], atol=1e-6)
