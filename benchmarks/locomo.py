@@ -180,7 +180,10 @@ def context_cv(config: MemoryConfig, embeddings: LocalEmbeddings, convs: Sequenc
         held.extend(out)
         folds.append({"held_out": c.sample_id, "weight": setting_name(best),
                       "R@10": summarize([o for o in out if o.category in OVERALL])["R@10"]})
-    return {"weights": {name: score(o) for name, o in by_setting.items()}, "held_out": score(held), "folds": folds}
+    by_conversation = {name: {c.sample_id: score([o for o in outs if o.sample_id == c.sample_id]) for c in convs}
+                       for name, outs in by_setting.items()}
+    return {"weights": {name: score(o) for name, o in by_setting.items()}, "held_out": score(held), "folds": folds,
+            "by_conversation": by_conversation}
 
 
 # --- scoring ---------------------------------------------------------------------------------
