@@ -498,13 +498,16 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
             if lexeme in idf:
                 bm25[slots] += idf[lexeme] * tf * (k1 + 1) / (tf + k1)
         b = bm25[rows]
+        out: np.ndarray
         if scoring.coverage:
-            return np.minimum(b / ceiling, 1.0) if ceiling > 0 else np.zeros_like(b)
-        return b / (b + scoring.half)
+            out = np.minimum(b / ceiling, 1.0) if ceiling > 0 else np.zeros_like(b)
+        else:
+            out = b / (b + scoring.half)
+        return out
 
     for (copy, _), rows, sim, confidence, ids, found, found_context, context in zip(
             plan.ranges, seen, sims, confidences, names, counted, counted_context, held):
-        key = evidence(copy.size, rows, found)
+        key: Any = evidence(copy.size, rows, found)  # (arrays through Scoring's float arithmetic)
         if found_context and context.any():
             key = np.where(context, key + scoring.context_keyword * (evidence(copy.size, rows, found_context) - key),
                            key)
