@@ -99,6 +99,7 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_WEIGHT_SALIENCE": ("weight_salience", float),
         "MEMORY_KEYWORD_WEIGHT": ("keyword_weight", float),
         "MEMORY_CONTEXT_WEIGHT": ("context_weight", float),
+        "MEMORY_CONTEXT_KEYWORD_WEIGHT": ("context_keyword_weight", float),
         "MEMORY_MIN_RELEVANCE": ("min_relevance", float),
         "MEMORY_PROMPT_BUDGET": ("prompt_budget_chars", int),
         "MEMORY_POOL_MAX_SIZE": ("pool_max_size", int),
@@ -173,6 +174,7 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "weight_salience": 0.0,
     "keyword_weight": 0.4,
     "context_weight": 0.7,
+    "context_keyword_weight": 0.5,
     "min_relevance": 0.0,
     "prompt_budget_chars": 4000,
     "pool_max_size": 10,
@@ -285,6 +287,7 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
                                             "to numbers between 0 and 1"),
     "keyword_weight": _between_0_and_1(),
     "context_weight": _between_0_and_1(),
+    "context_keyword_weight": _between_0_and_1(),
     "keyword_norm": _one_of(KEYWORD_NORMS, "; 'coverage' scores the share of the question's IDF mass a memory "
                                            "matches, 'squash' is bm25 / (bm25 + 5), the former default"),
     "min_relevance": _between_0_and_1(),
@@ -390,6 +393,12 @@ class MemoryConfig:
         ``(1 - context_weight) * cosine + context_weight * context cosine``; memories without
         context rank as before. 0.7 was chosen by leave-one-conversation-out on LoCoMo (every
         fold's choice; Recall@10 0.750 held out against 0.719 without; BENCHMARKS.md, issue 29).
+    context_keyword_weight: for a memory that keeps its context, the share of the keyword
+        evidence over the context (BM25 of the context's words, IDF as for the memory's own) in its
+        keyword evidence: ``(1 - context_keyword_weight) * keyword + context_keyword_weight *
+        context keyword``; memories without context rank as before. 0.5 (with ``context_weight``
+        0.7) was chosen by leave-one-conversation-out on LoCoMo (three folds of five chose it;
+        Recall@10 0.780 held out against 0.750 without; BENCHMARKS.md, issue 29).
     keyword_norm: how BM25 becomes *keyword* in [0, 1]: ``"coverage"`` (the share of the
         question's IDF mass a memory matches, at most 1) or ``"squash"`` (``bm25 / (bm25 + 5)``,
         the former default, with ``keyword_weight`` 0.5).
@@ -485,6 +494,7 @@ class MemoryConfig:
     scope_priority: Mapping[str, float] = field(default_factory=lambda: _DEFAULT_SCOPE_PRIORITY)
     keyword_weight: float = FROM_ENV
     context_weight: float = FROM_ENV
+    context_keyword_weight: float = FROM_ENV
     keyword_norm: str = "coverage"
     keyword_feedback: int = 0
     min_relevance: float = FROM_ENV

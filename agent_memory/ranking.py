@@ -94,7 +94,11 @@ class Scoring:
     by ``keyword_norm`` (:func:`coverage` or :func:`squash` with ``half``). *similarity* is the
     cosine of the question and the memory, or, for a memory that keeps its context (a
     transcript's turn, issue 29), ``(1 - context) * cosine + context * context cosine``, the
-    second the cosine of the question and the context's vector (:meth:`similarity`).
+    second the cosine of the question and the context's vector (:meth:`similarity`). Likewise
+    *keyword*, for such a memory, is ``(1 - context_keyword) * keyword + context_keyword *
+    context keyword``, the second BM25 of the context's words with the same IDF and ``key``
+    (:meth:`mixed_keyword`): a turn that says "yes, the one by the lake" is found by the word
+    "lake" of the turn before it.
     """
 
     weights: Weights
@@ -105,10 +109,14 @@ class Scoring:
     half: float = BM25_HALF
     #: the share of the context's cosine in the similarity of a memory that keeps its context
     context: float = 0.0
+    #: the share of the keyword evidence over the context in the keyword evidence of such a memory
+    context_keyword: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.context <= 1.0:
             raise ValueError(f"context must be between 0 and 1, got {self.context!r}")
+        if not 0.0 <= self.context_keyword <= 1.0:
+            raise ValueError(f"context_keyword must be between 0 and 1, got {self.context_keyword!r}")
         if self.keyword_norm not in KEYWORD_NORMS:
             raise ValueError(f"keyword_norm must be one of {', '.join(KEYWORD_NORMS)}, got {self.keyword_norm!r}")
         if self.k1 <= 0 or self.half <= 0:
@@ -124,7 +132,7 @@ class Scoring:
                             scope=config.weight_scope, keyword=config.keyword_weight,
                             salience=config.weight_salience),
             scope_priority=dict(config.scope_priority), keyword_norm=config.keyword_norm,
-            context=config.context_weight)
+            context=config.context_weight, context_keyword=config.context_keyword_weight)
 
     def with_weights(self, **changes: float) -> Scoring:
         """This rule with some of its :class:`Weights` changed (``keyword=0``: vector only)."""
@@ -148,6 +156,10 @@ class Scoring:
     def similarity(self, cosine: float, context_cosine: float | None) -> float:
         """A memory's similarity: its cosine, mixed with its context's (None: it keeps none)."""
         return cosine if context_cosine is None else cosine + self.context * (context_cosine - cosine)
+
+    def mixed_keyword(self, keyword: float, context_keyword: float | None) -> float:
+        """A memory's keyword evidence: its own, mixed with its context's (None: it keeps none)."""
+        return keyword if context_keyword is None else keyword + self.context_keyword * (context_keyword - keyword)
 
     def keyword(self, bm25: float, ceiling: float) -> float:
         """BM25 ``bm25`` as keyword evidence in [0, 1] (``ceiling``: :func:`bm25_ceiling`)."""
@@ -246,23 +258,28 @@ def rank(
     min_relevance: float = 0.0,
 ) -> list[tuple[Mapping[str, Any], float, float, float]]:
     """Score candidate rows (with ``similarity``, ``confidence``, ``scope_priority``, ``tsv``,
-    optionally ``context_similarity`` and, when ``scoring.weights.salience`` is set, ``salience``)
+    optionally ``context_similarity`` (None: no context) and ``context_tsv`` and, when ``scoring.weights.salience`` is set, ``salience``)
     by ``scoring`` and return the best ``k`` as ``(row, final, similarity, keyword)``
-    (``similarity``: the memory's own cosine); ties go to the newer row.
+    (``similarity`` and ``keyword``: the memory's own, without its context's part); ties go to the
+    newer row.
     With ``min_relevance > 0``, rows whose relevance is below it are left out before the cut."""
     if scoring.weights.keyword > 0 and query_terms:
         bm25 = bm25_scores([parse_tsvector(r.get("tsv") or "") for r in rows], query_terms, df or {}, n_docs,
                            k1=scoring.k1)
+        context_bm25 = bm25_scores([parse_tsvector(r.get("context_tsv") or "") for r in rows], query_terms,
+                                   df or {}, n_docs, k1=scoring.k1)
     else:
-        bm25 = [0.0] * len(rows)
+        bm25 = context_bm25 = [0.0] * len(rows)
     ceiling = bm25_ceiling(query_terms, df or {}, n_docs)
     scored = []
-    for row, raw in zip(rows, bm25):
+    for row, raw, context_raw in zip(rows, bm25, context_bm25):
         similarity = float(row["similarity"])
         context = row.get("context_similarity")
         keyword = scoring.keyword(raw, ceiling)
+        # a memory keeps its context when it has the context's vector (as every SQL path reads it)
+        context_keyword = None if context is None else scoring.keyword(context_raw, ceiling)
         relevance = scoring.relevance(scoring.similarity(similarity, None if context is None else float(context)),
-                                      keyword)
+                                      scoring.mixed_keyword(keyword, context_keyword))
         if min_relevance > 0 and relevance < min_relevance:
             continue
         scored.append((row, scoring.final(row, relevance), similarity, keyword))

@@ -30,7 +30,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -111,6 +111,9 @@ class CachedRange:
         #: lexeme -> {slot: term frequency}: the range's part of ``memory_terms``, and each slot's lexemes
         self.terms: dict[str, dict[int, int]] = {}
         self.slot_terms: list[tuple[str, ...]] = []
+        #: the same for the rows' contexts: the range's part of ``memory_context_terms``
+        self.context_terms: dict[str, dict[int, int]] = {}
+        self.slot_context_terms: list[tuple[str, ...]] = []
 
     def advance(self, rows: Sequence[Mapping[str, Any]], xmax: str, xip: tuple[str, ...]) -> None:
         """Apply ``rows``, read as of the snapshot ``(xmax, xip)``, and make it the copy's; a
@@ -129,27 +132,30 @@ class CachedRange:
     @property
     def nbytes(self) -> int:
         extra = sum(int(a.nbytes) for a in (self.contexts, self.mixed) if a is not None)
-        return int(self.vectors.nbytes) + extra + 64 * len(self.ids) + 120 * sum(len(t) for t in self.slot_terms)
+        terms = sum(len(t) for t in self.slot_terms) + sum(len(t) for t in self.slot_context_terms)
+        return int(self.vectors.nbytes) + extra + 64 * len(self.ids) + 120 * terms
 
-    def postings(self, lexeme: str) -> tuple[np.ndarray, np.ndarray]:
-        """The slots holding ``lexeme`` and its frequency in each (call with ``lock`` held)."""
-        found = self.terms.get(lexeme)
+    def postings(self, lexeme: str, context: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """The slots holding ``lexeme`` (in their context's words: ``context``) and its frequency
+        in each (call with ``lock`` held)."""
+        found = (self.context_terms if context else self.terms).get(lexeme)
         if not found:
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
         return (np.fromiter(found.keys(), np.int64, len(found)),
                 np.fromiter(found.values(), np.float64, len(found)))
 
-    def _index(self, at: int, tsv: str | None, active: bool) -> None:
-        for lexeme in self.slot_terms[at]:
-            held = self.terms.get(lexeme)
+    def _index(self, at: int, tsv: str | None, active: bool, context: bool = False) -> None:
+        terms, slot_terms = (self.context_terms, self.slot_context_terms) if context else (self.terms, self.slot_terms)
+        for lexeme in slot_terms[at]:
+            held = terms.get(lexeme)
             if held is not None:
                 held.pop(at, None)
                 if not held:
-                    del self.terms[lexeme]
+                    del terms[lexeme]
         counts = parse_tsvector(tsv or "") if active else {}
-        self.slot_terms[at] = tuple(counts)
+        slot_terms[at] = tuple(counts)
         for lexeme, tf in counts.items():
-            self.terms.setdefault(lexeme, {})[at] = tf
+            terms.setdefault(lexeme, {})[at] = tf
 
     def _grow(self, need: int) -> None:
         capacity = len(self.alive)
@@ -206,8 +212,10 @@ class CachedRange:
                     self.size += 1
                     self.ids.append(row["id"])
                     self.slot_terms.append(())
+                    self.slot_context_terms.append(())
                     self.slot[row["id"]] = at
                 self._index(at, row["tsv"], bool(row["active"]))
+                self._index(at, row.get("ctsv"), bool(row["active"]), context=True)
                 self.vectors[at] = vectors[i]
                 if self.contexts is not None:
                     self.contexts[at] = 0.0 if contexts is None else contexts[i]
@@ -231,8 +239,11 @@ class CachedRange:
         self.ids = [self.ids[i] for i in keep]
         self.slot = {id_: i for i, id_ in enumerate(self.ids)}
         self.slot_terms = [self.slot_terms[i] for i in keep]
+        self.slot_context_terms = [self.slot_context_terms[i] for i in keep]
         moved = {int(old): new for new, old in enumerate(keep)}
         self.terms = {lexeme: {moved[at]: tf for at, tf in held.items()} for lexeme, held in self.terms.items()}
+        self.context_terms = {lexeme: {moved[at]: tf for at, tf in held.items()}
+                              for lexeme, held in self.context_terms.items()}
         self.size = len(self.ids)
 
 
@@ -436,7 +447,8 @@ def prepare(cache: VectorCache, identity: Identity, scopes: Sequence[Scope] | No
 class Candidates:
     """The rows of the copied ranges a search must score (ids, estimated cosine similarities,
     confidences, levels), the ranges they come from (``keys``), and BM25's statistics over
-    everything the caller sees: ``n`` rows, and per query lexeme the rows holding it (``df``)."""
+    everything the caller sees: ``n`` rows, and per query lexeme the rows holding it (``df``);
+    ``context``: whether each row keeps a context (its keyword evidence then mixes the context's)."""
 
     keys: list[tuple[str, int]]
     ids: list[UUID]
@@ -445,6 +457,7 @@ class Candidates:
     scopes: list[str]
     n: int
     df: dict[str, int]
+    context: list[bool] = field(default_factory=list)
 
 
 def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable[MemoryType] | None, k: int,
@@ -456,7 +469,8 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
     (:class:`agent_memory.ranking.Scoring`), ``f = A + keyword_weight * key`` (``A =
     vector_weight * sim + confidence * confidence + scope * priority``; ``key`` the keyword
     evidence from the copy's postings, with ``n`` and ``df`` over the copies plus
-    ``rest_n``/``rest_df``, the rows outside them), and a relevance. Per range let ``T`` be the
+    ``rest_n``/``rest_df``, the rows outside them, mixed with the context's for a row that keeps
+    one, :meth:`agent_memory.ranking.Scoring.mixed_keyword`), and a relevance. Per range let ``T`` be the
     ``k``-th best ``f`` among rows whose relevance clears ``min_relevance + error``: the
     statement's cut is at least ``T`` (its ``k``-th best runs over more rows), and it keeps rows
     down to ``2 * vector_weight * error + salience_weight`` below its cut, so a row below ``T``
@@ -467,6 +481,8 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
     confidences: list[np.ndarray] = []
     names: list[list[UUID]] = []  # each copy's id list as it was (slots index it; a compaction makes a new one)
     counted: list[dict[str, tuple[np.ndarray, np.ndarray]]] = []
+    counted_context: list[dict[str, tuple[np.ndarray, np.ndarray]]] = []
+    held: list[np.ndarray] = []
     w = scoring.weights
     vector_weight, keyword_weight, k1 = scoring.vector_weight, scoring.keyword_weight, scoring.k1
     df = dict(rest_df)
@@ -485,23 +501,40 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
                 keep = visible[slots]
                 found[lexeme] = (slots[keep], tf[keep])
                 df[lexeme] = df.get(lexeme, 0) + int(keep.sum())
+            found_context = {}
+            for lexeme in plan.lexemes if keyword_weight > 0 and scoring.context_keyword > 0 else ():
+                slots, tf = copy.postings(lexeme, context=True)
+                keep = visible[slots]
+                found_context[lexeme] = (slots[keep], tf[keep])
             seen.append(rows)
             counted.append(found)
+            counted_context.append(found_context)
+            held.append(copy.has_context[rows].copy())
         n += len(rows)
     df = {lexeme: count for lexeme, count in df.items() if count > 0}
     idf = {lexeme: math.log(1.0 + (n - count + 0.5) / (count + 0.5)) for lexeme, count in df.items()}
     ceiling = sum(idf.values())
     out = Candidates([], [], [], [], [], n, df)
-    for (copy, _), rows, sim, confidence, ids, found in zip(plan.ranges, seen, sims, confidences, names, counted):
-        bm25 = np.zeros(copy.size)
+
+    def evidence(size: int, rows: np.ndarray, found: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        bm25 = np.zeros(size)
         for lexeme, (slots, tf) in found.items():
             if lexeme in idf:
                 bm25[slots] += idf[lexeme] * tf * (k1 + 1) / (tf + k1)
         b = bm25[rows]
+        out: np.ndarray
         if scoring.coverage:
-            key = np.minimum(b / ceiling, 1.0) if ceiling > 0 else np.zeros_like(b)
+            out = np.minimum(b / ceiling, 1.0) if ceiling > 0 else np.zeros_like(b)
         else:
-            key = b / (b + scoring.half)
+            out = b / (b + scoring.half)
+        return out
+
+    for (copy, _), rows, sim, confidence, ids, found, found_context, context in zip(
+            plan.ranges, seen, sims, confidences, names, counted, counted_context, held):
+        key: Any = evidence(copy.size, rows, found)  # (arrays through Scoring's float arithmetic)
+        if found_context and context.any():
+            key = np.where(context, key + scoring.context_keyword * (evidence(copy.size, rows, found_context) - key),
+                           key)
         score = vector_weight * sim + w.confidence * confidence + w.scope * scoring.scope_priority[copy.scope] \
             + keyword_weight * key
         relevance = scoring.relevance(sim, key)
@@ -516,6 +549,7 @@ def candidates(plan: Plan, *, query: np.ndarray, owner_key: int, types: Iterable
         out.similarity.extend(sim[chosen].tolist())
         out.confidence.extend(confidence[chosen].tolist())
         out.scopes.extend([copy.scope] * len(chosen))
+        out.context.extend(context[chosen].tolist())
     return out
 
 

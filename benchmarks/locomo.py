@@ -9,7 +9,8 @@ relevant memories. Categories 1-4 make the "overall" figure, category 5
 ``../shared/data/locomo/`` and never copied into this repository.
 
     python benchmarks/locomo.py [--data PATH] [--keyword-weight W] [--candidate-pool N]
-                                [--context-weight W] [--window N] [--context-cv W,W,...]
+                                [--context-weight W] [--context-keyword-weight K] [--window N]
+                                [--context-cv W[:K],W[:K],...]
                                 [--limit-conversations N] [--dsn DSN] [--json OUT] [--sweep] [--cv]
 
 By default a throwaway embedded PostgreSQL is started in a temporary directory.
@@ -18,8 +19,9 @@ By default a throwaway embedded PostgreSQL is started in a temporary directory.
 candidate pool sizes, and replays many ranking methods on them in-process
 (see :data:`SWEEP_METHODS`). ``--cv`` chooses among ranking settings by
 leave-one-conversation-out (:mod:`locomo_cv`); it is how the default ranking was chosen.
-``--context-cv`` chooses ``context_weight`` (issue 29) by leave-one-conversation-out over the
-given values, each question searched through ``search`` under each value.
+``--context-cv`` chooses ``context_weight`` and ``context_keyword_weight`` (issue 29) by
+leave-one-conversation-out over the given settings, each question searched through ``search``
+under each.
 """
 
 from __future__ import annotations
@@ -136,28 +138,52 @@ def load_into(service: MemoryService, convs: Sequence[Conversation], user_suffix
     return rejected
 
 
+def parse_context_grid(text: str) -> list[tuple[float, float | None]]:
+    """``"0.7,0.7:0.5"`` -> ``[(0.7, None), (0.7, 0.5)]``: ``context_weight`` values, each optionally
+    with a ``context_keyword_weight`` after a colon (None: the configured one)."""
+    out = []
+    for part in text.split(","):
+        w, _, kw = part.partition(":")
+        out.append((float(w), float(kw) if kw else None))
+    return out
+
+
+def setting_name(setting: tuple[float, float | None]) -> str:
+    w, kw = setting
+    return f"{w:g}" if kw is None else f"{w:g}:{kw:g}"
+
+
 def context_cv(config: MemoryConfig, embeddings: LocalEmbeddings, convs: Sequence[Conversation], suffix: str,
-               weights: Sequence[float]) -> dict[str, Any]:
-    """Choose ``context_weight`` by leave-one-conversation-out: every question searched (through
-    ``search``, on the loaded database) under each weight; per fold the weight with the best
-    overall Recall@10 on the other conversations is applied to the held-out one. Returns the
-    per-weight tables, the held-out table, each fold's choice and held-out R@10 (the spread)."""
-    by_weight: dict[float, list[Outcome]] = {}
-    for w in weights:
-        with MemoryService(config=config.replace(context_weight=w), embeddings=embeddings) as service:
-            by_weight[w] = evaluate(service, convs, suffix)
-        print(f"context_weight {w:g}: R@10 {score(by_weight[w])['overall']['R@10']:.3f}", flush=True)
+               settings: Sequence[tuple[float, float | None]]) -> dict[str, Any]:
+    """Choose ``context_weight`` (and, where given, ``context_keyword_weight``) by
+    leave-one-conversation-out: every question searched (through ``search``, on the loaded
+    database) under each setting; per fold the setting with the best overall Recall@10 on the
+    other conversations is applied to the held-out one (ties: the smaller weights). Returns the
+    per-setting tables, the held-out table, each fold's choice and held-out R@10 (the spread)."""
+    by_setting: dict[str, list[Outcome]] = {}
+    for setting in settings:
+        w, kw = setting
+        changes: dict[str, float] = {"context_weight": w}
+        if kw is not None:
+            changes["context_keyword_weight"] = kw
+        with MemoryService(config=config.replace(**changes), embeddings=embeddings) as service:
+            by_setting[setting_name(setting)] = evaluate(service, convs, suffix)
+        print(f"context {setting_name(setting)}: R@10 {score(by_setting[setting_name(setting)])['overall']['R@10']:.3f}",
+              flush=True)
     held: list[Outcome] = []
     folds = []
     for c in convs:
-        def train_r10(w: float) -> float:
-            return summarize([o for o in by_weight[w] if o.sample_id != c.sample_id and o.category in OVERALL])["R@10"]
-        best = max(weights, key=lambda w: (round(train_r10(w), 9), -abs(w - 0.4)))
-        out = [o for o in by_weight[best] if o.sample_id == c.sample_id]
+        def train_r10(name: str) -> float:
+            return summarize([o for o in by_setting[name] if o.sample_id != c.sample_id and o.category in OVERALL])["R@10"]
+        best = max(settings, key=lambda st: (round(train_r10(setting_name(st)), 9), -st[0], -(st[1] or 0.0)))
+        out = [o for o in by_setting[setting_name(best)] if o.sample_id == c.sample_id]
         held.extend(out)
-        folds.append({"held_out": c.sample_id, "weight": best,
+        folds.append({"held_out": c.sample_id, "weight": setting_name(best),
                       "R@10": summarize([o for o in out if o.category in OVERALL])["R@10"]})
-    return {"weights": {str(w): score(o) for w, o in by_weight.items()}, "held_out": score(held), "folds": folds}
+    by_conversation = {name: {c.sample_id: score([o for o in outs if o.sample_id == c.sample_id]) for c in convs}
+                       for name, outs in by_setting.items()}
+    return {"weights": {name: score(o) for name, o in by_setting.items()}, "held_out": score(held), "folds": folds,
+            "by_conversation": by_conversation}
 
 
 # --- scoring ---------------------------------------------------------------------------------
@@ -506,8 +532,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="MemoryConfig.context_weight (default: its default)")
     p.add_argument("--window", type=int, default=TRANSCRIPT_WINDOW,
                    help="turns before a turn kept as its context (add_transcript's window; default: %(default)s)")
-    p.add_argument("--context-cv", default=None, metavar="W,W,...",
-                   help="choose context_weight among these by leave-one-conversation-out (issue 29)")
+    p.add_argument("--context-keyword-weight", type=float, default=None,
+                   help="MemoryConfig.context_keyword_weight (default: its default)")
+    p.add_argument("--context-cv", default=None, metavar="W[:K],W[:K],...",
+                   help="choose context_weight (W) and context_keyword_weight (K, default: the configured one)"
+                        " among these by leave-one-conversation-out (issue 29)")
     p.add_argument("--sweep", action="store_true", help="compare ranking methods on one loaded database")
     p.add_argument("--cv", action="store_true",
                    help="choose ranking settings leave-one-conversation-out (benchmarks/locomo_cv.py)")
@@ -526,7 +555,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.exit("error: --limit-conversations must be at least 1")
     overrides = {k: v for k, v in (("keyword_weight", args.keyword_weight),
                                    ("candidate_pool", args.candidate_pool),
-                                   ("context_weight", args.context_weight)) if v is not None}
+                                   ("context_weight", args.context_weight),
+                                   ("context_keyword_weight", args.context_keyword_weight)) if v is not None}
     try:
         MemoryConfig(embedding_threads=args.threads, **overrides)  # bad values fail here, before any work
         pools = [int(x) for x in args.pools.split(",")]
@@ -557,6 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.update(
             config={"keyword_weight": config.keyword_weight, "keyword_norm": config.keyword_norm,
                     "context_weight": config.context_weight, "window": args.window,
+                    "context_keyword_weight": config.context_keyword_weight,
                     "keyword_feedback": config.keyword_feedback,
                     "candidate_pool": config.candidate_pool,
                     "bm25_k1": ranking.BM25_K1, "bm25_b": ranking.BM25_B, "bm25_half": ranking.BM25_HALF},
@@ -573,8 +604,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cv:
             report["cv"] = run_cv(config, embeddings, convs, suffix, outcomes)
         if args.context_cv:
-            report["context_cv"] = context_cv(config, embeddings, convs, suffix,
-                                              [float(x) for x in args.context_cv.split(",")])
+            report["context_cv"] = context_cv(config, embeddings, convs, suffix, parse_context_grid(args.context_cv))
 
     m = report["machine"]
     print(f"LoCoMo retrieval: {len(convs)} conversations, {report['turns']} turns "
@@ -603,12 +633,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.context_cv:
         ccv = report["context_cv"]
         for w, t in ccv["weights"].items():
-            print(f"\ncontext_weight {w} (every conversation):")
+            print(f"\ncontext {w} (context_weight[:context_keyword_weight], every conversation):")
             print(format_table(t))
         print("\ncontext_weight chosen by leave-one-conversation-out, held-out answers:")
         print(format_table(ccv["held_out"]))
         r10 = [f["R@10"] for f in ccv["folds"]]
-        print("folds: " + ", ".join(f"{f['held_out']} w={f['weight']:g} R@10={f['R@10']:.3f}" for f in ccv["folds"]))
+        print("folds: " + ", ".join(f"{f['held_out']} w={f['weight']} R@10={f['R@10']:.3f}" for f in ccv["folds"]))
         print(f"fold spread (held-out R@10): {min(r10):.3f}-{max(r10):.3f}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

@@ -781,6 +781,46 @@ class AccessMachine(RuleBasedStateMachine):
         self._step(f"save {scope}")
         self._save(data, scope)
 
+    @rule(data=st.data(), scope=st.sampled_from(["user", "project"]), conversation=st.sampled_from(["talk", "chat"]),
+          n=st.integers(1, 3))
+    @capped
+    def save_transcript(self, data: st.DataObject, scope: str, conversation: str, n: int) -> None:
+        """Turns of a conversation (``add_transcript``): appended after the turns of it the writer
+        sees in that scope, whose words become the new turns' context. The context holds only
+        turns the writer may read (another member's ``owner_only`` turns of the same conversation
+        are never read into it), and the turns are memories like any other for every read."""
+        m = self.model
+        self._step(f"save transcript {scope}")
+        ident = self._ident(data)
+        kind_id = None
+        if scope == "project":
+            kind_id = data.draw(st.sampled_from(self.ids["project"]))
+            ident["project_id"] = kind_id
+        actor = self._user(data, m.members.get((scope, kind_id), {}) if kind_id else ())
+        visibility = data.draw(st.sampled_from(VISIBILITIES))
+        expected: Error = None
+        if scope == "project" and m.exists("project", kind_id) and not m.may_create(actor, "project", kind_id):
+            expected = PermissionDeniedError
+        turns = [self._content(actor) for _ in range(n)]
+        # what the writer may read now, in any wording (the context is read before the turns are written)
+        readable = {text for i in m.visible_ids(actor, ident) for text in
+                    (m.items[i].content, *(v[0] for v in m.items[i].versions))}
+        report = self._call(f"save transcript {scope}", expected, self.service.for_user(actor, **ident).add_transcript,
+                            turns, conversation=conversation, scope=scope, visibility=visibility)
+        if expected is None:
+            assert len(report.inserted) == n, f"add_transcript refused turns: {report}"
+            if scope == "project" and not m.exists("project", kind_id):
+                m.found("project", kind_id, actor, None)
+            scope_id = actor if scope == "user" else kind_id
+            for memory_id, content in zip(report.inserted, turns, strict=True):
+                m.items[memory_id] = Item(scope, scope_id, actor, visibility, None, content, made=self.moment)
+            contexts = self.conn.execute("SELECT context FROM memory_items WHERE id = ANY(%s)",
+                                         (list(report.inserted),)).fetchall()
+            for (context,) in contexts:
+                leaked = [line for line in context.split("\n") if line not in readable and line not in turns]
+                assert not leaked, f"add_transcript as {actor} {ident} read {leaked} into a context"
+        self._check_database()
+
     @precondition(lambda self: self.model.items)
     @rule(data=st.data())
     @capped

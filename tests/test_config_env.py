@@ -85,6 +85,7 @@ BAD_VALUES = {
     "scope_priority": {"planet": 1.0},
     "keyword_weight": True,
     "context_weight": 1.5,
+    "context_keyword_weight": -0.1,
     "keyword_norm": "bm25",
     "keyword_feedback": -1,
     "min_relevance": -1,

@@ -81,3 +81,23 @@ def test_scoring_is_read_from_the_config_once_and_validated():
         scoring(0.4, keyword_norm="bm25")
     with pytest.raises(ValueError, match="k1 and half must be positive"):
         scoring(0.4, half=0)
+
+
+def test_the_contexts_words_count_only_for_a_memory_that_keeps_its_context():
+    """Keyword evidence over the context (issue 29) mixes in by ``context_keyword`` for a row with a
+    context (``context_similarity`` not None), exactly as the formula says; a row without one ranks
+    on its own words whatever its ``context_tsv`` holds."""
+    w = scoring(0.4, context=0.0, context_keyword=0.5)
+    df, n = {"lake": 2, "cabin": 1}, 10
+    turn = {**row("turn", 0.3, tsv="'lake':1"), "context_similarity": 0.3, "context_tsv": "'cabin':1 'lake':1"}
+    bare = {**row("bare", 0.3, tsv="'lake':1"), "context_similarity": None, "context_tsv": "'cabin':1 'lake':1"}
+    ranked = ranking.rank([turn, bare], scoring=w, query_terms=["cabin", "lake"], df=df, n_docs=n, k=2)
+    assert [r[0]["id"] for r in ranked] == ["turn", "bare"]
+    ceiling = ranking.bm25_ceiling(["cabin", "lake"], df, n)
+    own = ranking.bm25_scores([{"lake": 1}], ["cabin", "lake"], df, n)[0] / ceiling
+    assert ranked[0][3] == ranked[1][3] == pytest.approx(own)  # ``keyword`` reports the memory's own
+    mixed = own + 0.5 * (1.0 - own)  # the context holds every query word: coverage 1
+    assert ranked[0][1] - ranked[1][1] == pytest.approx(0.5 * 0.4 * (mixed - own))
+    assert w.mixed_keyword(0.2, None) == 0.2 and w.mixed_keyword(0.2, 0.6) == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="context_keyword"):
+        scoring(0.4, context_keyword=1.5)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from datetime import datetime, timezone
 
 import numpy as np
 import psycopg
@@ -44,7 +45,7 @@ def exact_top_k(dsn, memory, ids, query, scope, k, keyword_weight):
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
             "SELECT id, scope, confidence, created_at, embedding::text AS emb, content_tsv::text AS tsv,"
-            " context_embedding::text AS ctx"
+            " context_embedding::text AS ctx, context_tsv::text AS ctsv"
             " FROM memory_items WHERE status = 'active' AND ("
             " (scope = 'user' AND scope_id = %(u)s) OR (scope = 'project' AND scope_id = %(p)s)"
             " OR (scope = 'session' AND scope_id = %(s)s AND user_id = %(u)s))",
@@ -71,7 +72,7 @@ def exact_top_k(dsn, memory, ids, query, scope, k, keyword_weight):
     prio = memory.config.scope_priority
     candidates = [
         {"id": r[0], "similarity": float(c), "confidence": r[2], "scope_priority": prio[r[1]],
-         "created_at": r[3], "tsv": r[5], "context_similarity": context_cos(r[6])}
+         "created_at": r[3], "tsv": r[5], "context_similarity": context_cos(r[6]), "context_tsv": r[7]}
         for r, c in zip(rows, cos)
     ]
     scoring = ranking.Scoring.from_config(memory.config).with_weights(keyword=keyword_weight)
@@ -113,18 +114,21 @@ def context_corpus(memory: MemoryService):
     return ids
 
 
-@pytest.mark.parametrize("context_weight", [0.0, 0.4, 1.0])
-def test_context_ranks_alike_in_every_path(dsn, memory, embeddings, context_corpus, context_weight):
+@pytest.mark.parametrize(("context_weight", "context_keyword"), [(0.0, 0.0), (0.4, 0.0), (1.0, 0.0), (0.0, 0.6),
+                                                                 (0.4, 0.6), (0.7, 1.0)])
+def test_context_ranks_alike_in_every_path(dsn, memory, embeddings, context_corpus, context_weight, context_keyword):
     """With memories that keep their context, the indexed search, the narrowed search, the search
     that reads a big scope's copy and the exhaustive scan return the same hits with the same
-    scores, and those are the numpy reference's (cosine mixed with the context's cosine)."""
+    scores, and those are the numpy reference's (cosine mixed with the context's cosine, keyword
+    evidence mixed with the context's keyword evidence)."""
     from datetime import datetime, timezone
 
     from search_reference import exhaustive
 
     since = datetime(2000, 1, 1, tzinfo=timezone.utc)
     for rows in (0, 50):  # without copies, and with the 130-row ranges copied
-        config = memory.config.replace(context_weight=context_weight, candidate_pool=1, vector_cache_rows=rows)
+        config = memory.config.replace(context_weight=context_weight, context_keyword_weight=context_keyword,
+                                       candidate_pool=1, vector_cache_rows=rows)
         with MemoryService(dsn, config=config, embeddings=embeddings) as service:
             h = service.for_user(**context_corpus)
             for query in QUERIES:
@@ -289,3 +293,40 @@ def test_duplicate_check_agrees_with_and_without_copies_over_repetitive_texts(ds
         assert found[0] == found[50], threshold
         assert any(i is not None for i in found[0]) or threshold > 0.95
     assert found[0][-1] is None  # the new note has no duplicate
+def test_a_turn_found_only_by_its_contexts_words_is_found_by_every_path(dsn, memory, embeddings):
+    """A turn that does not say what it is about ("Yes, the one by the lake") holds none of the
+    question's words; the turn before it does. With keyword evidence over the context it is the
+    best answer, and every path finds it even with one candidate per list (pool 1, k 1): the
+    indexed search reads the contexts' postings, the copies hold them too."""
+    from search_reference import exhaustive
+
+    tag = uuid.uuid4().hex[:8]
+    who = {"user_id": f"lake-{tag}"}
+    rng = random.Random(3)
+    memory.for_user(**who).add_many([rng.choice(FORMS).format(t=rng.choice(TOPICS)) + f" (note {i})"
+                                     for i in range(60)])
+    report = memory.for_user(**who).add_transcript(
+        ["Which cabin near Trondheim did we book?", "Yes, the one by the lake", "I like coffee a lot"],
+        conversation="trip")
+    turn = report.inserted[1]
+    since = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    firsts = {}
+    for weight in (0.0, 1.0):
+        for rows in (0, 50):
+            config = memory.config.replace(context_weight=0.0, context_keyword_weight=weight, candidate_pool=1,
+                                           vector_cache_rows=rows)
+            with MemoryService(dsn, config=config, embeddings=embeddings) as service:
+                h = service.for_user(**who)
+                h.search("Trondheim", k=1)  # plans the copies
+                got = [(x.id, round(x.score, 9)) for x in h.search("Trondheim", k=3)]
+                narrowed = [(x.id, round(x.score, 9)) for x in h.search("Trondheim", k=3, created_after=since)]
+                with exhaustive():
+                    want = [(x.id, round(x.score, 9)) for x in h.search("Trondheim", k=3)]
+                assert got == want == narrowed, (weight, rows)
+                ids, scores = exact_top_k(dsn, service, {**who, "project_id": "-", "session_id": "-"},
+                                          "Trondheim", "user", 3, config.keyword_weight)
+                assert [i for i, _ in got] == ids
+                assert [sc for _, sc in got] == pytest.approx(scores, abs=1e-5)
+                firsts[weight] = [i for i, _ in got]
+    assert turn in firsts[1.0][:2]  # the question's turn and the answer that follows it
+    assert turn not in firsts[0.0]  # without the context's words it holds nothing of the question

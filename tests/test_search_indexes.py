@@ -199,6 +199,68 @@ def test_memory_terms_follow_every_write_path(dsn, memory, tenant):
     assert left == 0
 
 
+#: the postings ``memory_context_terms`` should hold (one per lexeme of each active memory's context)
+#: against what it holds: rows on either side only, at most 20
+CONTEXT_TERMS_DIFF = """
+WITH truth AS (
+    SELECT m.scope, m.scope_key, u.lexeme, m.id, coalesce(cardinality(u.positions), 1) AS tf, m.owner_key,
+           m.visibility, m.memory_type, m.expires_at
+    FROM memory_items m CROSS JOIN LATERAL unnest(m.context_tsv) AS u WHERE m.status = 'active'
+), kept AS (
+    SELECT scope, scope_key, lexeme, id, tf, owner_key, visibility, memory_type, expires_at FROM memory_context_terms
+)
+SELECT 'missing' AS side, * FROM (SELECT * FROM truth EXCEPT ALL SELECT * FROM kept) a
+UNION ALL
+SELECT 'stale' AS side, * FROM (SELECT * FROM kept EXCEPT ALL SELECT * FROM truth) b
+LIMIT 20
+"""
+
+
+def test_memory_context_terms_follow_every_write_path(dsn, memory, tenant):
+    """The postings of the contexts' words (migration 0023) stay equal to the contexts of the
+    active memories through saves, transcripts, edits, archives, restores, deletes, expiry
+    changes, id changes, forgetting a user and deleting a scope."""
+    who = dict(user_id=tenant.user, project_id=tenant.project)
+    h = memory.for_user(**who)
+
+    def check(step: str) -> int:
+        with psycopg.connect(dsn) as conn:
+            diff = conn.execute(CONTEXT_TERMS_DIFF).fetchall()
+            assert not diff, f"memory_context_terms differs from memory_items after {step}: {diff}"
+            return conn.execute("SELECT count(*) FROM memory_context_terms t JOIN memory_items m USING (id)"
+                                " WHERE m.scope_id = %s", (tenant.project,)).fetchone()[0]
+
+    report = h.add_transcript(["Which cabin did we book for the Oslo trip?", "Yes, the one by the lake",
+                               "It has a sauna and a rowing boat"], conversation="trip", scope="project")
+    assert check("a transcript") > 0
+    h.add("Our sprint review moves to Thursday afternoons", scope="project")  # no context: no postings
+    h.add_many([NewMemory(content="The ferry leaves at noon", scope="project", context="When is the ferry?")])
+    check("an add_many with context")
+    first, second, third = report.inserted
+    h.edit(second, content="Yes, the cabin by the lake")
+    check("an edit")
+    h.delete(first)
+    check("an archive")
+    h.restore(first)
+    check("a restore")
+    h.delete(third, hard=True)
+    check("a hard delete")
+    with psycopg.connect(dsn) as conn:
+        conn.execute("UPDATE memory_items SET expires_at = now() + interval '1 day' WHERE id = %s", (second,))
+        conn.execute("UPDATE memory_items SET id = gen_random_uuid() WHERE id = %s", (first,))
+    check("an expiry and an id change")
+    memory.for_user(tenant.other_user, project_id=tenant.project).add_transcript(
+        ["Did you pack the tent?", "Yes, and the stove"], conversation="packing", scope="project")
+    memory.forget_user(user_id=tenant.other_user)
+    check("forgetting a user")
+    memory.delete_scope("project", tenant.project, user_id=tenant.user)
+    assert check("deleting a scope") == 0
+    with psycopg.connect(dsn) as conn:
+        left = conn.execute("SELECT count(*) FROM memory_context_terms WHERE scope = 'project' AND scope_key = %s",
+                            (queries.scope_key(tenant.project),)).fetchone()[0]
+    assert left == 0
+
+
 # --- the other reads through the index: duplicates, neighbours at other levels ---------------
 
 

@@ -117,7 +117,7 @@ def test_forgetting_a_user_touches_every_listed_table():
     assert set(episodic_forget.THREAD_TABLES) | {episodic_forget.OWNER_TABLE, episodic_forget.SNAPSHOT_TABLE} \
         == set(episodic_forget.FORGET_TABLES)
     # a table kept by triggers follows memory_items, which forget deletes
-    assert all(t.name == "memory_terms" for t in user_tables(forget="trigger"))
+    assert {t.name for t in user_tables(forget="trigger")} == {"memory_terms", "memory_context_terms"}
 
 
 def test_deleting_a_scope_empties_every_scoped_table():
@@ -169,6 +169,9 @@ def test_a_forgotten_user_is_named_by_no_row_of_any_listed_table(memory: MemoryS
     mine = do(ops.add_memory(config, me, ops.make_new_memory("Prefers dark roast coffee in the morning.")))
     do(ops.edit_memory(config, me, mine.id, content="Prefers light roast coffee in the morning."))
     do(ops.add_memory(config, me, ops.make_new_memory("My sister Sarah works at Acme.")))  # the knowledge graph
+    # a memory that keeps its context (and its context's terms)
+    do(ops.add_memory(config, me, ops.make_new_memory("Yes, the one by the lake.",
+                                                      context="Which cabin did we book?\nYes, the one by the lake.")))
     do(ops.add_memory(config, in_project, ops.make_new_memory("The API is versioned by date.", scope="project")))
     other_note = do(ops.add_memory(config, them, ops.make_new_memory("Deploys go out on Tuesdays.", scope="project")))
     do(ops.edit_memory(config, in_project, other_note.id, content="Deploys go out on Tuesdays and Thursdays."))

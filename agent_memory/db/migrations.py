@@ -990,6 +990,101 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX graph_relations_recorder_idx ON graph_relations (recorded_by);
         """,
     ),
+    Migration(
+        "0023_context_keywords",
+        # Keyword evidence over a memory's context (issue 29): the context's lexemes as a generated
+        # column (NULL without context) and, for the indexed search, their postings per scope in
+        # ``memory_context_terms``, kept as ``memory_terms`` is (0010/0011): by statement-level
+        # triggers of their own, active memories only, with the same scope key columns (its
+        # primary key begins with them, so it distributes as ``memory_terms`` does). A search
+        # then finds a memory through the words of the turns around it, and stays exact.
+        """
+        ALTER TABLE memory_items
+            ADD COLUMN context_tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, context)) STORED;
+        CREATE TABLE memory_context_terms (
+            scope        text NOT NULL,
+            scope_key    bigint NOT NULL,
+            lexeme       text NOT NULL,
+            id           uuid NOT NULL,
+            tf           integer NOT NULL,
+            owner_key    bigint NOT NULL,
+            visibility   text NOT NULL,
+            memory_type  text NOT NULL,
+            expires_at   timestamptz,
+            PRIMARY KEY (scope, scope_key, lexeme, id) INCLUDE (tf, owner_key, visibility, memory_type, expires_at)
+        );
+        CREATE INDEX memory_context_terms_id_idx ON memory_context_terms (id);
+
+        CREATE FUNCTION agent_memory_context_terms_added() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            INSERT INTO memory_context_terms (scope, scope_key, lexeme, id, tf, owner_key, visibility, memory_type,
+                                              expires_at)
+            SELECT n.scope, n.scope_key, u.lexeme, n.id, coalesce(cardinality(u.positions), 1),
+                   n.owner_key, n.visibility, n.memory_type, n.expires_at
+            FROM added n CROSS JOIN LATERAL unnest(n.context_tsv) AS u
+            WHERE n.status = 'active' AND n.context_tsv IS NOT NULL;
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE FUNCTION agent_memory_context_terms_removed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            DELETE FROM memory_context_terms t USING removed o WHERE t.id = o.id;
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE FUNCTION agent_memory_context_terms_changed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF (OLD.id, OLD.context, OLD.status, OLD.scope, OLD.scope_id, OLD.user_id, OLD.visibility,
+                OLD.memory_type) IS NOT DISTINCT FROM (NEW.id, NEW.context, NEW.status, NEW.scope, NEW.scope_id,
+                NEW.user_id, NEW.visibility, NEW.memory_type) THEN
+                -- only the expiry moved: the postings keep their words
+                UPDATE memory_context_terms SET expires_at = NEW.expires_at WHERE id = NEW.id;
+                RETURN NULL;
+            END IF;
+            DELETE FROM memory_context_terms WHERE id = OLD.id;
+            IF NEW.status = 'active' AND NEW.context_tsv IS NOT NULL THEN
+                INSERT INTO memory_context_terms (scope, scope_key, lexeme, id, tf, owner_key, visibility,
+                                                  memory_type, expires_at)
+                SELECT NEW.scope, NEW.scope_key, u.lexeme, NEW.id, coalesce(cardinality(u.positions), 1),
+                       NEW.owner_key, NEW.visibility, NEW.memory_type, NEW.expires_at
+                FROM unnest(NEW.context_tsv) AS u;
+            END IF;
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE FUNCTION agent_memory_context_terms_truncated() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            TRUNCATE memory_context_terms;
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE TRIGGER memory_items_context_terms_insert AFTER INSERT ON memory_items
+            REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_context_terms_added();
+        CREATE TRIGGER memory_items_context_terms_delete AFTER DELETE ON memory_items
+            REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_context_terms_removed();
+        CREATE TRIGGER memory_items_context_terms_update
+            AFTER UPDATE OF id, context, status, scope, scope_id, user_id, visibility, memory_type, expires_at
+            ON memory_items
+            FOR EACH ROW WHEN ((OLD.context IS NOT NULL OR NEW.context IS NOT NULL)
+                               AND (OLD.id IS DISTINCT FROM NEW.id
+                               OR OLD.context IS DISTINCT FROM NEW.context OR OLD.status IS DISTINCT FROM NEW.status
+                               OR OLD.scope IS DISTINCT FROM NEW.scope OR OLD.scope_id IS DISTINCT FROM NEW.scope_id
+                               OR OLD.user_id IS DISTINCT FROM NEW.user_id
+                               OR OLD.visibility IS DISTINCT FROM NEW.visibility
+                               OR OLD.memory_type IS DISTINCT FROM NEW.memory_type
+                               OR OLD.expires_at IS DISTINCT FROM NEW.expires_at))
+            EXECUTE FUNCTION agent_memory_context_terms_changed();
+        CREATE TRIGGER memory_items_context_terms_truncate AFTER TRUNCATE ON memory_items
+            FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_context_terms_truncated();
+
+        INSERT INTO memory_context_terms (scope, scope_key, lexeme, id, tf, owner_key, visibility, memory_type,
+                                          expires_at)
+        SELECT m.scope, m.scope_key, u.lexeme, m.id, coalesce(cardinality(u.positions), 1),
+               m.owner_key, m.visibility, m.memory_type, m.expires_at
+        FROM memory_items m CROSS JOIN LATERAL unnest(m.context_tsv) AS u
+        WHERE m.status = 'active' AND m.context_tsv IS NOT NULL;
+        """,
+    ),
 )
 
 

@@ -71,6 +71,8 @@ from .narrowed import (
 from .cached import RANGE_COLUMNS, cache_changes, cache_load, cache_plan, closest_among, visible_ranges
 from .search import (
     BM25_OF_POSTINGS,
+    CONTEXT_BM25,
+    CONTEXT_LEXEMES,
     QUERY_LEXEMES,
     GENERIC_PLANS,
     HALF_ERROR,
@@ -82,6 +84,7 @@ from .search import (
     merge_visibilities,
     indexed_search,
     keyword_key_sql,
+    mixed_keyword_sql,
     scope_priority_sql,
     scoring_params,
     similarity_sql,
@@ -301,6 +304,8 @@ __all__ = [
     "DETACH_FROM_SCOPE_KEYS",
     "FORGET_TABLES",
     "BM25_OF_POSTINGS",
+    "CONTEXT_BM25",
+    "CONTEXT_LEXEMES",
     "GENERIC_PLANS",
     "RANGE_COLUMNS",
     "HALF_ERROR",
@@ -375,6 +380,7 @@ __all__ = [
     "import_section",
     "indexed_search",
     "keyword_key_sql",
+    "mixed_keyword_sql",
     "insert_conversation",
     "insert_decision",
     "insert_extraction_run",

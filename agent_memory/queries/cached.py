@@ -27,7 +27,7 @@ __all__ = ["RANGE_COLUMNS", "cache_changes", "cache_load", "cache_plan", "closes
 RANGE_COLUMNS = ("m.id, vector_send(m.embedding) AS v, vector_send(m.context_embedding) AS cv, m.confidence,"
                  " m.visibility, m.owner_key,"
                  " extract(epoch FROM m.expires_at)::float8 AS expires, m.memory_type, m.status = 'active' AS active,"
-                 " m.content_tsv::text AS tsv")
+                 " m.content_tsv::text AS tsv, m.context_tsv::text AS ctsv")
 
 
 def visible_ranges(identity: Identity, scopes: Sequence[Scope] | None) -> Query:

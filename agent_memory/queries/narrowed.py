@@ -22,8 +22,11 @@ from ..ranking import Scoring
 from .items import salience_at
 from .search import (
     BM25_OF_POSTINGS,
+    CONTEXT_BM25,
+    CONTEXT_LEXEMES,
     QUERY_LEXEMES,
     keyword_key_sql,
+    mixed_keyword_sql,
     scope_priority_sql,
     scoring_params,
     similarity_sql,
@@ -69,7 +72,7 @@ def narrowed_search(
 
     Every passing row gets its exact final score ``w_vec * cosine + w_conf * confidence + w_scope
     * priority + w_sal * salience + w_kw * key(bm25)`` (BM25 over the passing rows, ``key`` as the
-    indexed search computes it), so the ``k + pool`` best by it hold the exact top ``k``;
+    indexed search computes it, mixed with the context's for a row that keeps one), so the ``k + pool`` best by it hold the exact top ``k``;
     :func:`agent_memory.ranking.rank` then ranks them in Python, as for every search. Rows whose
     relevance is below ``min_relevance`` are left out first, so the floor never empties the top.
     ``subtree``: as for :func:`.search.search_candidates`.
@@ -86,13 +89,15 @@ def narrowed_search(
         query_vector=query_vector, query_text=query_text, extra_lexemes=extra_lexemes, k=k, pool=pool,
         min_relevance=min_relevance, scoring=scoring,
     ), q_round=_ROUNDING, w_at=at)
-    key = keyword_key_sql("kw.s", "(SELECT c FROM ceiling)")
+    key = mixed_keyword_sql(keyword_key_sql("kw.s", "(SELECT c FROM ceiling)"),
+                            keyword_key_sql("ckw.s", "(SELECT c FROM ceiling)"), "v.hc")
     query = sql.SQL(
         """
         WITH q AS MATERIALIZED (SELECT %(q_vec)s::vector AS v),
         {lex},
         vis AS MATERIALIZED (
             SELECT m.id, coalesce(1 - ({vector} <=> q.v), 0) AS sim, 1 - (m.context_embedding <=> q.v) AS csim, {tsv} AS tsv,
+                   m.context_tsv AS ctsv, m.context_embedding IS NOT NULL AS hc,
                    %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio}
                    + %(w_sal)s::float8 * {salience} AS b
             FROM memory_items m CROSS JOIN q{then} WHERE {filt}
@@ -104,17 +109,26 @@ def narrowed_search(
             WHERE v.tsv @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM lex)
               AND u.lexeme IN (SELECT lexeme FROM lex)
         ),
+        {clex},
+        cpost AS MATERIALIZED (
+            SELECT v.id, u.lexeme, coalesce(cardinality(u.positions), 1) AS tf
+            FROM vis v CROSS JOIN LATERAL unnest(v.ctsv) AS u
+            WHERE v.ctsv @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM clex)
+              AND u.lexeme IN (SELECT lexeme FROM clex)
+        ),
         {bm25},
+        {context_bm25},
         cand AS (
             SELECT x.id FROM (
                 SELECT v.id, %(w_vec)s::float8 * {sim} + v.b + %(w_kw)s::float8 * {key} AS f,
                        %(q_rel_vec)s::float8 * {sim} + (1 - %(q_rel_vec)s::float8) * {key} AS rel
-                FROM vis v LEFT JOIN kw USING (id)
+                FROM vis v LEFT JOIN kw USING (id) LEFT JOIN ckw USING (id)
             ) x
             WHERE %(q_floor)s::float8 <= 0 OR x.rel >= %(q_floor)s::float8 - %(q_round)s::float8
             ORDER BY x.f DESC, x.id LIMIT %(q_wide)s
         )
         SELECT m.id, m.confidence, m.created_at, v.sim AS similarity, v.csim AS context_similarity, v.tsv::text AS tsv,
+               v.ctsv::text AS context_tsv,
                {prio} AS scope_priority, {salience} AS salience,
                (SELECT coalesce(jsonb_object_agg(lexeme, df), jsonb_build_object()) FROM df) AS kw_df,
                (SELECT n FROM n) AS kw_n
@@ -123,5 +137,5 @@ def narrowed_search(
         """
     ).format(filt=filt, prio=prio, salience=sql.SQL(salience_at()), key=sql.SQL(key), lex=QUERY_LEXEMES,
              sim=sql.SQL(similarity_sql("v.sim", "v.csim")),
-             bm25=BM25_OF_POSTINGS, **(_THEN if at is not None else _NOW))
+             bm25=BM25_OF_POSTINGS, clex=CONTEXT_LEXEMES, context_bm25=CONTEXT_BM25, **(_THEN if at is not None else _NOW))
     return query, params

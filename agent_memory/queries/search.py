@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BM25_OF_POSTINGS",
+    "CONTEXT_BM25",
+    "CONTEXT_LEXEMES",
     "GENERIC_PLANS",
     "HALF_ERROR",
     "QUERY_LEXEMES",
@@ -31,6 +33,7 @@ __all__ = [
     "find_duplicates_bulk",
     "indexed_search",
     "keyword_key_sql",
+    "mixed_keyword_sql",
     "merge_rank",
     "merge_visibilities",
     "scope_priority_sql",
@@ -108,6 +111,13 @@ def keyword_key_sql(bm25: str, ceiling: str) -> str:
             f" ELSE {bm25} / ({bm25} + %(kw_half)s::float8) END, 0)")
 
 
+def mixed_keyword_sql(own: str, context: str, has_context: str) -> str:
+    """SQL: a row's keyword evidence as :meth:`agent_memory.ranking.Scoring.mixed_keyword` computes
+    it, its own (``own``) mixed by ``%(w_ckw)s`` with its context's (``context``) when
+    ``has_context`` (the row keeps a context vector), else its own."""
+    return f"({own} + %(w_ckw)s::float8 * CASE WHEN {has_context} THEN {context} - {own} ELSE 0 END)"
+
+
 def search_candidates(
     where: Query,
     *,
@@ -132,7 +142,8 @@ def search_candidates(
     ``pool`` best rows by ``A``; the keyword list the ``pool`` best rows that
     match any query lexeme, by ``A + B`` (BM25 with b = 0 and IDF over the
     caller's rows, as :func:`agent_memory.ranking.bm25_scores` computes it). A
-    row that matches no lexeme has ``final = A``, so every row of the true top
+    row that matches no lexeme, in its words or (with a context keyword weight) in its context's,
+    has ``final = A`` (the context's BM25 takes the same IDF), so every row of the true top
     ``k <= pool`` is in one of the lists: the union always contains the exact
     answer, and no ANN index can lose rows under the scope filter.
 
@@ -185,11 +196,18 @@ def search_candidates(
                  SELECT coalesce(sum(i.w * coalesce(cardinality(u.positions), 1) * (%(kw_k1)s::float8 + 1)
                                      / (coalesce(cardinality(u.positions), 1) + %(kw_k1)s::float8)), 0) AS s
                  FROM unnest(m.content_tsv) AS u JOIN idf i ON u.lexeme = i.lex) AS b
-             WHERE q.tq IS NOT NULL AND m.content_tsv @@ q.tq AND {filt}
+             CROSS JOIN LATERAL (
+                 SELECT coalesce(sum(i.w * coalesce(cardinality(u.positions), 1) * (%(kw_k1)s::float8 + 1)
+                                     / (coalesce(cardinality(u.positions), 1) + %(kw_k1)s::float8)), 0) AS s
+                 FROM unnest(m.context_tsv) AS u JOIN idf i ON u.lexeme = i.lex) AS cb
+             WHERE q.tq IS NOT NULL AND (m.content_tsv @@ q.tq OR (%(w_ckw)s::float8 > 0 AND m.context_tsv @@ q.tq))
+               AND {filt}
              ORDER BY {prior} + %(w_kw)s::float8 * {key} DESC, m.id
              LIMIT %(q_pool)s)
             """
-        ).format(filt=filt, prior=prior, key=sql.SQL(keyword_key_sql("b.s", "ceiling.c")))
+        ).format(filt=filt, prior=prior, key=sql.SQL(mixed_keyword_sql(
+            keyword_key_sql("b.s", "ceiling.c"), keyword_key_sql("cb.s", "ceiling.c"),
+            "m.context_embedding IS NOT NULL")))
         stats_cols = sql.SQL(
             "(SELECT coalesce(jsonb_object_agg(lex, df), jsonb_build_object()) FROM stats) AS kw_df,"
             " (SELECT max(n) FROM stats) AS kw_n"
@@ -216,7 +234,8 @@ def search_candidates(
         )
         SELECT m.id, m.confidence, m.created_at, coalesce(1 - (m.embedding <=> q.v), 0) AS similarity,
                1 - (m.context_embedding <=> q.v) AS context_similarity,
-               m.content_tsv::text AS tsv, {prio} AS scope_priority, {salience} AS salience, {stats_cols}
+               m.content_tsv::text AS tsv, m.context_tsv::text AS context_tsv, {prio} AS scope_priority,
+               {salience} AS salience, {stats_cols}
         FROM memory_items m, q
         WHERE m.id IN (SELECT id FROM cand)
         """
@@ -273,7 +292,7 @@ def weight_params(scoring: Scoring) -> dict[str, Any]:
     return dict(
         w_vec=scoring.vector_weight, w_conf=w.confidence, w_scope=w.scope, w_sal=w.salience,
         w_kw=scoring.keyword_weight, kw_k1=scoring.k1, kw_half=scoring.half, kw_cov=scoring.coverage,
-        w_ctx=scoring.context,
+        w_ctx=scoring.context, w_ckw=scoring.context_keyword,
         **{f"p_{level}": float(weight) for level, weight in scoring.scope_priority.items()},
         # relevance = (1 - share) * similarity + share * keyword (ranking.rank), whatever the
         # weight of similarity in the final score: the floor is on relevance
@@ -344,7 +363,7 @@ def indexed_search(
     if cached is not None:
         params.update(skipped(cached.keys))
         params.update(c_ids=cached.ids, c_sim=cached.similarity, c_conf=cached.confidence, c_scope=cached.scopes,
-                      c_n=cached.n, c_lex=list(cached.df), c_df=list(cached.df.values()))
+                      c_n=cached.n, c_lex=list(cached.df), c_df=list(cached.df.values()), c_hc=cached.context)
     params.update(scoring_params(
         query_vector=query_vector, query_text=query_text, extra_lexemes=extra_lexemes, k=k, pool=pool,
         min_relevance=min_relevance, scoring=scoring,
@@ -361,6 +380,20 @@ _COUNTS = "SELECT count(*) AS c FROM memory_items m WHERE {part} AND " + _ACTIVE
 #: whole level)
 _POSTINGS = ("SELECT t.id, t.lexeme, t.tf FROM lex, LATERAL (SELECT m.id, m.lexeme, m.tf FROM memory_terms m"
              " WHERE {part} AND m.lexeme = lex.lexeme{types} AND " + live() + " OFFSET 0) t")
+#: the same for the words of the rows' contexts (``memory_context_terms``), read only when the
+#: context's keyword evidence has a weight (``clex`` is empty otherwise)
+_CONTEXT_POSTINGS = ("SELECT t.id, t.lexeme, t.tf FROM clex, LATERAL (SELECT m.id, m.lexeme, m.tf"
+                     " FROM memory_context_terms m WHERE {part} AND m.lexeme = clex.lexeme{types} AND " + live()
+                     + " OFFSET 0) t")
+#: the query's lexemes searched in the contexts' words: none without a context keyword weight
+CONTEXT_LEXEMES = sql.SQL("clex AS MATERIALIZED (SELECT lexeme FROM lex WHERE %(w_ckw)s::float8 > 0)")
+#: BM25 (b = 0) of the contexts' postings ``cpost`` (``id``, ``lexeme``, ``tf``), with the document
+#: frequencies ``df`` and count ``n`` of the memories' own words (one IDF for both)
+CONTEXT_BM25 = sql.SQL("""ckw AS MATERIALIZED (
+            SELECT p.id, sum(ln(1 + (n.n - df.df + 0.5)::float8 / (df.df + 0.5)::float8)
+                             * p.tf * (%(kw_k1)s::float8 + 1) / (p.tf + %(kw_k1)s::float8)) AS s
+            FROM cpost p JOIN df USING (lexeme) CROSS JOIN n GROUP BY p.id
+        )""")
 
 
 @functools.lru_cache(maxsize=512)
@@ -375,28 +408,36 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
 
     estimate = similarity_sql("coalesce(1 - (m.embedding_half <=> q.h), 0)", "(1 - (m.context_half <=> q.h))")
     rows: sql.Composable = union("SELECT m.id, " + estimate + " AS sim,"
-                                 " %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} AS b"
+                                 " %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} AS b,"
+                                 " m.context_half IS NOT NULL AS hc"
                                  " FROM memory_items m, q WHERE {part} AND " + _ACTIVE + "{types}", skip=cached)
     counts: sql.Composable = union(_COUNTS)
     postings: sql.Composable = union(_POSTINGS, skip=cached)
+    context_postings: sql.Composable = union(_CONTEXT_POSTINGS, skip=cached)
     bm25 = BM25_OF_POSTINGS
     if cached:  # the copied ranges' candidates as the copies chose them; n and df counted with them
         rows = sql.SQL("{rows} UNION ALL SELECT m.id, m.sim, %(w_conf)s::float8 * m.confidence"
-                       " + %(w_scope)s::float8 * {prio} AS b FROM unnest(%(c_ids)s::uuid[], %(c_sim)s::float8[],"
-                       " %(c_conf)s::float8[], %(c_scope)s::text[]) AS m(id, sim, confidence, scope)").format(
-            rows=rows, prio=fragments["prio"])
+                       " + %(w_scope)s::float8 * {prio} AS b, m.hc FROM unnest(%(c_ids)s::uuid[], %(c_sim)s::float8[],"
+                       " %(c_conf)s::float8[], %(c_scope)s::text[], %(c_hc)s::boolean[])"
+                       " AS m(id, sim, confidence, scope, hc)").format(rows=rows, prio=fragments["prio"])
         counts = sql.SQL("SELECT %(c_n)s::bigint AS c")
         postings = sql.SQL("{postings} UNION ALL SELECT t.id, t.lexeme, t.tf FROM memory_terms t"
                            " WHERE t.id = ANY(%(c_ids)s::uuid[]) AND t.lexeme IN (SELECT lexeme FROM lex)").format(
             postings=postings)
+        context_postings = sql.SQL(
+            "{postings} UNION ALL SELECT t.id, t.lexeme, t.tf FROM memory_context_terms t"
+            " WHERE t.id = ANY(%(c_ids)s::uuid[]) AND t.lexeme IN (SELECT lexeme FROM clex)").format(
+            postings=context_postings)
         bm25 = _BM25_OF_GIVEN_DF
     # final~ and relevance~ of every visible row: one index range per level, probing the
-    # keyword scores (a hash of the few rows that hold a query word)
-    squashed = keyword_key_sql("kw.s", "(SELECT c FROM ceiling)")
+    # keyword scores (a hash of the few rows that hold a query word, in their own words or their
+    # context's)
+    squashed = mixed_keyword_sql(keyword_key_sql("kw.s", "(SELECT c FROM ceiling)"),
+                                 keyword_key_sql("ckw.s", "(SELECT c FROM ceiling)"), "v.hc")
     scored = sql.SQL(
         f"SELECT v.id, %(w_vec)s::float8 * v.sim + v.b + %(w_kw)s::float8 * {squashed} AS f,"
         f" %(q_rel_vec)s::float8 * v.sim + (1 - %(q_rel_vec)s::float8) * {squashed} AS rel"
-        " FROM ({rows}) v LEFT JOIN kw USING (id)"
+        " FROM ({rows}) v LEFT JOIN kw USING (id) LEFT JOIN ckw USING (id)"
     ).format(rows=rows)
     query = sql.SQL(
         """
@@ -404,7 +445,10 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
         {lex},
         n AS MATERIALIZED (SELECT coalesce(sum(c.c), 0)::bigint AS n FROM ({counts}) c),
         post AS MATERIALIZED ({postings}),
+        {clex},
+        cpost AS MATERIALIZED ({context_postings}),
         {bm25},
+        {context_bm25},
         top AS MATERIALIZED (
             SELECT x.id, x.f, x.rel FROM ({scored}) x
             WHERE %(q_floor)s::float8 <= 0 OR x.rel >= %(q_floor)s::float8 - %(q_err)s
@@ -426,14 +470,16 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
         )
         SELECT m.id, m.confidence, m.created_at, coalesce(1 - (m.embedding <=> q.v), 0) AS similarity,
                1 - (m.context_embedding <=> q.v) AS context_similarity,
-               m.content_tsv::text AS tsv, {prio} AS scope_priority, {salience} AS salience,
+               m.content_tsv::text AS tsv, m.context_tsv::text AS context_tsv, {prio} AS scope_priority,
+               {salience} AS salience,
                (SELECT coalesce(jsonb_object_agg(lexeme, df), jsonb_build_object()) FROM df) AS kw_df,
                (SELECT n FROM n) AS kw_n
         FROM memory_items m, q
         WHERE m.id = ANY(ARRAY(SELECT id FROM cand)) AND {where}
         """
     ).format(counts=counts, postings=postings, scored=scored, prio=fragments["prio"],
-             salience=sql.SQL(salience_at()), where=where, lex=QUERY_LEXEMES, bm25=bm25)
+             salience=sql.SQL(salience_at()), where=where, lex=QUERY_LEXEMES, bm25=bm25,
+             clex=CONTEXT_LEXEMES, context_postings=context_postings, context_bm25=CONTEXT_BM25)
     return sql.SQL(query.as_string())
 
 

@@ -53,6 +53,7 @@ USER_DATA_TABLES: tuple[UserTable, ...] = (
     UserTable("memory_item_history", "history", ("changed_by",), scoped=True, exported=True),
     UserTable("memory_items", "memories", ("user_id",), scoped=True, exported=True),
     UserTable("memory_terms", "terms", ("owner_key",), forget="trigger"),
+    UserTable("memory_context_terms", "context_terms", ("owner_key",), forget="trigger"),
     UserTable("memory_decisions", "decisions", ("user_id",), scoped=True),
     UserTable("memory_extraction_runs", "extraction_runs", ("user_id",)),
     # a document's passages travel with their resource (an import embeds them again)
