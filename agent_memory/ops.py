@@ -401,7 +401,8 @@ def search_memories(
                                                      query_text=query, extra=extra, need=need, floor=floor,
                                                      scoring=scoring)
             q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=need, min_relevance=floor,
-                                          extra_lexemes=extra, cached=cached, **statement)
+                                          extra_lexemes=extra, cached=cached,
+                                          distributed=config.distributed is not None, **statement)
         else:  # one pass over the rows that pass; in the past, each in the wording (and vector) of then
             q, p = queries.narrowed_search(where, k=need, min_relevance=floor, subtree=depth, extra_lexemes=extra,
                                            at=past, **statement)
@@ -423,7 +424,8 @@ def search_memories(
     if not ranked:
         return []
     ids = [r[0]["id"] for r in ranked]
-    q, p = queries.touch_items(ids) if touch and past is None else queries.select_items_by_ids(ids)
+    q, p = (queries.touch_items(ids, distributed=config.distributed is not None) if touch and past is None
+            else queries.select_items_by_ids(ids))
     full = {row["id"]: row for row in (yield Sql(q, p))}
     if past is not None:
         full = yield from _as_it_was(identity, full, past, subtree=subtree)
@@ -432,6 +434,12 @@ def search_memories(
         for row, final, sim, kw in ranked
         if row["id"] in full  # a hit deleted between the two statements is left out, not an error
     ]
+
+
+def _copied(config: MemoryConfig) -> bool:
+    """Whether big scopes are searched from the process's copies of their vectors: not on a cluster,
+    whose change stamps (``pg_current_xact_id()``) are per node and so cannot tell a copy it is stale."""
+    return config.vector_cache_rows > 0 and config.distributed is None
 
 
 def _copies(config: MemoryConfig) -> Op[vector_cache.VectorCache]:
@@ -447,7 +455,7 @@ def _duplicate(config: MemoryConfig, identity: Identity, scope: Scope, vector: S
     reader of the new one is left without it: :func:`queries.merge_visibilities`), or None: from
     the process's copy of the scope when it is copied (only the rows the copy finds near are
     measured in the database), else from the search index."""
-    if config.vector_cache_rows > 0:
+    if _copied(config):
         cache = yield from _copies(config)
         plan = yield from vector_cache.prepare(cache, identity, (scope,), always=True)
         if plan.ranges and plan.complete:
@@ -472,8 +480,9 @@ def _from_copies(config: MemoryConfig, identity: Identity, scopes: Sequence[Scop
     their vectors (:mod:`agent_memory.vector_cache`), or None when no range is copied; and the
     copies (None when turned off). Also sets the transaction's plans to generic
     (:data:`queries.GENERIC_PLANS`), as the indexed search wants."""
-    if config.vector_cache_rows <= 0:
-        yield Sql(queries.GENERIC_PLANS, fetch="none")
+    if not _copied(config):
+        if config.distributed is None:  # Citus plans no generic plan of a statement it must split
+            yield Sql(queries.GENERIC_PLANS, fetch="none")
         return None, None
     cache = yield from _copies(config)
     plan = yield from vector_cache.prepare(cache, identity, scopes, query_text=query_text, extra_lexemes=extra)

@@ -953,6 +953,137 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX graph_relations_recorder_idx ON graph_relations (recorded_by);
         """,
     ),
+    Migration(
+        "0022_distributable",
+        # Born distributable (issue 30, agent_memory.db.distributed): every per-scope table is keyed
+        # by the scope it lives in, ``scope_id``, which Citus can hash rows by (``scope_key`` is
+        # generated, which a distribution column may not be), so every primary key names it, and
+        # the keyword postings and a re-embedding's staged vectors carry it too. Foreign keys between
+        # per-scope tables join on it (a history, a staged vector and a passage live in their memory's
+        # or resource's scope). Two links may cross scopes and keep a unique ``id`` to point at on one
+        # server (a successor in another scope; an extraction run's resource): a cluster cannot hold
+        # them, and distributing drops them (distributed.SINGLE_NODE_ONLY). The postings' triggers
+        # touch the rows of the changed memory's own scope only, so Citus runs them on its shard.
+        """
+        ALTER TABLE memory_item_history DROP CONSTRAINT memory_item_history_memory_id_fkey;
+        ALTER TABLE memory_reembed DROP CONSTRAINT memory_reembed_id_fkey;
+        ALTER TABLE memory_items DROP CONSTRAINT memory_items_superseded_by_fkey;
+        ALTER TABLE memory_items DROP CONSTRAINT memory_items_pkey;
+        ALTER TABLE memory_items ADD CONSTRAINT memory_items_pkey PRIMARY KEY (scope_id, id);
+        ALTER TABLE memory_items ADD CONSTRAINT memory_items_id_key UNIQUE (id);
+        ALTER TABLE memory_items ADD CONSTRAINT memory_items_superseded_by_fkey
+            FOREIGN KEY (superseded_by) REFERENCES memory_items (id) ON DELETE SET NULL;
+
+        ALTER TABLE memory_item_history DROP CONSTRAINT memory_item_history_pkey;
+        ALTER TABLE memory_item_history ADD CONSTRAINT memory_item_history_pkey
+            PRIMARY KEY (scope_id, memory_id, version);
+        ALTER TABLE memory_item_history ADD CONSTRAINT memory_item_history_memory_id_fkey
+            FOREIGN KEY (scope_id, memory_id) REFERENCES memory_items (scope_id, id) ON DELETE CASCADE;
+        CREATE INDEX memory_item_history_memory_idx ON memory_item_history (memory_id, version);
+
+        ALTER TABLE memory_reembed ADD COLUMN scope_id text;
+        UPDATE memory_reembed r SET scope_id = m.scope_id FROM memory_items m WHERE m.id = r.id;
+        DELETE FROM memory_reembed WHERE scope_id IS NULL;
+        ALTER TABLE memory_reembed ALTER COLUMN scope_id SET NOT NULL;
+        ALTER TABLE memory_reembed DROP CONSTRAINT memory_reembed_pkey;
+        ALTER TABLE memory_reembed ADD CONSTRAINT memory_reembed_pkey PRIMARY KEY (scope_id, id);
+        ALTER TABLE memory_reembed ADD CONSTRAINT memory_reembed_id_fkey
+            FOREIGN KEY (scope_id, id) REFERENCES memory_items (scope_id, id) ON DELETE CASCADE;
+
+        ALTER TABLE memory_passages DROP CONSTRAINT memory_passages_resource_id_fkey;
+        ALTER TABLE memory_extraction_runs DROP CONSTRAINT memory_extraction_runs_resource_id_fkey;
+        ALTER TABLE memory_resources DROP CONSTRAINT memory_resources_pkey;
+        ALTER TABLE memory_resources ADD CONSTRAINT memory_resources_pkey PRIMARY KEY (scope_id, id);
+        ALTER TABLE memory_resources ADD CONSTRAINT memory_resources_id_key UNIQUE (id);
+        ALTER TABLE memory_extraction_runs ADD CONSTRAINT memory_extraction_runs_resource_id_fkey
+            FOREIGN KEY (resource_id) REFERENCES memory_resources (id) ON DELETE SET NULL;
+        ALTER TABLE memory_passages DROP CONSTRAINT memory_passages_pkey;
+        ALTER TABLE memory_passages ADD CONSTRAINT memory_passages_pkey PRIMARY KEY (scope_id, id);
+        ALTER TABLE memory_passages ADD CONSTRAINT memory_passages_resource_id_fkey
+            FOREIGN KEY (scope_id, resource_id) REFERENCES memory_resources (scope_id, id) ON DELETE CASCADE;
+        CREATE INDEX memory_passages_id_idx ON memory_passages (id);
+
+        -- the postings carry their memory's scope id (the distribution column), and the triggers
+        -- address a memory's postings by it, so each statement stays on the memory's shard
+        ALTER TABLE memory_terms ADD COLUMN scope_id text;
+        UPDATE memory_terms t SET scope_id = m.scope_id FROM memory_items m WHERE m.id = t.id;
+        DELETE FROM memory_terms WHERE scope_id IS NULL;
+        ALTER TABLE memory_terms ALTER COLUMN scope_id SET NOT NULL;
+        -- One server fires these once per statement, over its transition table; Citus keeps no
+        -- transition tables on a shard, so a cluster fires them once per row (db.distributed).
+        CREATE OR REPLACE FUNCTION agent_memory_terms_added() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF TG_LEVEL = 'ROW' THEN
+                IF NEW.status = 'active' THEN
+                    INSERT INTO memory_terms (scope, scope_key, scope_id, lexeme, id, tf, owner_key, visibility,
+                                              memory_type, expires_at)
+                    SELECT NEW.scope, NEW.scope_key, NEW.scope_id, u.lexeme, NEW.id,
+                           coalesce(cardinality(u.positions), 1), NEW.owner_key, NEW.visibility, NEW.memory_type,
+                           NEW.expires_at
+                    FROM unnest(NEW.content_tsv) AS u;
+                END IF;
+                RETURN NULL;
+            END IF;
+            INSERT INTO memory_terms (scope, scope_key, scope_id, lexeme, id, tf, owner_key, visibility, memory_type,
+                                      expires_at)
+            SELECT n.scope, n.scope_key, n.scope_id, u.lexeme, n.id, coalesce(cardinality(u.positions), 1),
+                   n.owner_key, n.visibility, n.memory_type, n.expires_at
+            FROM added n CROSS JOIN LATERAL unnest(n.content_tsv) AS u
+            WHERE n.status = 'active';
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE OR REPLACE FUNCTION agent_memory_terms_removed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF TG_LEVEL = 'ROW' THEN
+                DELETE FROM memory_terms WHERE scope_id = OLD.scope_id AND id = OLD.id;
+                RETURN NULL;
+            END IF;
+            DELETE FROM memory_terms t USING removed o WHERE t.scope_id = o.scope_id AND t.id = o.id;
+            RETURN NULL;
+        END
+        $fn$;
+        CREATE OR REPLACE FUNCTION agent_memory_terms_changed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF (OLD.id, OLD.content, OLD.status, OLD.scope, OLD.scope_id, OLD.user_id, OLD.visibility,
+                OLD.memory_type) IS NOT DISTINCT FROM (NEW.id, NEW.content, NEW.status, NEW.scope, NEW.scope_id,
+                NEW.user_id, NEW.visibility, NEW.memory_type) THEN
+                -- only the expiry moved (a store's refresh on read): the postings keep their words
+                UPDATE memory_terms SET expires_at = NEW.expires_at WHERE scope_id = NEW.scope_id AND id = NEW.id;
+                RETURN NULL;
+            END IF;
+            DELETE FROM memory_terms WHERE scope_id = OLD.scope_id AND id = OLD.id;
+            IF NEW.status = 'active' THEN
+                INSERT INTO memory_terms (scope, scope_key, scope_id, lexeme, id, tf, owner_key, visibility,
+                                          memory_type, expires_at)
+                SELECT NEW.scope, NEW.scope_key, NEW.scope_id, u.lexeme, NEW.id, coalesce(cardinality(u.positions), 1),
+                       NEW.owner_key, NEW.visibility, NEW.memory_type, NEW.expires_at
+                FROM unnest(NEW.content_tsv) AS u;
+            END IF;
+            RETURN NULL;
+        END
+        $fn$;
+        DROP INDEX memory_terms_id_idx;
+        CREATE INDEX memory_terms_id_idx ON memory_terms (scope_id, id);
+
+        -- a kept wording that names its scope is looked up on that scope's shard
+        CREATE OR REPLACE FUNCTION agent_memory_history_level() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF NEW.scope_id IS NOT NULL THEN
+                SELECT coalesce(NEW.scope, m.scope), coalesce(NEW.visibility, m.visibility)
+                  INTO NEW.scope, NEW.visibility
+                  FROM memory_items m WHERE m.scope_id = NEW.scope_id AND m.id = NEW.memory_id;
+                RETURN NEW;
+            END IF;
+            SELECT coalesce(NEW.scope, m.scope), coalesce(NEW.scope_id, m.scope_id),
+                   coalesce(NEW.visibility, m.visibility)
+              INTO NEW.scope, NEW.scope_id, NEW.visibility
+              FROM memory_items m WHERE m.id = NEW.memory_id;
+            RETURN NEW;
+        END
+        $fn$;
+        """,
+    ),
 )
 
 

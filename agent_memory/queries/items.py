@@ -162,14 +162,25 @@ _RECALL = (
 ).format(s=salience_at(alias="memory_items"))
 
 
-def touch_items(ids: Sequence[Any]) -> Query:
+def touch_items(ids: Sequence[Any], *, distributed: bool = False) -> Query:
     """Record use of search hits (a recall: :data:`_RECALL`) and read them in full. Usage stats
     are bookkeeping, so this transaction's commit does not wait for its WAL flush
     (``synchronous_commit`` off, set in the same round trip).
 
     A search must never fail or wait because of its bookkeeping: rows are locked in id order
     and a row another transaction holds is skipped (``SKIP LOCKED``; its recall is not counted)
-    and read as it is. Locked in rank order, two searches over the same rows deadlocked."""
+    and read as it is. Locked in rank order, two searches over the same rows deadlocked.
+
+    ``distributed`` (a Citus cluster, which locks no rows of many shards ahead of an update): one
+    update of the hits, shard after shard (``citus.multi_shard_modify_mode`` sequential, so two
+    searches take their rows in one order); a hit a writer holds is waited for."""
+    if distributed:
+        return (
+            sql.SQL("WITH one_by_one AS (SELECT set_config('citus.multi_shard_modify_mode', 'sequential', true))"
+                    " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1, " + _RECALL +
+                    " WHERE id = ANY(%(ids)s) RETURNING {ret}").format(ret=_RETURNING),
+            {"ids": list(ids)},
+        )
     return (
         sql.SQL(
             "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true)),"

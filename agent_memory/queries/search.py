@@ -307,6 +307,7 @@ def indexed_search(
     scoring: Scoring,
     extra_lexemes: Sequence[str] = (),
     cached: CopiedRows | None = None,
+    distributed: bool = False,
 ) -> Query:
     """:func:`search_candidates` for active memories, answered from the search indexes (migration
     ``0010_search_at_scale``): same columns, and candidates that hold the exact top ``k``.
@@ -338,6 +339,9 @@ def indexed_search(
     with their similarity estimates and confidences, and BM25's ``n`` and ``df`` over everything
     the caller sees (the copies count their ranges, :func:`uncopied_statistics` the rest). Those
     ranges are not read here, but for the chosen rows' postings.
+
+    ``distributed``: on a Citus cluster, a level's postings are one scan of its lexemes
+    (:data:`_CLUSTER_POSTINGS`): Citus pushes no per-lexeme lateral with ``OFFSET`` down to a shard.
     """
     _, params = item_filter(identity, scopes=scopes, types=types)
     params.update(visible_parts(identity, scopes, keyed=True, skip=cached is not None)[1])
@@ -351,7 +355,7 @@ def indexed_search(
     ), q_k=k, q_err=HALF_ERROR)
     # the statement depends on which ids the caller has, never on their values: built once per shape
     return _indexed_search_sql(_shape(identity), None if scopes is None else tuple(scopes), types is not None,
-                               cached is not None), params
+                               cached is not None, distributed), params
 
 
 #: a level's visible rows, counted from ``memory_items_count_idx`` (a ``_keyed_union`` branch)
@@ -361,11 +365,15 @@ _COUNTS = "SELECT count(*) AS c FROM memory_items m WHERE {part} AND " + _ACTIVE
 #: whole level)
 _POSTINGS = ("SELECT t.id, t.lexeme, t.tf FROM lex, LATERAL (SELECT m.id, m.lexeme, m.tf FROM memory_terms m"
              " WHERE {part} AND m.lexeme = lex.lexeme{types} AND " + live() + " OFFSET 0) t")
+#: :data:`_POSTINGS` on a cluster: the level's postings of all the query lexemes in one scan (the
+#: lexemes are computed first, and the scan reads only the level's shard)
+_CLUSTER_POSTINGS = ("SELECT m.id, m.lexeme, m.tf FROM memory_terms m"
+                     " WHERE {part} AND m.lexeme = ANY(ARRAY(SELECT lexeme FROM lex)){types} AND " + live())
 
 
 @functools.lru_cache(maxsize=512)
 def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, typed: bool,
-                        cached: bool = False) -> sql.SQL:
+                        cached: bool = False, distributed: bool = False) -> sql.SQL:
     where, _ = item_filter(identity, scopes=scopes, types=(MemoryType.FACT,) if typed else None)
     fragments = {"types": sql.SQL(" AND m.memory_type = ANY(%(f_types)s)" if typed else ""),
                  "prio": scope_priority_sql()}
@@ -378,7 +386,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
                                  " %(w_conf)s::float8 * m.confidence + %(w_scope)s::float8 * {prio} AS b"
                                  " FROM memory_items m, q WHERE {part} AND " + _ACTIVE + "{types}", skip=cached)
     counts: sql.Composable = union(_COUNTS)
-    postings: sql.Composable = union(_POSTINGS, skip=cached)
+    postings: sql.Composable = union(_CLUSTER_POSTINGS if distributed else _POSTINGS, skip=cached)
     bm25 = BM25_OF_POSTINGS
     if cached:  # the copied ranges' candidates as the copies chose them; n and df counted with them
         rows = sql.SQL("{rows} UNION ALL SELECT m.id, m.sim, %(w_conf)s::float8 * m.confidence"
