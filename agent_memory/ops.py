@@ -296,13 +296,14 @@ def get_by_key(identity: Identity, key: Any, scope: Any = Scope.USER) -> Op[Memo
     return row_to_item(row)
 
 
-def purge_expired(*, limit: int = 10_000) -> Op[int]:
+def purge_expired(*, limit: int = 10_000, distributed: bool = False) -> Op[int]:
     """Delete the memories that have expired (they are already invisible to every read), in
-    batches of ``limit`` rows, each its own transaction; answers how many went."""
+    batches of ``limit`` rows, each its own transaction; answers how many went. ``distributed``
+    (a Citus cluster): each shard deletes its expired rows at once."""
     total = 0
     now = datetime.now(UTC)
     while True:
-        gone = yield Sql(*queries.delete_expired(now, limit), fetch="rowcount")
+        gone = yield Sql(*queries.delete_expired(now, limit, distributed=distributed), fetch="rowcount")
         yield Commit()
         total += gone
         if gone < limit:
@@ -316,7 +317,7 @@ def maintain(config: MemoryConfig, *, at: Any = None, limit: int = 10_000) -> Op
     for ``config.archive_idle_days``. ``at`` (default now) is the time to judge by: a later one
     shows what a run then would do. Rows another run holds are skipped, so runs may overlap."""
     when = datetime.now(UTC) if at is None else check_as_of(at, "at")
-    expired = yield from purge_expired(limit=limit)
+    expired = yield from purge_expired(limit=limit, distributed=config.distributed is not None)
     archived: dict[Retention, int] = {}
     rules = [(Retention.EPHEMERAL, config.ephemeral_days, None)]
     if config.archive_below is not None:
@@ -686,7 +687,8 @@ def edit_memory(
     yield Sql(*queries.lock_scope(item.scope, item.scope_id, item.user_id), fetch="none")
     yield from access.require_edit(identity, item, "edit")  # the role may have changed while embedding
     # read again under the lock: it may have been archived or replaced while the text was embedded
-    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id, lock=True)
+    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id, lock=True,
+                                     scope_id=item.scope_id)
     row = yield Sql(q, p, fetch="one")
     if row is None:
         raise MemoryNotFoundError(f"memory {item.id} was deleted while it was being edited")

@@ -791,7 +791,7 @@ class AdminOps:
 
         Raises only for the database (:class:`DatabaseUnavailableError`).
         """
-        return (yield from ops.purge_expired())
+        return (yield from ops.purge_expired(distributed=self.config.distributed is not None))
 
     def maintain(self, *, at: datetime | str | None = None) -> Op[MaintenanceReport]:
         """Forgetting, run from cron (``agent-memory maintain``): delete what expired, archive

@@ -31,15 +31,17 @@ one Citus holds), so a migration that breaks it fails there, cluster or not.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .. import queries
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, MigrationError
 from .migrations import MIGRATION_LOCK_KEY
 from .requests import Commit, Op, Sql
 
-__all__ = ["CLUSTER_DROPPED_TRIGGERS", "CLUSTER_ROW_TRIGGERS", "DISTRIBUTED_TABLES", "LOCAL_TABLES", "REFERENCE_TABLES",
-           "SINGLE_NODE_ONLY", "Distributed", "distribute", "laid_out"]
+__all__ = ["CLUSTER_DROPPED_TRIGGERS", "CLUSTER_KEPT_TRIGGERS", "CLUSTER_ROW_TRIGGERS", "DISTRIBUTED_TABLES", "LOCAL_TABLES", "REFERENCE_TABLES",
+           "SINGLE_NODE_ONLY", "Distributed", "distribute", "laid_out", "layout_problems", "schema_problems"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,70 @@ CLUSTER_ROW_TRIGGERS: dict[tuple[str, str], tuple[str, str]] = {
 }
 
 
+#: ``(table, trigger)``: row triggers a cluster keeps as they are, each touching only rows of the
+#: changed row's own scope (on the same node): the postings of an edited memory, its profile's
+#: dirtiness, a kept wording's scope (tests/test_citus.py proves them on a cluster)
+CLUSTER_KEPT_TRIGGERS: frozenset[tuple[str, str]] = frozenset({
+    ("memory_items", "memory_items_terms_update"),
+    ("memory_items", "memory_items_profile_inputs"),
+    ("memory_item_history", "memory_item_history_level"),
+})
+
+
+def layout_problems(tables: Sequence[str], constraints: Sequence[Mapping[str, Any]],
+                    triggers: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What keeps the schema (``tables``; ``constraints`` and ``triggers`` as
+    :func:`queries.constraints_of_schema` and :func:`queries.triggers_of_schema` answer them) from
+    the layout: a table the layout does not name, a key of a distributed table without its
+    distribution column, a foreign key Citus cannot hold, a trigger nobody said a cluster runs.
+    Empty when a cluster can take it. :data:`SINGLE_NODE_ONLY` is what distributing drops."""
+    column = {d.table: d.column for d in DISTRIBUTED_TABLES}
+    reference, local = set(REFERENCE_TABLES), set(LOCAL_TABLES)
+    dropped = set(SINGLE_NODE_ONLY)
+    problems = [f"table {t} is in no part of the layout: add it to DISTRIBUTED_TABLES (keyed by its scope), "
+                "REFERENCE_TABLES or LOCAL_TABLES in agent_memory/db/distributed.py"
+                for t in tables if t not in column and t not in reference and t not in local]
+    for c in constraints:
+        table, name = c["table"], c["name"]
+        if (table, name) in dropped or table not in column:
+            if table in reference and c["kind"] == "f" and c["target"] not in reference:
+                if (table, name) not in dropped:
+                    problems.append(f"{table}.{name}: a reference table's foreign key may point only at reference "
+                                    f"tables, not {c['target']}")
+            continue
+        if c["kind"] in ("p", "u") and column[table] not in c["columns"]:
+            problems.append(f"{table}.{name}: a unique key of a distributed table must include {column[table]}")
+        if c["kind"] == "f":
+            target = c["target"]
+            if target in reference:
+                continue
+            if target not in column:
+                problems.append(f"{table}.{name}: points at {target}, neither distributed nor a reference table")
+                continue
+            pairs = dict(zip(c["columns"], c["target_columns"], strict=True))
+            if pairs.get(column[table]) != column[target]:
+                problems.append(f"{table}.{name}: a foreign key between distributed tables must join "
+                                f"{table}.{column[table]} to {target}.{column[target]}")
+    known = CLUSTER_KEPT_TRIGGERS | CLUSTER_DROPPED_TRIGGERS | set(CLUSTER_ROW_TRIGGERS)
+    for t in triggers:
+        key = (t["table"], t["name"])
+        if t["table"] in column and key not in known:
+            problems.append(f"trigger {t['name']} on {t['table']}: say in agent_memory/db/distributed.py whether a "
+                            "cluster keeps it (it may touch only rows of the changed row's scope), fires it per row "
+                            "or drops it, and prove it in tests/test_citus.py")
+        elif t["table"] in reference:
+            problems.append(f"trigger {t['name']} on reference table {t['table']}: Citus runs none")
+    return problems
+
+
+def schema_problems() -> Op[list[str]]:
+    """:func:`layout_problems` of the connection's schema."""
+    tables = [r["name"] for r in (yield Sql(*queries.our_tables()))]
+    constraints = yield Sql(*queries.constraints_of_schema())
+    triggers = yield Sql(*queries.triggers_of_schema())
+    return layout_problems(tables, constraints, triggers)
+
+
 def laid_out(migrated: Op[list[str]], distributed: str | None) -> Op[list[str]]:
     """``migrated`` (the migrations), then on a cluster (``MemoryConfig.distributed``) :func:`distribute`:
     what a service runs at start. Answers the migrations applied now."""
@@ -148,6 +214,11 @@ def distribute(*, shard_count: int | None = None) -> Op[list[str]]:
     changed: list[str] = []
     yield lock
     present = {r["name"] for r in (yield Sql(*queries.our_tables()))}
+    done = {r["name"] for r in (yield Sql(*queries.distributed_tables()))}
+    if any(t not in done and t not in LOCAL_TABLES for t in present):  # a new database, or a new table
+        problems = yield from schema_problems()
+        if problems:
+            raise MigrationError("the schema cannot be distributed as it stands: " + "; ".join(problems))
     yield Commit()
 
     for table in REFERENCE_TABLES:

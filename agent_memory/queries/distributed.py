@@ -9,8 +9,8 @@ from .types import Statement
 
 __all__ = ["allow_shard_triggers", "citus_installed", "constraints_of_schema", "create_distributed_table",
            "create_reference_table", "distributed_tables", "drop_constraint", "drop_trigger",
-           "forget_local_copy", "migration_lock", "row_trigger", "our_tables", "sequential_modifications", "shards_of_scopes",
-           "triggers_of", "triggers_of_schema"]
+           "forget_local_copy", "migration_lock", "our_tables", "row_trigger", "sequential_modifications",
+           "shards_of_scopes", "triggers_of", "triggers_of_schema"]
 
 
 def migration_lock(key: int) -> Statement:
@@ -128,5 +128,6 @@ def forget_local_copy(table: str) -> Statement:
 
 def shards_of_scopes(table: str, scope_ids: list[str]) -> Statement:
     """The shards that hold ``table``'s rows of ``scope_ids`` (``shard``), for the plans' tests and docs."""
-    return ("SELECT DISTINCT get_shard_id_for_distribution_column(%s, s) AS shard FROM unnest(%s::text[]) AS s"
+    return ("SELECT DISTINCT get_shard_id_for_distribution_column(%s::regclass, s) AS shard"
+            " FROM unnest(%s::text[]) AS s"
             " ORDER BY 1", (table, scope_ids))

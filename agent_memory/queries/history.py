@@ -37,7 +37,8 @@ def revise_item(memory_id: UUID, *, content: str, vector: Sequence[float] | None
         "INSERT INTO memory_item_history (memory_id, version, content, memory_type, confidence, metadata,"
         " recorded_at, change, decided_by, reason, changed_by, embedding, scope, scope_id, visibility)"
         " SELECT id, version, content, memory_type, confidence, metadata,"
-        " coalesce((SELECT max(h.replaced_at) FROM memory_item_history h WHERE h.memory_id = m.id), m.created_at),"
+        " coalesce((SELECT max(h.replaced_at) FROM memory_item_history h"
+        " WHERE h.scope_id = m.scope_id AND h.memory_id = m.id), m.created_at),"
         " %(change)s, %(decided_by)s, %(reason)s, %(changed_by)s, embedding, scope, scope_id, visibility"
         " FROM memory_items m WHERE m.id = %(id)s"
     )
@@ -73,7 +74,7 @@ def wordings_at(visible: Query, ids: Sequence[UUID], as_of: datetime) -> Query:
     return (
         sql.SQL(
             "SELECT DISTINCT ON (h.memory_id) h.memory_id, h.content, h.memory_type, {filt} AS visible"
-            " FROM memory_item_history h JOIN memory_items m ON m.id = h.memory_id"
+            " FROM memory_item_history h JOIN memory_items m ON m.scope_id = h.scope_id AND m.id = h.memory_id"
             " WHERE h.memory_id = ANY(%(ids)s) AND h.replaced_at > %(as_of)s"
             " ORDER BY h.memory_id, h.replaced_at"
         ).format(filt=filt),
@@ -113,7 +114,8 @@ def earlier_wordings(visible: Query, ids: Sequence[UUID]) -> Query:
     return (
         sql.SQL(
             "SELECT h.memory_id, h.version, h.content, h.memory_type, h.recorded_at, h.replaced_at, h.change,"
-            " h.decided_by, h.reason, h.changed_by, h.metadata, h.visibility FROM memory_item_history h JOIN memory_items m ON m.id = h.memory_id"
+            " h.decided_by, h.reason, h.changed_by, h.metadata, h.visibility FROM memory_item_history h"
+            " JOIN memory_items m ON m.scope_id = h.scope_id AND m.id = h.memory_id"
             " WHERE h.memory_id = ANY(%(h_ids)s) AND {filt} ORDER BY h.memory_id, h.version"
         ).format(filt=filt),
         dict(params, h_ids=list(ids)),

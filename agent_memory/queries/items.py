@@ -117,13 +117,16 @@ def select_owned(where: Query) -> Query:
             .format(filt=filt), params)
 
 
-def select_item_by_id(where: Query, memory_id: Any, *, lock: bool = False) -> Query:
-    """The row ``memory_id`` if it is in ``where``; with ``lock``, locked until the transaction ends."""
+def select_item_by_id(where: Query, memory_id: Any, *, lock: bool = False, scope_id: str | None = None) -> Query:
+    """The row ``memory_id`` if it is in ``where``; with ``lock``, locked until the transaction ends.
+    ``scope_id``: the scope it lives in, when known (a memory never changes scope), so a cluster
+    reads and locks it on its one shard (Citus locks no row of a statement over many shards)."""
     filt, params = where
+    scoped = "" if scope_id is None else " AND m.scope_id = %(id_scope)s"
     return (
-        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = %(id)s AND {filt}{lock}").format(
+        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = %(id)s" + scoped + " AND {filt}{lock}").format(
             cols=_COLS, filt=filt, lock=sql.SQL(" FOR UPDATE OF m" if lock else "")),
-        dict(params, id=memory_id),
+        dict(params, id=memory_id, id_scope=scope_id),
     )
 
 
@@ -302,8 +305,13 @@ def set_valid_from(dated: Sequence[tuple[Any, Any]]) -> Query:
     )
 
 
-def delete_expired(before: Any, limit: int) -> Query:
-    """Delete up to ``limit`` rows that expired before ``before`` (their history goes with them)."""
+def delete_expired(before: Any, limit: int, *, distributed: bool = False) -> Query:
+    """Delete up to ``limit`` rows that expired before ``before`` (their history goes with them).
+    ``distributed`` (Citus locks no rows of many shards ahead of a delete): every such row, each
+    shard its own."""
+    if distributed:
+        return (sql.SQL("DELETE FROM memory_items WHERE expires_at IS NOT NULL AND expires_at <= %(before)s"),
+                {"before": before})
     return (
         sql.SQL("DELETE FROM memory_items WHERE id IN (SELECT id FROM memory_items"
                 " WHERE expires_at IS NOT NULL AND expires_at <= %(before)s LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"),

@@ -226,12 +226,12 @@ def search_candidates(
 
 
 def _keyed_union(identity: Identity, scopes: Sequence[Scope] | None, select: str, skip: bool = False,
-                 **fragments: sql.Composable) -> Query:
+                 distributed: bool = False, **fragments: sql.Composable) -> Query:
     """``select`` once per level the caller can read, as ``UNION ALL``: ``{part}`` is that
     level's keyed condition (one range of the search indexes), ``{level}`` its name, other
     ``{names}`` are filled from ``fragments``; ``skip``: without the ranges read from copies
     (:func:`.visibility.visible_parts`)."""
-    parts, params = visible_parts(identity, scopes, keyed=True, skip=skip)
+    parts, params = visible_parts(identity, scopes, keyed=True, skip=skip, distributed=distributed)
     branches = [sql.SQL(select).format(part=part, level=sql.Literal(level.value), **fragments)
                 for level, part in parts.items()]
     return sql.SQL(" UNION ALL ").join(branches or [sql.SQL(select).format(
@@ -379,7 +379,7 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
                  "prio": scope_priority_sql()}
 
     def union(select: str, skip: bool = False) -> sql.Composable:
-        return _keyed_union(identity, scopes, select, skip=skip, **fragments)[0]
+        return _keyed_union(identity, scopes, select, skip=skip, distributed=distributed, **fragments)[0]
 
     estimate = similarity_sql("coalesce(1 - (m.embedding_half <=> q.h), 0)", "(1 - (m.context_half <=> q.h))")
     rows: sql.Composable = union("SELECT m.id, " + estimate + " AS sim,"
