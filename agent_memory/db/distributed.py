@@ -35,13 +35,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
 from .. import queries
 from ..errors import ConfigurationError, MigrationError
 from .migrations import MIGRATION_LOCK_KEY
 from .requests import Commit, Op, Sql
 
-__all__ = ["CLUSTER_DROPPED_TRIGGERS", "CLUSTER_KEPT_TRIGGERS", "CLUSTER_ROW_TRIGGERS", "DISTRIBUTED_TABLES", "LOCAL_TABLES", "REFERENCE_TABLES",
-           "SINGLE_NODE_ONLY", "Distributed", "distribute", "laid_out", "layout_problems", "schema_problems"]
+__all__ = ["CLUSTER_DROPPED_TRIGGERS", "CLUSTER_SETTINGS", "CLUSTER_KEPT_TRIGGERS", "CLUSTER_ROW_TRIGGERS", "DISTRIBUTED_TABLES", "LOCAL_TABLES", "REFERENCE_TABLES",
+           "SINGLE_NODE_ONLY", "Distributed", "distribute", "laid_out", "layout_problems", "on_cluster",
+           "schema_problems"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +190,19 @@ def schema_problems() -> Op[list[str]]:
     constraints = yield Sql(*queries.constraints_of_schema())
     triggers = yield Sql(*queries.triggers_of_schema())
     return layout_problems(tables, constraints, triggers)
+
+
+#: what every connection to a cluster sets: a transaction that changed many shards in parallel may
+#: not write a reference table after (the extraction runs beside their memories), so each
+#: transaction takes one connection per worker
+CLUSTER_SETTINGS = {"citus.multi_shard_modify_mode": "sequential"}
+
+
+def on_cluster(dsn: str) -> str:
+    """``dsn`` whose connections have :data:`CLUSTER_SETTINGS` (kept after any ``options`` it had)."""
+    options = str(conninfo_to_dict(dsn).get("options") or "")
+    settings = " ".join(f"-c {name}={value}" for name, value in CLUSTER_SETTINGS.items())
+    return make_conninfo(dsn, options=f"{options} {settings}".strip())
 
 
 def laid_out(migrated: Op[list[str]], distributed: str | None) -> Op[list[str]]:

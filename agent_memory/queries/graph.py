@@ -331,7 +331,7 @@ def memories_mentioning(identity: Identity, owner: str, node_ids: Sequence[UUID]
                 " FROM graph_mentions g JOIN memory_items m ON m.id = g.source_id"
                 " WHERE g.scope = 'user' AND g.scope_id = %(g)s AND g.source_kind = 'memory'"
                 " AND g.node_id = ANY(%(ids)s) AND m.status = 'active' AND {live} AND {rule}"
-                " GROUP BY m.id ORDER BY count(*) DESC, m.created_at DESC LIMIT %(limit)s").format(
+                " GROUP BY m.scope_id, m.id ORDER BY count(*) DESC, m.created_at DESC LIMIT %(limit)s").format(
             cols=item_columns(), live=sql.SQL(live()), rule=rule),
         params,
     )
