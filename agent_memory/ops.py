@@ -708,10 +708,10 @@ def _check_editable(item: MemoryItem) -> None:
                                              "can be edited (restore it first, or edit the one that replaced it)")
 
 
-def memory_history(identity: Identity, memory_id: Any) -> Op[list[MemoryVersion]]:
+def memory_history(identity: Identity, memory_id: Any, *, distributed: bool = False) -> Op[list[MemoryVersion]]:
     """The memory's wordings and its supersession chain, oldest first (what the caller may see)."""
     item = yield from get_memory(identity, memory_id)
-    return (yield from history.chain(identity, item.id))
+    return (yield from history.chain(identity, item.id, distributed=distributed))
 
 
 def purge_archived(identity: Identity) -> Op[int]:

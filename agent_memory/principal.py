@@ -520,7 +520,8 @@ class PrincipalOps:
 
         :class:`MemoryNotFoundError` when the caller cannot see the memory.
         """
-        return (yield from ops.memory_history(self.identity, memory_id))
+        return (yield from ops.memory_history(self.identity, memory_id,
+                                              distributed=self.config.distributed is not None))
 
     def find_duplicate(self, content: str, *, scope: str = "user") -> Op[MemoryItem | None]:
         """The active memory in ``scope`` that ``content`` would duplicate (cosine at or above

@@ -231,10 +231,11 @@ def distribute(*, shard_count: int | None = None) -> Op[list[str]]:
     yield lock
     present = {r["name"] for r in (yield Sql(*queries.our_tables()))}
     done = {r["name"] for r in (yield Sql(*queries.distributed_tables()))}
-    if any(t not in done and t not in LOCAL_TABLES for t in present):  # a new database, or a new table
-        problems = yield from schema_problems()
-        if problems:
-            raise MigrationError("the schema cannot be distributed as it stands: " + "; ".join(problems))
+    if all(t in done or t in LOCAL_TABLES for t in present):  # in place: one round of reads a start
+        return changed
+    problems = yield from schema_problems()  # a new database, or a table a migration added
+    if problems:
+        raise MigrationError("the schema cannot be distributed as it stands: " + "; ".join(problems))
     yield Commit()
 
     for table in REFERENCE_TABLES:

@@ -94,6 +94,8 @@ from .search import (
 )
 from .context import transcript_tail
 from .history import (
+    chain_rows,
+    chain_step,
     earlier_wordings,
     revise_item,
     supersede_item,
@@ -305,6 +307,8 @@ from .graph import (
 )
 
 __all__ = [
+    "chain_rows",
+    "chain_step",
     "delete_passages",
     "insert_passages",
     "mark_passages_extracted",

@@ -14,7 +14,7 @@ from ..models import DecisionMethod, MemoryType
 from .items import item_columns, vector_literal
 from .types import Query
 
-__all__ = ["earlier_wordings", "revise_item", "supersede_item", "supersession_chain",
+__all__ = ["chain_rows", "chain_step", "earlier_wordings", "revise_item", "supersede_item", "supersession_chain",
            "wordings_at"]
 
 
@@ -105,6 +105,25 @@ def supersession_chain(where: Query, memory_id: UUID) -> Query:
         ).format(cols=item_columns(), filt=filt),
         dict(params, c_id=memory_id),
     )
+
+
+def chain_step(back: Sequence[UUID], fwd: UUID | None) -> Query:
+    """One step of a supersession chain, for a cluster (:func:`agent_memory.history.chain`): the items
+    that ``back`` replaced (``kind`` ``back``: their ``superseded_by`` is one of them) and the item
+    that replaced ``fwd`` (``kind`` ``fwd``)."""
+    return (
+        sql.SQL("SELECT m.id, 'back' AS kind FROM memory_items m WHERE m.superseded_by = ANY(%(s_back)s::uuid[])"
+                " UNION ALL SELECT m.superseded_by, 'fwd' FROM memory_items m"
+                " WHERE m.id = %(s_fwd)s::uuid AND m.superseded_by IS NOT NULL"),
+        {"s_back": list(back), "s_fwd": fwd},
+    )
+
+
+def chain_rows(where: Query, ids: Sequence[UUID]) -> Query:
+    """The rows ``ids`` in ``where`` (a chain found by :func:`chain_step`)."""
+    filt, params = where
+    return (sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = ANY(%(c_ids)s::uuid[]) AND {filt}").format(
+        cols=item_columns(), filt=filt), dict(params, c_ids=list(ids)))
 
 
 def earlier_wordings(visible: Query, ids: Sequence[UUID]) -> Query:
