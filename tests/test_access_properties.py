@@ -90,9 +90,9 @@ pytestmark = pytest.mark.slow
 
 EXAMPLES = 40
 STEPS = 100
-if citus_cluster.citus_url():  # the cluster subset (.ci/run): fewer runs, the same rules
-    EXAMPLES, STEPS = 4, 40
 MIN_STEPS = 2_000  # "thousands of operations": checked after the run
+if citus_cluster.citus_url():  # the cluster subset (.ci/run): fewer runs (about 40 s), the same rules
+    EXAMPLES, STEPS, MIN_STEPS = 6, 50, 200
 MAX_RUNS = 25  # of one rule in one example, see capped()
 
 #: what ran, over the whole module (steps, service calls, outcomes per rule)
@@ -498,6 +498,9 @@ class AccessMachine(RuleBasedStateMachine):
         shown = {h.memory.id for h in explored.memories}
         assert shown <= active, f"explore as {user} {ident} leaked {[m.items.get(i) for i in shown - active]}"
         # LangGraph's store over the same memories: each level's namespace shows exactly that level's
+        # (not on a Citus cluster: the store's search has no cluster form yet, docs/how-to/citus.md)
+        if citus_cluster.citus_url():
+            return
         store = AgentMemoryStore(self.service, caller=Identity(user_id=user, **ident))
         levels = {"user": ("memories", user), "session": ("sessions", ident["session_id"]),
                   "project": ("projects", ident["project_id"]), "team": ("teams", ident["team_id"]),
