@@ -242,7 +242,7 @@ def distribute(*, shard_count: int | None = None) -> Op[list[str]]:
         if table not in present:
             continue
         yield lock
-        done = {r["name"]: r for r in (yield Sql(*queries.distributed_tables()))}
+        done = {r["name"] for r in (yield Sql(*queries.distributed_tables()))}
         if table not in done:
             for owner, constraint in SINGLE_NODE_ONLY:
                 if owner == table:
@@ -256,7 +256,7 @@ def distribute(*, shard_count: int | None = None) -> Op[list[str]]:
         if spec.table not in present:
             continue
         yield lock
-        done = {r["name"]: r for r in (yield Sql(*queries.distributed_tables()))}
+        done = {r["name"] for r in (yield Sql(*queries.distributed_tables()))}
         if spec.table not in done:
             yield from _distribute_one(spec, "none" if spec.table == first else first, shard_count)
             changed.append(spec.table)
