@@ -66,6 +66,16 @@ _SCOPES = ("user", "session", "project", "team", "org")
 _TYPES = ("preference", "fact", "skill", "habit", "event", "context", "constraint", "decision")
 
 
+#: ``distributed``: the clusters agent-memory distributes its tables over (agent_memory.db.distributed)
+DISTRIBUTIONS = ("citus",)
+
+
+def distribution(raw: str) -> str | None:
+    """``MEMORY_DISTRIBUTED``: ``citus``, or ``off``/``none`` for a single server."""
+    value = raw.strip().lower()
+    return None if value in ("off", "none", "0", "false", "no") else value
+
+
 def days_by_name(raw: str) -> dict[str, float]:
     """``"session=7,event=30"``: days to live by scope or memory type (an environment value)."""
     out: dict[str, float] = {}
@@ -124,6 +134,7 @@ ENV_VARS: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "MEMORY_INJECT_WHEN": ("inject_when", str),
         "MEMORY_INJECT_MIN_RELEVANCE": ("inject_min_relevance", float),
         "MEMORY_PROFILE_BUDGET_TOKENS": ("profile_budget_tokens", int),
+        "MEMORY_DISTRIBUTED": ("distributed", distribution),
     }
 )
 
@@ -199,6 +210,7 @@ _DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "inject_when": "rules",
     "inject_min_relevance": 0.1,
     "profile_budget_tokens": 300,
+    "distributed": None,
 })
 
 
@@ -331,6 +343,8 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
                                          "(MEMORY_LLM), 'always' searches on every turn"),
     "inject_min_relevance": _between_0_and_1(),
     "profile_budget_tokens": _whole(minimum=0),
+    "distributed": _Rule(lambda v: v is None or v in DISTRIBUTIONS, "None or 'citus'",
+                         "; 'citus' distributes the tables over a Citus cluster (MEMORY_DISTRIBUTED=citus)"),
 })
 
 #: (lower, upper): pairs of fields where the first must not exceed the second
@@ -472,6 +486,10 @@ class MemoryConfig:
         turns that need a memory; BENCHMARKS.md, issue 31).
     profile_budget_tokens: the most each injected profile may take, in tokens (about 4 characters
         each); fields are dropped or shortened to fit and empty ones are never shown; 0 leaves profiles out.
+    distributed: ``"citus"``: the database is a Citus coordinator, and starting (or ``agent-memory
+        migrate``) distributes the tables by the scope they hold (``agent_memory.db.distributed``,
+        idempotent); the copies of big scopes' vectors are off there (change stamps are per node).
+        ``None`` (the default): one PostgreSQL server.
     """
 
     database_url: str | None = FROM_ENV
@@ -526,6 +544,7 @@ class MemoryConfig:
     inject_when: str = FROM_ENV
     inject_min_relevance: float = FROM_ENV
     profile_budget_tokens: int = FROM_ENV
+    distributed: str | None = FROM_ENV
 
     def __post_init__(self) -> None:
         unset = [name for name in _DEFAULTS if getattr(self, name) is FROM_ENV]

@@ -112,12 +112,36 @@ def _creation(row: Mapping[str, Any], metadata: Mapping[str, Any] | None) -> _Ch
     return _Change(change, method, decided.get("reason"), row["user_id"])
 
 
-def chain(identity: Identity, memory_id: UUID) -> Op[list[MemoryVersion]]:
+def _chain_ids(memory_id: UUID) -> Op[list[UUID]]:
+    """The ids of :func:`queries.supersession_chain`'s rows, found one step a statement (at most 100
+    steps each way): the items that replaced ``memory_id`` in turn, and those it replaced, theirs..."""
+    found = [memory_id]
+    back, fwd, seen = [memory_id], memory_id, {memory_id}
+    for _ in range(100):
+        if not back and fwd is None:
+            break
+        step = yield Sql(*queries.chain_step(back, fwd))
+        back = [r["id"] for r in step if r["kind"] == "back" and r["id"] not in seen]
+        ahead = [r["id"] for r in step if r["kind"] == "fwd" and r["id"] not in seen]
+        fwd = ahead[0] if ahead else None
+        seen.update(back + ahead)
+        found += back + ahead
+    return found
+
+
+def chain(identity: Identity, memory_id: UUID, *, distributed: bool = False) -> Op[list[MemoryVersion]]:
     """Every item of ``memory_id``'s supersession chain the caller may see (older items it
     replaced, newer ones that replaced it), each with the earlier wordings the caller could read
     when they held (under the scope and visibility of then: a memory made visible to more
-    readers later keeps its earlier, narrower wordings from them); oldest first."""
-    rows = yield Sql(*queries.supersession_chain(queries.item_filter(identity, statuses=None), memory_id))
+    readers later keeps its earlier, narrower wordings from them); oldest first. ``distributed``
+    (a Citus cluster, which runs no recursive statement over many shards): the chain is followed
+    one step a statement, the same rows."""
+    where = queries.item_filter(identity, statuses=None)
+    if distributed:
+        ids = yield from _chain_ids(memory_id)
+        rows = yield Sql(*queries.chain_rows(where, ids))
+    else:
+        rows = yield Sql(*queries.supersession_chain(where, memory_id))
     if not rows:
         return []
     old = yield Sql(*queries.earlier_wordings(queries.version_visible(identity), [r["id"] for r in rows]))

@@ -296,13 +296,14 @@ def get_by_key(identity: Identity, key: Any, scope: Any = Scope.USER) -> Op[Memo
     return row_to_item(row)
 
 
-def purge_expired(*, limit: int = 10_000) -> Op[int]:
+def purge_expired(*, limit: int = 10_000, distributed: bool = False) -> Op[int]:
     """Delete the memories that have expired (they are already invisible to every read), in
-    batches of ``limit`` rows, each its own transaction; answers how many went."""
+    batches of ``limit`` rows, each its own transaction; answers how many went. ``distributed``
+    (a Citus cluster): each shard deletes its expired rows at once."""
     total = 0
     now = datetime.now(UTC)
     while True:
-        gone = yield Sql(*queries.delete_expired(now, limit), fetch="rowcount")
+        gone = yield Sql(*queries.delete_expired(now, limit, distributed=distributed), fetch="rowcount")
         yield Commit()
         total += gone
         if gone < limit:
@@ -316,7 +317,7 @@ def maintain(config: MemoryConfig, *, at: Any = None, limit: int = 10_000) -> Op
     for ``config.archive_idle_days``. ``at`` (default now) is the time to judge by: a later one
     shows what a run then would do. Rows another run holds are skipped, so runs may overlap."""
     when = datetime.now(UTC) if at is None else check_as_of(at, "at")
-    expired = yield from purge_expired(limit=limit)
+    expired = yield from purge_expired(limit=limit, distributed=config.distributed is not None)
     archived: dict[Retention, int] = {}
     rules = [(Retention.EPHEMERAL, config.ephemeral_days, None)]
     if config.archive_below is not None:
@@ -401,7 +402,8 @@ def search_memories(
                                                      query_text=query, extra=extra, need=need, floor=floor,
                                                      scoring=scoring)
             q, p = queries.indexed_search(identity, scopes=scopes, types=types, k=need, min_relevance=floor,
-                                          extra_lexemes=extra, cached=cached, **statement)
+                                          extra_lexemes=extra, cached=cached,
+                                          distributed=config.distributed is not None, **statement)
         else:  # one pass over the rows that pass; in the past, each in the wording (and vector) of then
             q, p = queries.narrowed_search(where, k=need, min_relevance=floor, subtree=depth, extra_lexemes=extra,
                                            at=past, **statement)
@@ -423,7 +425,8 @@ def search_memories(
     if not ranked:
         return []
     ids = [r[0]["id"] for r in ranked]
-    q, p = queries.touch_items(ids) if touch and past is None else queries.select_items_by_ids(ids)
+    q, p = (queries.touch_items(ids, distributed=config.distributed is not None) if touch and past is None
+            else queries.select_items_by_ids(ids))
     full = {row["id"]: row for row in (yield Sql(q, p))}
     if past is not None:
         full = yield from _as_it_was(identity, full, past, subtree=subtree)
@@ -432,6 +435,12 @@ def search_memories(
         for row, final, sim, kw in ranked
         if row["id"] in full  # a hit deleted between the two statements is left out, not an error
     ]
+
+
+def _copied(config: MemoryConfig) -> bool:
+    """Whether big scopes are searched from the process's copies of their vectors: not on a cluster,
+    whose change stamps (``pg_current_xact_id()``) are per node and so cannot tell a copy it is stale."""
+    return config.vector_cache_rows > 0 and config.distributed is None
 
 
 def _copies(config: MemoryConfig) -> Op[vector_cache.VectorCache]:
@@ -449,7 +458,7 @@ def _duplicate(config: MemoryConfig, identity: Identity, scope: Scope, vector: S
     measured in the database: those within the copy's error of its closest, so however many near
     repeats a big scope holds, a handful), else from the search index."""
     visibilities = queries.merge_visibilities(scope, visibility.value)
-    if config.vector_cache_rows > 0:
+    if _copied(config):
         cache = yield from _copies(config)
         plan = yield from vector_cache.prepare(cache, identity, (scope,), always=True)
         if plan.ranges and plan.complete:
@@ -473,8 +482,9 @@ def _from_copies(config: MemoryConfig, identity: Identity, scopes: Sequence[Scop
     their vectors (:mod:`agent_memory.vector_cache`), or None when no range is copied; and the
     copies (None when turned off). Also sets the transaction's plans to generic
     (:data:`queries.GENERIC_PLANS`), as the indexed search wants."""
-    if config.vector_cache_rows <= 0:
-        yield Sql(queries.GENERIC_PLANS, fetch="none")
+    if not _copied(config):
+        if config.distributed is None:  # Citus plans no generic plan of a statement it must split
+            yield Sql(queries.GENERIC_PLANS, fetch="none")
         return None, None
     cache = yield from _copies(config)
     plan = yield from vector_cache.prepare(cache, identity, scopes, query_text=query_text, extra_lexemes=extra)
@@ -678,7 +688,8 @@ def edit_memory(
     yield Sql(*queries.lock_scope(item.scope, item.scope_id, item.user_id), fetch="none")
     yield from access.require_edit(identity, item, "edit")  # the role may have changed while embedding
     # read again under the lock: it may have been archived or replaced while the text was embedded
-    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id, lock=True)
+    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id, lock=True,
+                                     scope_id=item.scope_id)
     row = yield Sql(q, p, fetch="one")
     if row is None:
         raise MemoryNotFoundError(f"memory {item.id} was deleted while it was being edited")
@@ -698,10 +709,10 @@ def _check_editable(item: MemoryItem) -> None:
                                              "can be edited (restore it first, or edit the one that replaced it)")
 
 
-def memory_history(identity: Identity, memory_id: Any) -> Op[list[MemoryVersion]]:
+def memory_history(identity: Identity, memory_id: Any, *, distributed: bool = False) -> Op[list[MemoryVersion]]:
     """The memory's wordings and its supersession chain, oldest first (what the caller may see)."""
     item = yield from get_memory(identity, memory_id)
-    return (yield from history.chain(identity, item.id))
+    return (yield from history.chain(identity, item.id, distributed=distributed))
 
 
 def purge_archived(identity: Identity) -> Op[int]:

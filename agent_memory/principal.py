@@ -522,7 +522,8 @@ class PrincipalOps:
 
         :class:`MemoryNotFoundError` when the caller cannot see the memory.
         """
-        return (yield from ops.memory_history(self.identity, memory_id))
+        return (yield from ops.memory_history(self.identity, memory_id,
+                                              distributed=self.config.distributed is not None))
 
     def find_duplicate(self, content: str, *, scope: str = "user") -> Op[MemoryItem | None]:
         """The active memory in ``scope`` that ``content`` would duplicate (cosine at or above
@@ -803,7 +804,7 @@ class AdminOps:
 
         Raises only for the database (:class:`DatabaseUnavailableError`).
         """
-        return (yield from ops.purge_expired())
+        return (yield from ops.purge_expired(distributed=self.config.distributed is not None))
 
     def maintain(self, *, at: datetime | str | None = None) -> Op[MaintenanceReport]:
         """Forgetting, run from cron (``agent-memory maintain``): delete what expired, archive

@@ -25,6 +25,7 @@ from .config import MemoryConfig
 from .db.connection import (  # noqa: F401 - DEFAULT_DATABASE is re-exported
     DEFAULT_DATABASE, aopen_pool, embedded_restarter, open_pool, resolve_dsn,
 )
+from .db.distributed import laid_out
 from .db.migrations import migrate
 from .db.requests import Op, arun, run
 from .embeddings import embedding_dimensions, embedding_model_name, resolve_embeddings
@@ -153,8 +154,8 @@ class MemoryService(ServiceMethods, _Common, SpecificationMethods):
         self._closed = False
         try:
             self.applied_migrations: list[str] = run(
-                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings),
-                        schema=self.config.db_schema),
+                laid_out(migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings),
+                                 schema=self.config.db_schema), self.config.distributed),
                 self.conn, self.embeddings,
             )
         except BaseException:
@@ -249,8 +250,8 @@ class AsyncMemoryService(AsyncServiceMethods, _Common, AsyncSpecificationMethods
             )
         try:
             self.applied_migrations = await arun(
-                migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings),
-                        schema=self.config.db_schema),
+                laid_out(migrate(embedding_dimensions(self.embeddings), embedding_model_name(self.embeddings),
+                                 schema=self.config.db_schema), self.config.distributed),
                 conn, self.embeddings,
             )
         except BaseException:

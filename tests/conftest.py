@@ -23,9 +23,17 @@ import pytest
 from agent_memory import AsyncMemoryService, MemoryConfig, MemoryService
 from agent_memory.embeddings import LocalEmbeddings
 
+import citus_cluster
+
 # The knowledge graph learns on save only when MEMORY_KNOWLEDGE_GRAPH is on (off by default); the
 # suite runs with it on, so every write path is tested with it (test_graph.py checks the off path).
 os.environ.setdefault("MEMORY_KNOWLEDGE_GRAPH", "1")
+
+# The cluster subset (tests/test_citus.py, .ci/run): AGENT_MEMORY_TEST_CITUS_URL names a Citus
+# coordinator; every database is then made on the whole cluster and distributed by the service.
+CITUS = citus_cluster.citus_url()
+if CITUS:
+    os.environ["MEMORY_DISTRIBUTED"] = "citus"
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +70,17 @@ def fresh_dsn(pg_server_dsn: Callable[[str], str]) -> Iterator[Callable[[], str]
     created: list[str] = []
     admin = pg_server_dsn("postgres")
 
+    if CITUS:
+        def on_cluster() -> str:
+            name = f"am_test_{uuid.uuid4().hex[:12]}"
+            created.append(name)
+            return citus_cluster.create_database(CITUS, name)
+
+        yield on_cluster
+        for name in created:
+            citus_cluster.drop_database(CITUS, name)
+        return
+
     def make() -> str:
         name = f"am_test_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -88,7 +107,8 @@ def embeddings() -> LocalEmbeddings:
 
 @pytest.fixture(scope="session")
 def config() -> MemoryConfig:
-    return MemoryConfig.defaults(knowledge_graph=True)  # see MEMORY_KNOWLEDGE_GRAPH above
+    # see MEMORY_KNOWLEDGE_GRAPH above; on a cluster, distributed (see CITUS)
+    return MemoryConfig.defaults(knowledge_graph=True, distributed="citus" if CITUS else None)
 
 
 @pytest.fixture(scope="session")

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import citus_cluster
 import numpy as np
 import psycopg
 import pytest
@@ -93,6 +94,8 @@ pytestmark = pytest.mark.slow
 EXAMPLES = 40
 STEPS = 100
 MIN_STEPS = 2_000  # "thousands of operations": checked after the run
+if citus_cluster.citus_url():  # the cluster subset (.ci/run): fewer runs (about 40 s), the same rules
+    EXAMPLES, STEPS, MIN_STEPS = 6, 50, 200
 MAX_RUNS = 25  # of one rule in one example, see capped()
 
 #: what ran, over the whole module (steps, service calls, outcomes per rule)
@@ -516,6 +519,9 @@ class AccessMachine(RuleBasedStateMachine):
             walked = handle.traverse(seed_nodes=["Kim"], top_k=50)
             assert {h.node.created_by for h in walked.nodes} <= {user}, f"traverse as {user} walked others' nodes"
         # LangGraph's store over the same memories: each level's namespace shows exactly that level's
+        # (not on a Citus cluster: the store's search has no cluster form yet, docs/how-to/citus.md)
+        if citus_cluster.citus_url():
+            return
         store = AgentMemoryStore(self.service, caller=Identity(user_id=user, **ident))
         levels = {"user": ("memories", user), "session": ("sessions", ident["session_id"]),
                   "project": ("projects", ident["project_id"]), "team": ("teams", ident["team_id"]),
@@ -889,7 +895,8 @@ class AccessMachine(RuleBasedStateMachine):
             assert _row(result) == item.row()
         self._check_database()
 
-    @precondition(lambda self: self.model.items)
+    # (not on a Citus cluster: reads of the past have no cluster form yet, docs/how-to/citus.md)
+    @precondition(lambda self: self.model.items and not citus_cluster.citus_url())
     @rule(data=st.data(), when=st.sampled_from(["known_at", "as_of"]))
     @capped
     def read_the_past(self, data: st.DataObject, when: str) -> None:
@@ -1223,11 +1230,14 @@ def world_service(fresh_dsn: Callable[[], str]) -> Iterator[tuple[MemoryService,
     connection to inspect it. Every range of one row or more is searched from a copy of its
     vectors (``vector_cache_rows=1``), so the model checks that read path too."""
     dsn = fresh_dsn()
-    with MemoryService(dsn, config=MemoryConfig(vector_cache_rows=1), embeddings=HashEmbeddings()) as service, \
+    # on a Citus cluster without the knowledge graph: its recall joins a user's graph to memories of
+    # other scopes, which has no cluster form yet (docs/how-to/citus.md)
+    config = MemoryConfig(vector_cache_rows=1, **({"knowledge_graph": False} if citus_cluster.citus_url() else {}))
+    with MemoryService(dsn, config=config, embeddings=HashEmbeddings()) as service, \
             PostgresCheckpointer(dsn, config=MemoryConfig()) as checkpointer, \
             psycopg.connect(dsn, autocommit=True) as conn:
         service.for_user("nobody").search("makes the copies' cache")
-        for cache in requests._SHARED[service.conn].values():
+        for cache in requests._SHARED.get(service.conn, {}).values():  # none on a cluster (copies are off)
             cache.recheck_after = 0.0  # every search plans again, so every range with a row is copied
         yield service, conn, checkpointer
 

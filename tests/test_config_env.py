@@ -118,6 +118,7 @@ BAD_VALUES = {
     "inject_when": "sometimes",
     "inject_min_relevance": 1.5,
     "profile_budget_tokens": -1,
+    "distributed": "mysql",
 }
 
 

@@ -479,3 +479,19 @@ async def test_async_past_reads_keep_the_rules_of_then(amemory, memory: MemorySe
     assert [v.content for v in await editor.history(item.id)] == [item.content]
     assert [r.id for r in await editor.search("Lisbon office", known_at=then)] == []
     assert [m.id for m in await editor.list(as_of=then)] == []
+
+
+def test_the_chain_followed_step_by_step_is_the_recursive_chain(memory: MemoryService, tenant) -> None:
+    """A Citus cluster follows a supersession chain one step a statement (no recursive statement
+    over many shards): the same versions as the recursive statement, from either end."""
+    from agent_memory import history as history_ops
+    from agent_memory.db.requests import run
+    from agent_memory.models import Identity
+
+    old, new, _ = _superseded_editor(memory, tenant.user, tenant.session)
+    me = Identity(user_id=tenant.user)
+    for start in (old.id, new.id):
+        recursive = run(history_ops.chain(me, start), memory.conn, memory.embeddings)
+        stepwise = run(history_ops.chain(me, start, distributed=True), memory.conn, memory.embeddings)
+        assert [(v.memory_id, v.version) for v in stepwise] == [(v.memory_id, v.version) for v in recursive]
+        assert {v.memory_id for v in recursive} == {old.id, new.id}

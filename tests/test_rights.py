@@ -396,7 +396,7 @@ def bobs_rows(dsn: str, w: World) -> dict[str, int]:
     """What forgetting bob should remove, counted straight from the tables."""
     b = w.bob
     return {
-        "history": count(dsn, "SELECT count(*) FROM memory_item_history h JOIN memory_items m ON m.id = h.memory_id"
+        "history": count(dsn, "SELECT count(*) FROM memory_item_history h JOIN memory_items m ON m.scope_id = h.scope_id AND m.id = h.memory_id"
                               " WHERE m.user_id = %s", b),
         "memories": count(dsn, "SELECT count(*) FROM memory_items WHERE user_id = %s", b),
         "decisions": count(dsn, "SELECT count(*) FROM memory_decisions WHERE user_id = %s", b),
@@ -418,7 +418,7 @@ def others_rows(dsn: str, w: World) -> dict[str, list[tuple]]:
     scopes = [w.acme, w.corp, w.web, w.team, w.org]
     return {
         "memories": rows(dsn, "SELECT * FROM memory_items WHERE user_id = ANY(%s)", users),
-        "history": rows(dsn, "SELECT h.* FROM memory_item_history h JOIN memory_items m ON m.id = h.memory_id"
+        "history": rows(dsn, "SELECT h.* FROM memory_item_history h JOIN memory_items m ON m.scope_id = h.scope_id AND m.id = h.memory_id"
                              " WHERE m.user_id = ANY(%s)", users),
         "resources": rows(dsn, "SELECT * FROM memory_resources WHERE user_id = ANY(%s)", users),
         "profiles": rows(dsn, "SELECT kind, subject_id, manual, edited_by FROM memory_profiles"
@@ -501,7 +501,7 @@ def test_forget_user_checks_the_id_before_any_query():
 
 def scope_rows(dsn: str, kind: str, scope_id: str) -> dict[str, int]:
     return {
-        "history": count(dsn, "SELECT count(*) FROM memory_item_history h JOIN memory_items m ON m.id = h.memory_id"
+        "history": count(dsn, "SELECT count(*) FROM memory_item_history h JOIN memory_items m ON m.scope_id = h.scope_id AND m.id = h.memory_id"
                               " WHERE m.scope = %s AND m.scope_id = %s", kind, scope_id),
         "memories": count(dsn, "SELECT count(*) FROM memory_items WHERE scope = %s AND scope_id = %s", kind, scope_id),
         "resources": count(dsn, "SELECT count(*) FROM memory_resources WHERE scope = %s AND scope_id = %s",

@@ -220,7 +220,7 @@ async def test_extraction_budget_is_per_session_and_per_window(svc, tenant, dsn)
     # runs older than the window no longer count
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
-            "UPDATE memory_extraction_runs SET created_at = created_at - %s WHERE user_id = %s AND session_id = %s",
+            "UPDATE memory_extraction_runs SET created_at = now() - %s WHERE user_id = %s AND session_id = %s",
             (timedelta(hours=24, minutes=1), tenant.user, tenant.session),
         )
     assert await call(svc.for_user(**ids), "extraction_budget") == 3

@@ -126,6 +126,11 @@ def resolve_dsn(conn: str | None, config: MemoryConfig) -> str:
     The URL answered searches ``config.db_schema`` first (:mod:`.schema`; as given for ``public``)."""
     from .schema import in_schema
 
+    if config.distributed is not None:  # a Citus coordinator: its connections' settings (db.distributed)
+        from .distributed import on_cluster
+
+        if conn or config.database_url:
+            return on_cluster(in_schema(conn or config.database_url or "", config.db_schema))
     if conn:
         return in_schema(conn, config.db_schema)
     if config.database_url:

@@ -315,7 +315,8 @@ def _new_row(config: MemoryConfig, identity: Identity, proposal: Proposal, vecto
 
 def _current(identity: Identity, item: MemoryItem) -> Op[MemoryItem | None]:
     """``item`` as it is now, locked for this transaction; None unless still active."""
-    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=(Status.ACTIVE,)), item.id, lock=True)
+    q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=(Status.ACTIVE,)), item.id, lock=True,
+                                     scope_id=item.scope_id)
     row = yield Sql(q, p, fetch="one")
     return None if row is None else row_to_item(row)
 

@@ -97,6 +97,8 @@ from .search import (
 )
 from .context import transcript_tail
 from .history import (
+    chain_rows,
+    chain_step,
     earlier_wordings,
     revise_item,
     supersede_item,
@@ -262,6 +264,24 @@ from .store import (
     value_expression,
 )
 
+from .distributed import (
+    allow_shard_triggers,
+    citus_installed,
+    constraints_of_schema,
+    create_distributed_table,
+    create_reference_table,
+    distributed_tables,
+    drop_constraint,
+    drop_trigger,
+    forget_local_copy,
+    migration_lock,
+    our_tables,
+    row_trigger,
+    sequential_modifications,
+    shards_of_scopes,
+    triggers_of,
+    triggers_of_schema,
+)
 from .graph import (
     NODE_COLUMNS,
     NOTES_KEPT,
@@ -290,6 +310,8 @@ from .graph import (
 )
 
 __all__ = [
+    "chain_rows",
+    "chain_step",
     "delete_passages",
     "insert_passages",
     "mark_passages_extracted",
@@ -521,4 +543,23 @@ __all__ += [
     "unmentioned_memories",
     "upsert_nodes",
     "upsert_relations",
+]
+# distributing the tables over a Citus cluster (:mod:`.distributed`)
+__all__ += [
+    "allow_shard_triggers",
+    "citus_installed",
+    "constraints_of_schema",
+    "create_distributed_table",
+    "create_reference_table",
+    "distributed_tables",
+    "drop_constraint",
+    "drop_trigger",
+    "forget_local_copy",
+    "migration_lock",
+    "our_tables",
+    "row_trigger",
+    "sequential_modifications",
+    "shards_of_scopes",
+    "triggers_of",
+    "triggers_of_schema",
 ]

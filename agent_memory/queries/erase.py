@@ -33,7 +33,8 @@ _FOUNDER_ROLE = "CASE {kind} WHEN 'project' THEN 'owner' WHEN 'team' THEN 'lead'
 #: rows of others that name the user: the name goes, the row stays (before the user's rows go)
 _DETACH_OTHERS = (
     ("history.changed_by", ("UPDATE memory_item_history h SET changed_by = %(gone)s FROM memory_items m"
-                            " WHERE m.id = h.memory_id AND m.user_id <> %(u)s AND h.changed_by = %(u)s")),
+                            " WHERE m.scope_id = h.scope_id AND m.id = h.memory_id AND m.user_id <> %(u)s"
+                            " AND h.changed_by = %(u)s")),
     ("memories.superseded_by", ("UPDATE memory_items SET superseded_by = NULL WHERE user_id <> %(u)s"
                                 " AND superseded_by IN (SELECT id FROM memory_items WHERE user_id = %(u)s)")),
     ("memories.source_id", ("UPDATE memory_items SET source_id = NULL WHERE user_id <> %(u)s"

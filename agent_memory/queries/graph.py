@@ -106,18 +106,18 @@ def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note:
         "INSERT INTO graph_nodes AS n (scope, scope_id, id, node_type, entity_type, name, canonical_name, aliases,"
         " description, notes, embedding, is_owner, confidence, created_by, source_count, first_mentioned_at,"
         " last_mentioned_at, distinct_days, is_dirty)"
-        " SELECT 'user', %(g)s, gen_random_uuid(), t.node_type, t.entity_type, t.name, t.canonical_name,"
+        " SELECT 'user', %(g)s::text, gen_random_uuid(), t.node_type, t.entity_type, t.name, t.canonical_name,"
         " CASE WHEN t.alias IS NULL THEN '{}'::text[] ELSE ARRAY[t.alias] END, t.description,"
         " CASE WHEN t.is_owner THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object('content', %(note)s::text,"
         " 'added_by', %(u)s::text, 'added_at', coalesce(%(at)s::timestamptz, now()), 'source_id', %(src)s::text,"
         " 'expires_at', NULL)) END,"
-        " CASE WHEN t.is_owner THEN NULL ELSE %(vec)s::vector END, t.is_owner, t.confidence, %(u)s,"
+        " CASE WHEN t.is_owner THEN NULL ELSE %(vec)s::vector END, t.is_owner, t.confidence, %(u)s::text,"
         " CASE WHEN t.is_owner THEN 0 ELSE 1 END, coalesce(%(at)s::timestamptz, now()),"
         " coalesce(%(at)s::timestamptz, now()), ARRAY[coalesce(%(at)s::timestamptz, now())::date], false"
         f" FROM unnest({unnest}) AS t({', '.join(cols)})"
         " ON CONFLICT (scope, scope_id, node_type, entity_type, canonical_name) DO UPDATE SET"
-        " notes = CASE WHEN excluded.is_owner THEN n.notes WHEN jsonb_array_length(n.notes) >= %(keep)s"
-        " THEN (n.notes - 0) || excluded.notes ELSE n.notes || excluded.notes END,"
+        " notes = CASE WHEN excluded.is_owner THEN n.notes WHEN jsonb_array_length(n.notes) >= "
+        + str(int(NOTES_KEPT)) + " THEN (n.notes - 0) || excluded.notes ELSE n.notes || excluded.notes END,"
         " aliases = ARRAY(SELECT DISTINCT a FROM unnest(n.aliases || excluded.aliases) a WHERE a <> n.canonical_name),"
         " embedding = coalesce(n.embedding, excluded.embedding),"
         " confidence = greatest(n.confidence, excluded.confidence),"
@@ -126,7 +126,8 @@ def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note:
         " first_mentioned_at = least(n.first_mentioned_at, excluded.first_mentioned_at),"
         " distinct_days = CASE WHEN excluded.is_owner OR excluded.distinct_days[1] = ANY(n.distinct_days)"
         " THEN n.distinct_days ELSE n.distinct_days || excluded.distinct_days END,"
-        " is_dirty = n.is_dirty OR NOT excluded.is_owner, updated_at = now()"
+        # excluded's is the default, now(): Citus runs no volatile or stable function in DO UPDATE
+        " is_dirty = n.is_dirty OR NOT excluded.is_owner, updated_at = excluded.updated_at"
         " RETURNING id, canonical_name, node_type, entity_type",
         params,
     )
@@ -137,7 +138,8 @@ def insert_mentions(owner: str, user: str, node_ids: Sequence[UUID], kind: str, 
     """The source ``(kind, source_id)`` mentions each node (once)."""
     return (
         "INSERT INTO graph_mentions (scope, scope_id, node_id, source_kind, source_id, mentioned_at, added_by)"
-        " SELECT 'user', %(g)s, n, %(kind)s, %(src)s, coalesce(%(at)s::timestamptz, now()), %(u)s"
+        " SELECT 'user', %(g)s::text, n, %(kind)s::text, %(src)s::uuid, coalesce(%(at)s::timestamptz, now()),"
+        " %(u)s::text"
         " FROM unnest(%(ids)s::uuid[]) n ON CONFLICT DO NOTHING",
         {"g": owner, "u": user, "ids": list(node_ids), "kind": kind, "src": source_id, "at": at},
     )
@@ -158,16 +160,18 @@ def upsert_relations(owner: str, user: str, rows: Sequence[dict[str, Any]], *, n
     return (
         "INSERT INTO graph_relations AS r (scope, scope_id, id, from_node, to_node, kind, rel_type, description,"
         " attitude, proximity, notes, confidence, source_memory, recorded_by, valid_from)"
-        " SELECT 'user', %(g)s, gen_random_uuid(), t.from_node, t.to_node, t.kind, t.rel_type, t.description,"
+        " SELECT 'user', %(g)s::text, gen_random_uuid(), t.from_node, t.to_node, t.kind, t.rel_type, t.description,"
         " t.attitude, t.proximity, jsonb_build_array(jsonb_build_object('content', %(note)s::text, 'added_by',"
         " %(u)s::text, 'added_at', coalesce(%(at)s::timestamptz, now()), 'source_id', %(src)s::text,"
-        " 'expires_at', NULL)), 0.7, %(mem)s, %(u)s, coalesce(t.valid_from, %(at)s::timestamptz, now())"
+        " 'expires_at', NULL)), 0.7, %(mem)s::uuid, %(u)s::text, coalesce(t.valid_from, %(at)s::timestamptz, now())"
         f" FROM unnest({unnest}) AS t({', '.join(cols)})"
         " ON CONFLICT (scope, scope_id, from_node, to_node, rel_type) WHERE valid_to IS NULL AND known_to IS NULL"
-        " DO UPDATE SET notes = CASE WHEN jsonb_array_length(r.notes) >= %(keep)s THEN (r.notes - 0) || excluded.notes"
+        # (NOTES_KEPT written in: Citus passes no parameter to an upsert's DO UPDATE on a shard)
+        " DO UPDATE SET notes = CASE WHEN jsonb_array_length(r.notes) >= " + str(int(NOTES_KEPT))
+        + " THEN (r.notes - 0) || excluded.notes"
         " ELSE r.notes || excluded.notes END, confidence = least(1, r.confidence + 0.1),"
         " attitude = coalesce(r.attitude, excluded.attitude), proximity = coalesce(r.proximity, excluded.proximity),"
-        " updated_at = now()",
+        " updated_at = excluded.updated_at",
         params,
     )
 
@@ -178,19 +182,24 @@ def close_relation(owner: str, user: str, row: dict[str, Any], *, note: str, sou
     ``valid_to`` when a model said when, else ``at``), it is not deleted; none known: one is
     recorded already closed. A relation said to have ended before it was recorded as beginning
     (its ``valid_from`` was only when it was first heard of) begins no later than it ended."""
+    # the times chosen here and written in as now() or parameters (no coalesce: Citus runs no
+    # stable function in a CASE or COALESCE of an UPDATE)
+    until, since = row.get("valid_to"), row.get("valid_from")
+    when = "now()" if at is None else "%(at)s::timestamptz"
+    end = when if until is None else "%(until)s::timestamptz"
+    start = end if since is None else "%(since)s::timestamptz"
+    closing = ("greatest(valid_from, " + when + ")" if until is None
+               else "%(until)s::timestamptz, valid_from = least(valid_from, %(until)s::timestamptz)")
     return (
-        "WITH closed AS (UPDATE graph_relations SET valid_to = coalesce(%(until)s::timestamptz,"
-        " greatest(valid_from, coalesce(%(at)s::timestamptz, now()))),"
-        " valid_from = least(valid_from, coalesce(%(until)s::timestamptz, valid_from)), updated_at = now() WHERE scope = 'user' AND scope_id = %(g)s AND from_node = %(f)s"
+        "WITH closed AS (UPDATE graph_relations SET valid_to = " + closing + ","
+        " updated_at = now() WHERE scope = 'user' AND scope_id = %(g)s AND from_node = %(f)s"
         " AND to_node = %(t)s AND rel_type = %(type)s AND valid_to IS NULL AND known_to IS NULL RETURNING 1)"
         " INSERT INTO graph_relations (scope, scope_id, id, from_node, to_node, kind, rel_type, description, notes,"
         " source_memory, recorded_by, valid_from, valid_to)"
         " SELECT 'user', %(g)s, gen_random_uuid(), %(f)s, %(t)s, %(kind)s, %(type)s, %(desc)s,"
         " jsonb_build_array(jsonb_build_object('content', %(note)s::text, 'added_by', %(u)s::text, 'added_at',"
-        " coalesce(%(at)s::timestamptz, now()), 'source_id', %(src)s::text, 'expires_at', NULL)), %(mem)s, %(u)s,"
-        " least(coalesce(%(since)s::timestamptz, %(until)s::timestamptz, %(at)s::timestamptz, now()),"
-        " coalesce(%(until)s::timestamptz, %(at)s::timestamptz, now())),"
-        " coalesce(%(until)s::timestamptz, %(at)s::timestamptz, now())"
+        " " + when + ", 'source_id', %(src)s::text, 'expires_at', NULL)), %(mem)s, %(u)s,"
+        " least(" + start + ", " + end + "), " + end +
         " WHERE NOT EXISTS (SELECT 1 FROM closed)",
         {"g": owner, "u": user, "f": row["from_node"], "t": row["to_node"], "kind": row["kind"],
          "type": row["rel_type"], "desc": row["description"], "note": note,
@@ -331,7 +340,7 @@ def memories_mentioning(identity: Identity, owner: str, node_ids: Sequence[UUID]
                 " FROM graph_mentions g JOIN memory_items m ON m.id = g.source_id"
                 " WHERE g.scope = 'user' AND g.scope_id = %(g)s AND g.source_kind = 'memory'"
                 " AND g.node_id = ANY(%(ids)s) AND m.status = 'active' AND {live} AND {rule}"
-                " GROUP BY m.id ORDER BY count(*) DESC, m.created_at DESC LIMIT %(limit)s").format(
+                " GROUP BY m.scope_id, m.id ORDER BY count(*) DESC, m.created_at DESC LIMIT %(limit)s").format(
             cols=item_columns(), live=sql.SQL(live()), rule=rule),
         params,
     )

@@ -14,7 +14,7 @@ from ..models import DecisionMethod, MemoryType
 from .items import item_columns, vector_literal
 from .types import Query
 
-__all__ = ["earlier_wordings", "revise_item", "supersede_item", "supersession_chain",
+__all__ = ["chain_rows", "chain_step", "earlier_wordings", "revise_item", "supersede_item", "supersession_chain",
            "wordings_at"]
 
 
@@ -37,7 +37,8 @@ def revise_item(memory_id: UUID, *, content: str, vector: Sequence[float] | None
         "INSERT INTO memory_item_history (memory_id, version, content, memory_type, confidence, metadata,"
         " recorded_at, change, decided_by, reason, changed_by, embedding, scope, scope_id, visibility)"
         " SELECT id, version, content, memory_type, confidence, metadata,"
-        " coalesce((SELECT max(h.replaced_at) FROM memory_item_history h WHERE h.memory_id = m.id), m.created_at),"
+        " coalesce((SELECT max(h.replaced_at) FROM memory_item_history h"
+        " WHERE h.scope_id = m.scope_id AND h.memory_id = m.id), m.created_at),"
         " %(change)s, %(decided_by)s, %(reason)s, %(changed_by)s, embedding, scope, scope_id, visibility"
         " FROM memory_items m WHERE m.id = %(id)s"
     )
@@ -73,7 +74,7 @@ def wordings_at(visible: Query, ids: Sequence[UUID], as_of: datetime) -> Query:
     return (
         sql.SQL(
             "SELECT DISTINCT ON (h.memory_id) h.memory_id, h.content, h.memory_type, {filt} AS visible"
-            " FROM memory_item_history h JOIN memory_items m ON m.id = h.memory_id"
+            " FROM memory_item_history h JOIN memory_items m ON m.scope_id = h.scope_id AND m.id = h.memory_id"
             " WHERE h.memory_id = ANY(%(ids)s) AND h.replaced_at > %(as_of)s"
             " ORDER BY h.memory_id, h.replaced_at"
         ).format(filt=filt),
@@ -106,6 +107,25 @@ def supersession_chain(where: Query, memory_id: UUID) -> Query:
     )
 
 
+def chain_step(back: Sequence[UUID], fwd: UUID | None) -> Query:
+    """One step of a supersession chain, for a cluster (:func:`agent_memory.history.chain`): the items
+    that ``back`` replaced (``kind`` ``back``: their ``superseded_by`` is one of them) and the item
+    that replaced ``fwd`` (``kind`` ``fwd``)."""
+    return (
+        sql.SQL("SELECT m.id, 'back' AS kind FROM memory_items m WHERE m.superseded_by = ANY(%(s_back)s::uuid[])"
+                " UNION ALL SELECT m.superseded_by, 'fwd' FROM memory_items m"
+                " WHERE m.id = %(s_fwd)s::uuid AND m.superseded_by IS NOT NULL"),
+        {"s_back": list(back), "s_fwd": fwd},
+    )
+
+
+def chain_rows(where: Query, ids: Sequence[UUID]) -> Query:
+    """The rows ``ids`` in ``where`` (a chain found by :func:`chain_step`)."""
+    filt, params = where
+    return (sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = ANY(%(c_ids)s::uuid[]) AND {filt}").format(
+        cols=item_columns(), filt=filt), dict(params, c_ids=list(ids)))
+
+
 def earlier_wordings(visible: Query, ids: Sequence[UUID]) -> Query:
     """The kept wordings of ``ids`` that pass ``visible`` (:func:`.visibility.version_visible`
     over ``h`` and its memory ``m``: the versions the caller could read then), by item and version."""
@@ -113,7 +133,8 @@ def earlier_wordings(visible: Query, ids: Sequence[UUID]) -> Query:
     return (
         sql.SQL(
             "SELECT h.memory_id, h.version, h.content, h.memory_type, h.recorded_at, h.replaced_at, h.change,"
-            " h.decided_by, h.reason, h.changed_by, h.metadata, h.visibility FROM memory_item_history h JOIN memory_items m ON m.id = h.memory_id"
+            " h.decided_by, h.reason, h.changed_by, h.metadata, h.visibility FROM memory_item_history h"
+            " JOIN memory_items m ON m.scope_id = h.scope_id AND m.id = h.memory_id"
             " WHERE h.memory_id = ANY(%(h_ids)s) AND {filt} ORDER BY h.memory_id, h.version"
         ).format(filt=filt),
         dict(params, h_ids=list(ids)),

@@ -117,13 +117,16 @@ def select_owned(where: Query) -> Query:
             .format(filt=filt), params)
 
 
-def select_item_by_id(where: Query, memory_id: Any, *, lock: bool = False) -> Query:
-    """The row ``memory_id`` if it is in ``where``; with ``lock``, locked until the transaction ends."""
+def select_item_by_id(where: Query, memory_id: Any, *, lock: bool = False, scope_id: str | None = None) -> Query:
+    """The row ``memory_id`` if it is in ``where``; with ``lock``, locked until the transaction ends.
+    ``scope_id``: the scope it lives in, when known (a memory never changes scope), so a cluster
+    reads and locks it on its one shard (Citus locks no row of a statement over many shards)."""
     filt, params = where
+    scoped = "" if scope_id is None else " AND m.scope_id = %(id_scope)s"
     return (
-        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = %(id)s AND {filt}{lock}").format(
+        sql.SQL("SELECT {cols} FROM memory_items m WHERE m.id = %(id)s" + scoped + " AND {filt}{lock}").format(
             cols=_COLS, filt=filt, lock=sql.SQL(" FOR UPDATE OF m" if lock else "")),
-        dict(params, id=memory_id),
+        dict(params, id=memory_id, id_scope=scope_id),
     )
 
 
@@ -162,14 +165,25 @@ _RECALL = (
 ).format(s=salience_at(alias="memory_items"))
 
 
-def touch_items(ids: Sequence[Any]) -> Query:
+def touch_items(ids: Sequence[Any], *, distributed: bool = False) -> Query:
     """Record use of search hits (a recall: :data:`_RECALL`) and read them in full. Usage stats
     are bookkeeping, so this transaction's commit does not wait for its WAL flush
     (``synchronous_commit`` off, set in the same round trip).
 
     A search must never fail or wait because of its bookkeeping: rows are locked in id order
     and a row another transaction holds is skipped (``SKIP LOCKED``; its recall is not counted)
-    and read as it is. Locked in rank order, two searches over the same rows deadlocked."""
+    and read as it is. Locked in rank order, two searches over the same rows deadlocked.
+
+    ``distributed`` (a Citus cluster, which locks no rows of many shards ahead of an update): one
+    update of the hits, shard after shard (``citus.multi_shard_modify_mode`` sequential, so two
+    searches take their rows in one order); a hit a writer holds is waited for."""
+    if distributed:
+        return (
+            sql.SQL("WITH one_by_one AS (SELECT set_config('citus.multi_shard_modify_mode', 'sequential', true))"
+                    " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1, " + _RECALL +
+                    " WHERE id = ANY(%(ids)s) RETURNING {ret}").format(ret=_RETURNING),
+            {"ids": list(ids)},
+        )
     return (
         sql.SQL(
             "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true)),"
@@ -291,8 +305,13 @@ def set_valid_from(dated: Sequence[tuple[Any, Any]]) -> Query:
     )
 
 
-def delete_expired(before: Any, limit: int) -> Query:
-    """Delete up to ``limit`` rows that expired before ``before`` (their history goes with them)."""
+def delete_expired(before: Any, limit: int, *, distributed: bool = False) -> Query:
+    """Delete up to ``limit`` rows that expired before ``before`` (their history goes with them).
+    ``distributed`` (Citus locks no rows of many shards ahead of a delete): every such row, each
+    shard its own."""
+    if distributed:
+        return (sql.SQL("DELETE FROM memory_items WHERE expires_at IS NOT NULL AND expires_at <= %(before)s"),
+                {"before": before})
     return (
         sql.SQL("DELETE FROM memory_items WHERE id IN (SELECT id FROM memory_items"
                 " WHERE expires_at IS NOT NULL AND expires_at <= %(before)s LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"),

@@ -45,7 +45,7 @@ _THEN = {
                    " ELSE to_tsvector('english'::regconfig, h.content) END"),
     "then": sql.SQL(
         " LEFT JOIN LATERAL (SELECT h.content, h.embedding FROM memory_item_history h"
-        " WHERE m.version > 1 AND h.memory_id = m.id AND h.replaced_at > %(w_at)s"
+        " WHERE m.version > 1 AND h.scope_id = m.scope_id AND h.memory_id = m.id AND h.replaced_at > %(w_at)s"
         " ORDER BY h.replaced_at LIMIT 1) h ON TRUE"),
 }
 

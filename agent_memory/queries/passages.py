@@ -139,7 +139,8 @@ def search_passages(identity: Identity, *, query_vector: Sequence[float], query_
         " CASE WHEN vector_dims(p.embedding) = vector_dims(q.v) THEN 1 - (p.embedding <=> q.v) ELSE 0 END"
         " AS similarity,"
         " ts_rank_cd(p.content_tsv, q.tsq) AS keyword"
-        " FROM memory_passages p JOIN memory_resources r ON r.id = p.resource_id CROSS JOIN q WHERE {filt})"
+        " FROM memory_passages p JOIN memory_resources r ON r.scope_id = p.scope_id AND r.id = p.resource_id"
+        " CROSS JOIN q WHERE {filt})"
         " SELECT *, (1 - %(q_kw)s) * similarity + %(q_kw)s * keyword / (keyword + %(q_half)s) AS score"
         " FROM scored ORDER BY score DESC, resource_id, position LIMIT %(q_k)s"
     ).format(filt=filt)

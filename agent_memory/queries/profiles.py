@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 #: ``dirty`` as read: changed since the build, or one of the memories it was built from has expired
-_DIRTY = "(dirty OR coalesce(stale_at <= now(), false))"
+_DIRTY = "(dirty OR (stale_at IS NOT NULL AND stale_at <= now()))"
 _COLUMNS = f"kind, subject_id, fields, manual, {_DIRTY} AS dirty, built_by, built_at, edited_at"
 
 

@@ -51,7 +51,7 @@ def count_staged() -> Statement:
     """Memories in all (``total``), and those with a staged vector of their current wording (``done``)."""
     return (
         "SELECT (SELECT count(*) FROM memory_items) AS total,"
-        " (SELECT count(*) FROM memory_reembed r JOIN memory_items m ON m.id = r.id"
+        " (SELECT count(*) FROM memory_reembed r JOIN memory_items m ON m.scope_id = r.scope_id AND m.id = r.id"
         "  WHERE r.content_md5 = md5(m.content)) AS done",
         None,
     )
@@ -59,7 +59,8 @@ def count_staged() -> Statement:
 
 def pending_reembed(limit: int | None) -> Statement:
     """Memories with no staged vector for their current wording, in id order (all, or ``limit``)."""
-    query = ("SELECT m.id, m.content, m.context FROM memory_items m LEFT JOIN memory_reembed r ON r.id = m.id"
+    query = ("SELECT m.id, m.content, m.context FROM memory_items m LEFT JOIN memory_reembed r"
+             " ON r.scope_id = m.scope_id AND r.id = m.id"
              " WHERE r.id IS NULL OR r.content_md5 <> md5(m.content) ORDER BY m.id")
     if limit is None:
         return query, None
@@ -76,11 +77,11 @@ def stage_vectors(rows: Sequence[Mapping[str, Any]], vectors: Sequence[Sequence[
                 "context_embedding": None if c is None else vector_literal(c)}
                for r, v, c in zip(rows, vectors, contexts, strict=True)]
     return (
-        "INSERT INTO memory_reembed (id, content_md5, embedding, context_embedding)"
-        " SELECT m.id, md5(p.content), p.embedding::vector, p.context_embedding::vector"
+        "INSERT INTO memory_reembed (scope_id, id, content_md5, embedding, context_embedding)"
+        " SELECT m.scope_id, m.id, md5(p.content), p.embedding::vector, p.context_embedding::vector"
         " FROM jsonb_to_recordset(%s) AS p(id uuid, content text, embedding text, context_embedding text)"
         " JOIN memory_items m ON m.id = p.id"
-        " ON CONFLICT (id) DO UPDATE SET content_md5 = EXCLUDED.content_md5, embedding = EXCLUDED.embedding,"
+        " ON CONFLICT (scope_id, id) DO UPDATE SET content_md5 = EXCLUDED.content_md5, embedding = EXCLUDED.embedding,"
         " context_embedding = EXCLUDED.context_embedding",
         (Jsonb(payload),),
     )
@@ -125,7 +126,8 @@ def swap_statements(dimensions: int, indexes: Sequence[Mapping[str, str]], *, se
         ("ALTER TABLE memory_items ALTER COLUMN context_embedding TYPE vector USING context_embedding::vector", None),
         # (stamped: a process's copy of a big scope's vectors takes the new ones; migration 0016)
         ("UPDATE memory_items m SET embedding = r.embedding, context_embedding = r.context_embedding,"
-         " changed_xid = pg_current_xact_id() FROM memory_reembed r WHERE r.id = m.id", None),
+         " changed_xid = pg_current_xact_id() FROM memory_reembed r WHERE r.scope_id = m.scope_id AND r.id = m.id",
+         None),
         # earlier wordings' vectors are the old model's: a search of the past falls back to the new one
         ("UPDATE memory_item_history SET embedding = NULL WHERE embedding IS NOT NULL", None),
         # documents' passages: emptied here, embedded again right after the switch (pending_passages)

@@ -57,7 +57,9 @@ def upsert_resource(row: Mapping[str, Any]) -> Query:
     conflict = sql.SQL(
         " ON CONFLICT (user_id, kind, scope, scope_id, external_id) WHERE external_id IS NOT NULL"
         " DO UPDATE SET title = coalesce(EXCLUDED.title, memory_resources.title), content = EXCLUDED.content,"
-        " metadata = memory_resources.metadata || EXCLUDED.metadata, updated_at = now()"
+        " metadata = memory_resources.metadata || EXCLUDED.metadata, updated_at = "
+        # a row that names no time gets the default, now(), as EXCLUDED's (Citus runs no stable function there)
+        + ("now()" if "updated_at" in row else "EXCLUDED.updated_at")
     ) if row["external_id"] is not None else sql.SQL("")
     query = sql.SQL("INSERT INTO memory_resources ({cols}) VALUES ({vals}){conflict} RETURNING {ret}").format(
         cols=sql.SQL(", ").join(sql.Identifier(c) for c in _WRITTEN),

@@ -245,12 +245,12 @@ def search_candidates(
 
 
 def _keyed_union(identity: Identity, scopes: Sequence[Scope] | None, select: str, skip: bool = False,
-                 **fragments: sql.Composable) -> Query:
+                 distributed: bool = False, **fragments: sql.Composable) -> Query:
     """``select`` once per level the caller can read, as ``UNION ALL``: ``{part}`` is that
     level's keyed condition (one range of the search indexes), ``{level}`` its name, other
     ``{names}`` are filled from ``fragments``; ``skip``: without the ranges read from copies
     (:func:`.visibility.visible_parts`)."""
-    parts, params = visible_parts(identity, scopes, keyed=True, skip=skip)
+    parts, params = visible_parts(identity, scopes, keyed=True, skip=skip, distributed=distributed)
     branches = [sql.SQL(select).format(part=part, level=sql.Literal(level.value), **fragments)
                 for level, part in parts.items()]
     return sql.SQL(" UNION ALL ").join(branches or [sql.SQL(select).format(
@@ -326,6 +326,7 @@ def indexed_search(
     scoring: Scoring,
     extra_lexemes: Sequence[str] = (),
     cached: CopiedRows | None = None,
+    distributed: bool = False,
 ) -> Query:
     """:func:`search_candidates` for active memories, answered from the search indexes (migration
     ``0010_search_at_scale``): same columns, and candidates that hold the exact top ``k``.
@@ -357,6 +358,9 @@ def indexed_search(
     with their similarity estimates and confidences, and BM25's ``n`` and ``df`` over everything
     the caller sees (the copies count their ranges, :func:`uncopied_statistics` the rest). Those
     ranges are not read here, but for the chosen rows' postings.
+
+    ``distributed``: on a Citus cluster, a level's postings are one scan of its lexemes
+    (:data:`_CLUSTER_POSTINGS`): Citus pushes no per-lexeme lateral with ``OFFSET`` down to a shard.
     """
     _, params = item_filter(identity, scopes=scopes, types=types)
     params.update(visible_parts(identity, scopes, keyed=True, skip=cached is not None)[1])
@@ -370,7 +374,7 @@ def indexed_search(
     ), q_k=k, q_err=HALF_ERROR)
     # the statement depends on which ids the caller has, never on their values: built once per shape
     return _indexed_search_sql(_shape(identity), None if scopes is None else tuple(scopes), types is not None,
-                               cached is not None), params
+                               cached is not None, distributed), params
 
 
 #: a level's visible rows, counted from ``memory_items_count_idx`` (a ``_keyed_union`` branch)
@@ -394,17 +398,24 @@ CONTEXT_BM25 = sql.SQL("""ckw AS MATERIALIZED (
                              * p.tf * (%(kw_k1)s::float8 + 1) / (p.tf + %(kw_k1)s::float8)) AS s
             FROM cpost p JOIN df USING (lexeme) CROSS JOIN n GROUP BY p.id
         )""")
+#: :data:`_POSTINGS` on a cluster: the level's postings of all the query lexemes in one scan (the
+#: lexemes are computed first, and the scan reads only the level's shard)
+_CLUSTER_POSTINGS = ("SELECT m.id, m.lexeme, m.tf FROM memory_terms m"
+                     " WHERE {part} AND m.lexeme = ANY(ARRAY(SELECT lexeme FROM lex)){types} AND " + live())
+#: :data:`_CONTEXT_POSTINGS` on a cluster, as :data:`_CLUSTER_POSTINGS`
+_CLUSTER_CONTEXT_POSTINGS = ("SELECT m.id, m.lexeme, m.tf FROM memory_context_terms m"
+                             " WHERE {part} AND m.lexeme = ANY(ARRAY(SELECT lexeme FROM clex)){types} AND " + live())
 
 
 @functools.lru_cache(maxsize=512)
 def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, typed: bool,
-                        cached: bool = False) -> sql.SQL:
+                        cached: bool = False, distributed: bool = False) -> sql.SQL:
     where, _ = item_filter(identity, scopes=scopes, types=(MemoryType.FACT,) if typed else None)
     fragments = {"types": sql.SQL(" AND m.memory_type = ANY(%(f_types)s)" if typed else ""),
                  "prio": scope_priority_sql()}
 
     def union(select: str, skip: bool = False) -> sql.Composable:
-        return _keyed_union(identity, scopes, select, skip=skip, **fragments)[0]
+        return _keyed_union(identity, scopes, select, skip=skip, distributed=distributed, **fragments)[0]
 
     estimate = similarity_sql("coalesce(1 - (m.embedding_half <=> q.h), 0)", "(1 - (m.context_half <=> q.h))")
     rows: sql.Composable = union("SELECT m.id, " + estimate + " AS sim,"
@@ -412,8 +423,9 @@ def _indexed_search_sql(identity: Identity, scopes: tuple[Scope, ...] | None, ty
                                  " m.context_half IS NOT NULL AS hc"
                                  " FROM memory_items m, q WHERE {part} AND " + _ACTIVE + "{types}", skip=cached)
     counts: sql.Composable = union(_COUNTS)
-    postings: sql.Composable = union(_POSTINGS, skip=cached)
-    context_postings: sql.Composable = union(_CONTEXT_POSTINGS, skip=cached)
+    postings: sql.Composable = union(_CLUSTER_POSTINGS if distributed else _POSTINGS, skip=cached)
+    context_postings: sql.Composable = union(_CLUSTER_CONTEXT_POSTINGS if distributed else _CONTEXT_POSTINGS,
+                                             skip=cached)
     bm25 = BM25_OF_POSTINGS
     if cached:  # the copied ranges' candidates as the copies chose them; n and df counted with them
         rows = sql.SQL("{rows} UNION ALL SELECT m.id, m.sim, %(w_conf)s::float8 * m.confidence"

@@ -84,7 +84,8 @@ def level_members(scope: Scope, chosen: str | None, prefix: str, params: dict[st
 
 def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, keyed: bool = False,
                   alias: str = "m", subtree: bool = False,
-                  skip: bool = False) -> tuple[dict[Scope, sql.Composable], dict[str, Any]]:
+                  skip: bool = False, distributed: bool = False,
+                  ) -> tuple[dict[Scope, sql.Composable], dict[str, Any]]:
     """The tenancy rule of :func:`visible_filter` as one condition per level the caller can read,
     each narrow enough for one index range (a search reads them as ``UNION ALL`` branches).
 
@@ -103,6 +104,9 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
     ``%(vs_project)s`` (booleans, default false) drop their level's one range, a test on
     parameters alone, so the plan does not read it at all; ``%(vs_team)s`` and ``%(vs_org)s``
     (arrays of keys, default empty) drop those teams' and orgs' ranges from the level's keys.
+
+    With ``distributed`` (keyed only; a Citus cluster, whose rows are hashed by ``scope_id``) the
+    user, session and project levels also name their ``scope_id``, so each reads one shard.
     """
     if subtree and keyed:
         raise ValueError("a subtree read names its scopes by id; it has no keyed form")
@@ -122,6 +126,8 @@ def visible_parts(identity: Identity, scopes: Sequence[Scope] | None = None, *, 
             if skip:
                 params[f"vs_{name}"] = False
                 return f"{m}.scope_key = %(vk_{name})s AND NOT %(vs_{name})s::boolean"
+            if distributed:
+                return f"{m}.scope_key = %(vk_{name})s AND {m}.scope_id = %(vf_{name})s"
             return f"{m}.scope_key = %(vk_{name})s"
         return f"{m}.scope_id = %(vf_{name})s"
 
@@ -217,7 +223,8 @@ def _then_visible(identity: Identity, scopes: Sequence[Scope] | None, subtree: b
     row = sql.SQL(_VERSION_ROW.format(h="h", m="m"))
     return sql.SQL(
         "(m.version = 1 OR coalesce((SELECT {rule} FROM ({row} FROM memory_item_history h"
-        " WHERE h.memory_id = m.id AND h.replaced_at > %(f_then)s ORDER BY h.replaced_at LIMIT 1) v), TRUE))"
+        " WHERE h.scope_id = m.scope_id AND h.memory_id = m.id AND h.replaced_at > %(f_then)s"
+        " ORDER BY h.replaced_at LIMIT 1) v), TRUE))"
     ).format(rule=rule, row=row), params
 
 
