@@ -33,6 +33,12 @@ Measured, the two systems alternating per query:
 - bulk import: the COPY load's rows/s and ``add_many`` of ``--import-rows`` rows (vectors precomputed);
 - ``EXPLAIN (ANALYZE)`` of the 100-memory user's search on the cluster (one task on one worker)
   and the task count of the member's search.
+
+How long. On the shared 2-core machine of BENCHMARKS.md (load average about 10) the cluster
+loaded about 600 rows/s (the postings' triggers fire per row on the shards) and a member's
+search of a 100,000-memory project took about 3.7 s there (its candidates cross the
+coordinator), so the default 1M run would take hours: ``--memories 50000 --users 400 --project
+10000 --queries 50 --saves 20 --import-rows 2000`` took about 10 minutes.
 """
 
 from __future__ import annotations
