@@ -206,7 +206,16 @@ def cluster_start(directory: Path, port: int, log: Any) -> tuple[str, bool]:
 
 
 def cluster_stop(directory: Path) -> None:
+    """``cluster.sh stop``, then any node it left running (its list of ports may hold the
+    coordinator's only), each by its own data directory."""
     subprocess.run([str(CLUSTER_SH), "stop", str(directory)], check=False, capture_output=True)
+    owner = (directory / "owner").read_text().strip() if (directory / "owner").exists() else None
+    for node in sorted(directory.glob("n*/postmaster.pid")):
+        command = [str(directory / "pg" / "bin" / "pg_ctl"), "-D", str(node.parent), "-m", "fast", "-w", "stop"]
+        if owner and os.geteuid() == 0:
+            command = ["runuser", "-u", owner, "--", *command]
+        subprocess.run(command, check=False, capture_output=True,
+                       env={**os.environ, "LD_LIBRARY_PATH": str(directory / "pg" / "lib")})
 
 
 def fresh_cluster_database(url: str) -> str:
