@@ -38,7 +38,7 @@ How long. On the shared 2-core machine of BENCHMARKS.md (load average about 10) 
 loaded about 600 rows/s (the postings' triggers fire per row on the shards) and a member's
 search of a 100,000-memory project took about 3.7 s there (its candidates cross the
 coordinator), so the default 1M run would take hours: ``--memories 50000 --users 400 --project
-10000 --queries 50 --saves 20 --import-rows 2000`` took about 10 minutes.
+10000 --queries 50 --saves 20 --import-rows 2000`` took about 7 minutes.
 """
 
 from __future__ import annotations
