@@ -23,12 +23,13 @@ from ..db.requests import Commit, Embed, Op, Sql
 from ..errors import InvalidInputError
 from ..models import Identity
 from ..queries import graph as gq
+from ..queries import graph_lifecycle as lq
 from ..queries import search as search_queries
 from ..queries.items import vector_literal
 from ..queries.rows import row_to_item
 from ..validation import check_int, check_list, check_text, check_uuid
 from .extract import OWNER, Extracted, Link, canonical, extract
-from .models import ExploreResult, GraphNode, GraphRelation, MemoryHit, NodeHit, TraverseResult
+from .models import ExploreResult, GraphNode, GraphRelation, MemoryHit, NodeHit, StorylineHit, TraverseResult
 from .rank import RECENCY_RATE, Weights, notes_snippets, personalized_pagerank, score
 from .resolve import resolve
 
@@ -64,9 +65,11 @@ def _describe(link: Link) -> str:
 
 
 def ingest(identity: Identity, memory_id: UUID, content: str, vector: Sequence[float] | str | None, *,
-           at: datetime | None = None, found: Extracted | None = None) -> Op[int]:
+           at: datetime | None = None, found: Extracted | None = None, retention: str = "decay") -> Op[int]:
     """Add what one memory says to the writer's graph; answers the number of nodes it mentions.
-    Runs inside the caller's transaction (no Commit)."""
+    Runs inside the caller's transaction (no Commit). ``at``: when the memory's facts happened
+    (its ``valid_from``; default now), the day its mentions count for (storylines);
+    ``retention``: the memory's, which its nodes inherit by precedence."""
     found = extract(content) if found is None else found
     if not found.found:
         return 0
@@ -114,7 +117,8 @@ def ingest(identity: Identity, memory_id: UUID, content: str, vector: Sequence[f
     ordered = [unique[k] for k in sorted(unique)]
     # the nodes and the memory's mentions of them in one statement
     written = yield Sql(*gq.upsert_nodes(owner_graph, identity.user_id, ordered, note=content,
-                                         source_id=memory_id, at=at, vector=vector, mention_kind="memory"))
+                                         source_id=memory_id, at=at, vector=vector, mention_kind="memory",
+                                         retention=retention))
     ids = {(r["node_type"], r["entity_type"], r["canonical_name"]): r["id"] for r in written}
     by_key: dict[str, UUID] = {}
     for f, key, r in zip(found.found, keys, rows, strict=False):
@@ -156,7 +160,8 @@ def backfill(identity: Identity, *, batch: int = 200, limit: int | None = None) 
         if not rows:
             break
         for r in rows:
-            yield from ingest(identity, r["id"], r["content"], r["embedding"], at=r["created_at"])
+            yield from ingest(identity, r["id"], r["content"], r["embedding"], at=r["valid_from"] or r["created_at"],
+                              retention=r["retention"])
             cursor = (r["created_at"], r["id"])
             done += 1
         yield Commit()
@@ -291,11 +296,68 @@ def explore(
             hits.append(MemoryHit(item, total, mentioned, parts if return_explanations else None))
         hits.sort(key=lambda h: (-h.score, str(h.memory.id)))
         memories = hits[:5]
+    storylines, macros = yield from _arcs(identity, owner, gran, vectors, keys, top_ids, weights, now,
+                                          return_explanations)
     if touch and top_ids:
         yield Sql(*gq.touch_nodes(owner, top_ids), fetch="none")
+    if touch and (storylines or macros):
+        yield Sql(*lq.touch_storylines(owner, [h.id for h in (*storylines, *macros)]), fetch="none")
     by_type = {t: tuple(h for h in top if h.node.node_type == t) for t in _TYPES}
     return ExploreResult(gran, tuple(qs) + tuple(texts), by_type["person"], by_type["concept"], by_type["entity"],
-                         tuple(relations), tuple(memories))
+                         tuple(relations), tuple(memories), storylines, macros)
+
+
+#: per granularity, how many storylines and macros explore returns (the design's table)
+_ARCS = {1: (3, 2), 2: (5, 2), 3: (0, 5)}
+
+
+def _arcs(identity: Identity, owner: str, gran: int, vectors: Sequence[str], keys: Sequence[str],
+          top_ids: Sequence[UUID], weights: Weights, now: datetime, explain: bool
+          ) -> Op[tuple[tuple[StorylineHit, ...], tuple[StorylineHit, ...]]]:
+    """explore's storylines and macros: in full at their granularity (2: storylines with their
+    newest memories the caller may read; 3: macros with their storylines), else as names."""
+    n_story, n_macro = _ARCS[gran]
+    rows = yield Sql(*lq.explore_storylines(owner, vectors, keys, top_ids, storylines=n_story, macros=n_macro,
+                                            weights=(weights.semantic, weights.time, weights.salience), now=now,
+                                            rate=RECENCY_RATE, floor=_NODE_FLOOR))
+    if not rows:
+        return (), ()
+    previews: dict[UUID, list[tuple[UUID, str, datetime]]] = {}
+    children: dict[UUID, list[StorylineHit]] = {}
+    if gran == 2:
+        ids = [r["id"] for r in rows if r["level"] == "storyline"]
+        if ids:
+            q, p = lq.storyline_previews(identity, owner, ids, 3)
+            for r in (yield Sql(q, p)):
+                previews.setdefault(r["storyline_id"], []).append((r["id"], r["content"], r["created_at"]))
+    if gran == 3:
+        ids = [r["id"] for r in rows if r["level"] == "macro"]
+        if ids:
+            for r in (yield Sql(*lq.storyline_children(owner, ids))):
+                children.setdefault(r["macro_id"], []).append(_arc(r, full=True, score=0.0))
+
+    def hit(r: Mapping[str, Any]) -> StorylineHit:
+        full = (gran == 2 and r["level"] == "storyline") or (gran == 3 and r["level"] == "macro")
+        parts = None
+        if explain:
+            parts = score(weights, similarity=float(r["similarity"]), text=float(r["text_match"]),
+                          updated=r["last_source_at"], salience=float(r["salience"]), now=now)[1]
+        return _arc(r, full=full, score=float(r["score"]), previews=tuple(previews.get(r["id"], ())),
+                    children=tuple(children.get(r["id"], ())), explanation=parts)
+
+    return (tuple(hit(r) for r in rows if r["level"] == "storyline"),
+            tuple(hit(r) for r in rows if r["level"] == "macro"))
+
+
+def _arc(r: Mapping[str, Any], *, full: bool, score: float, previews: tuple[Any, ...] = (),
+         children: tuple[StorylineHit, ...] = (), explanation: dict[str, float] | None = None) -> StorylineHit:
+    return StorylineHit(
+        id=r["id"], level=r["level"], name=r["name"], description=r["description"], score=score,
+        anchor_id=r["anchor_node"], anchor_name=r.get("anchor_name") or r["name"],
+        anchor_type=r.get("anchor_type") or "", source_count=r["source_count"],
+        storyline_count=r["storyline_count"], started_at=r["started_at"], last_source_at=r["last_source_at"],
+        salience=float(r["salience"]), state=r["state"], full=full, previews=previews, children=children,
+        explanation=explanation)
 
 
 def _best_mentioning(rows: Sequence[Mapping[str, Any]], near: set[UUID], most: int) -> list[Mapping[str, Any]]:

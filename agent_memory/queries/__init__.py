@@ -284,6 +284,26 @@ from .graph import (
     walk_edges,
 )
 
+from .graph_lifecycle import (
+    MACRO_SPAN_DAYS,
+    MACRO_STORYLINES,
+    STORYLINE_COLUMNS,
+    STORYLINE_DAYS,
+    STORYLINE_SOURCES,
+    archive_ephemeral_nodes,
+    archive_faded_nodes,
+    dirty_nodes,
+    dirty_storylines,
+    explore_storylines,
+    refresh_macros,
+    refresh_storylines,
+    set_node_descriptions,
+    set_storyline_summaries,
+    storyline_children,
+    storyline_previews,
+    touch_storylines,
+)
+
 __all__ = [
     "delete_passages",
     "insert_passages",
@@ -511,4 +531,24 @@ __all__ += [
     "upsert_nodes",
     "upsert_relations",
     "walk_edges",
+]
+# the graph's maintenance, storylines and macros (:mod:`.graph_lifecycle`)
+__all__ += [
+    "MACRO_SPAN_DAYS",
+    "MACRO_STORYLINES",
+    "STORYLINE_COLUMNS",
+    "STORYLINE_DAYS",
+    "STORYLINE_SOURCES",
+    "archive_ephemeral_nodes",
+    "archive_faded_nodes",
+    "dirty_nodes",
+    "dirty_storylines",
+    "explore_storylines",
+    "refresh_macros",
+    "refresh_storylines",
+    "set_node_descriptions",
+    "set_storyline_summaries",
+    "storyline_children",
+    "storyline_previews",
+    "touch_storylines",
 ]

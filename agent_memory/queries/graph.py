@@ -16,6 +16,7 @@ from uuid import UUID
 
 from psycopg import sql
 
+from ..lifecycle import CORE_RECALLS, MAX_DECAY_GRADIENT, NODE_HALF_LIFE_DAYS, spaced_recall_sql
 from ..models import Identity
 from .items import item_columns
 from .types import Query, Statement
@@ -110,7 +111,8 @@ def resolution_candidates(owner: str, keys: Sequence[str], people: Sequence[str]
 
 
 def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note: str, source_id: UUID | None,
-                 at: datetime | None, vector: str | None, mention_kind: str | None = None) -> Statement:
+                 at: datetime | None, vector: str | None, mention_kind: str | None = None,
+                 retention: str = "decay") -> Statement:
     """Insert the nodes a memory mentions, or add to them: one note (the memory, with its author,
     time and id), an alias (a new spelling), a mention counted once per memory and day.
     ``rows``: ``node_type, entity_type, name, canonical_name, alias, confidence, is_owner,
@@ -118,18 +120,22 @@ def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note:
     node_type, entity_type`` per row.
 
     With ``mention_kind`` the same statement records that the source ``(mention_kind,
-    source_id)`` mentions each row whose ``mention`` is true (a save's graph in one round trip)."""
+    source_id)`` mentions each row whose ``mention`` is true (a save's graph in one round trip).
+
+    ``retention``: the memory's; a node takes the strongest of its sources' (keep > ephemeral >
+    decay, :func:`agent_memory.lifecycle.retention_precedence`); the owner's node is kept. A node
+    archived (faded) and named again is a candidate again."""
     cols = ("node_type", "entity_type", "name", "canonical_name", "alias", "confidence", "is_owner", "description")
     types = ("text", "text", "text", "text", "text", "real", "boolean", "text")
     params: dict[str, Any] = {"g": owner, "u": user, "note": note, "src": str(source_id) if source_id else None,
-                              "at": at, "vec": vector, "keep": NOTES_KEPT}
+                              "at": at, "vec": vector, "keep": NOTES_KEPT, "ret": retention}
     for c in cols:
         params[f"c_{c}"] = [r[c] for r in rows]
     unnest = ", ".join(f"%(c_{c})s::{t}[]" for c, t in zip(cols, types, strict=True))
     statement = (
         "INSERT INTO graph_nodes AS n (scope, scope_id, id, node_type, entity_type, name, canonical_name, aliases,"
         " description, notes, embedding, is_owner, confidence, created_by, source_count, first_mentioned_at,"
-        " last_mentioned_at, distinct_days, is_dirty)"
+        " last_mentioned_at, distinct_days, is_dirty, retention)"
         " SELECT 'user', %(g)s, gen_random_uuid(), t.node_type, t.entity_type, t.name, t.canonical_name,"
         " CASE WHEN t.alias IS NULL THEN '{}'::text[] ELSE ARRAY[t.alias] END, t.description,"
         " CASE WHEN t.is_owner THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object('content', %(note)s::text,"
@@ -137,7 +143,8 @@ def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note:
         " 'expires_at', NULL)) END,"
         " CASE WHEN t.is_owner THEN NULL ELSE %(vec)s::vector END, t.is_owner, t.confidence, %(u)s,"
         " CASE WHEN t.is_owner THEN 0 ELSE 1 END, coalesce(%(at)s::timestamptz, now()),"
-        " coalesce(%(at)s::timestamptz, now()), ARRAY[coalesce(%(at)s::timestamptz, now())::date], false"
+        " coalesce(%(at)s::timestamptz, now()), ARRAY[coalesce(%(at)s::timestamptz, now())::date], false,"
+        " CASE WHEN t.is_owner THEN 'keep' ELSE %(ret)s::text END"
         f" FROM unnest({unnest}) AS t({', '.join(cols)})"
         " ON CONFLICT (scope, scope_id, node_type, entity_type, canonical_name) DO UPDATE SET"
         " notes = CASE WHEN excluded.is_owner THEN n.notes WHEN jsonb_array_length(n.notes) >= %(keep)s"
@@ -150,7 +157,10 @@ def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note:
         " first_mentioned_at = least(n.first_mentioned_at, excluded.first_mentioned_at),"
         " distinct_days = CASE WHEN excluded.is_owner OR excluded.distinct_days[1] = ANY(n.distinct_days)"
         " THEN n.distinct_days ELSE n.distinct_days || excluded.distinct_days END,"
-        " is_dirty = n.is_dirty OR NOT excluded.is_owner, updated_at = now()"
+        " is_dirty = n.is_dirty OR NOT excluded.is_owner, updated_at = now(),"
+        " retention = CASE WHEN 'keep' IN (n.retention, excluded.retention) THEN 'keep'"
+        " WHEN 'ephemeral' IN (n.retention, excluded.retention) THEN 'ephemeral' ELSE 'decay' END,"
+        " state = CASE WHEN n.state = 'archived' THEN 'candidate' ELSE n.state END"
         " RETURNING id, canonical_name, node_type, entity_type",
         params,
     )
@@ -404,21 +414,29 @@ def explore_memories(identity: Identity, owner: str, node_ids: Sequence[UUID], v
 
 
 def touch_nodes(owner: str, ids: Sequence[UUID]) -> Statement:
-    """Recalled: count it, remember the interval (days) since the last recall, raise salience
-    a little and promote by recall count (candidate -> active at 1, core at 10). Bookkeeping: the
-    commit does not wait for its WAL flush (as ``items.touch_items``).
+    """Recalled: count it (``access_count``; ``recall_count`` only for a spaced recall, an hour
+    or more after the last), remember the interval (days) since the last recall, raise salience a
+    little, let a spaced recall slow its fading (``decay_gradient`` grows by up to the interval
+    over its half-life, as a memory's ``stability``) and promote it: candidate -> active at the
+    first recall, core at :data:`~agent_memory.lifecycle.CORE_RECALLS` spaced ones
+    (:mod:`agent_memory.lifecycle`). Bookkeeping: the commit does not wait for its WAL flush.
 
     A read's bookkeeping never waits or deadlocks (as ``items.touch_items``): the nodes are locked
     in id order and a node another transaction holds is skipped (its recall is not counted)."""
+    spaced = spaced_recall_sql("last_accessed_at")
+    days = "extract(epoch FROM now() - last_accessed_at) / 86400.0"
     return (
         "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true)),"
         f" free AS (SELECT id AS free_id FROM graph_nodes WHERE {_MINE} AND id = ANY(%(ids)s)"
         " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED)"
-        " UPDATE graph_nodes SET access_count = access_count + 1, recall_count = recall_count + 1,"
-        " last_recall_interval_days = CASE WHEN last_accessed_at IS NULL THEN NULL"
-        " ELSE extract(epoch FROM now() - last_accessed_at) / 86400.0 END, last_accessed_at = now(),"
-        " salience = least(1, salience + 0.05 * (1 - salience)),"
-        " state = CASE WHEN state = 'archived' THEN state WHEN recall_count + 1 >= 10 THEN 'core'"
+        " UPDATE graph_nodes SET access_count = access_count + 1,"
+        f" recall_count = recall_count + CASE WHEN {spaced} THEN 1 ELSE 0 END,"
+        f" last_recall_interval_days = CASE WHEN last_accessed_at IS NULL THEN NULL ELSE {days} END,"
+        f" decay_gradient = CASE WHEN last_accessed_at IS NOT NULL AND {spaced} THEN least({MAX_DECAY_GRADIENT},"
+        f" decay_gradient * (1 + least(1, {days} / ({NODE_HALF_LIFE_DAYS} * decay_gradient)))) ELSE decay_gradient END,"
+        " last_accessed_at = now(), salience = least(1, salience + 0.05 * (1 - salience)),"
+        " state = CASE WHEN state = 'archived' THEN state"
+        f" WHEN recall_count + CASE WHEN {spaced} THEN 1 ELSE 0 END >= {CORE_RECALLS} THEN 'core'"
         " ELSE 'active' END"
         f" FROM async_commit, free WHERE {_MINE} AND id = free_id",
         {"g": owner, "ids": list(ids)},
@@ -488,7 +506,8 @@ def unmentioned_memories(user: str, after: tuple[datetime, UUID] | None, limit: 
     """The user's own active memories after the cursor ``(created_at, id)`` that no node of their
     graph mentions yet, oldest first: what a backfill reads next."""
     return (
-        "SELECT m.id, m.content, m.created_at, m.embedding::text AS embedding FROM memory_items m"
+        "SELECT m.id, m.content, m.created_at, m.valid_from, m.retention, m.embedding::text AS embedding"
+        " FROM memory_items m"
         " WHERE m.user_id = %(u)s AND m.status = 'active' AND " + live() +
         " AND NOT EXISTS (SELECT 1 FROM graph_mentions g WHERE g.scope = 'user' AND g.scope_id = %(u)s"
         " AND g.source_kind = 'memory' AND g.source_id = m.id)" +
