@@ -336,7 +336,7 @@ def maintain(config: MemoryConfig, *, at: Any = None, limit: int = 10_000, model
             archived[retention] += len(rows)
             if len(rows) < limit:
                 break
-    graph = yield from maintain_graph(at=when, limit=min(limit, 1000), model=model)
+    graph = yield from maintain_graph(at=when or datetime.now(UTC), limit=min(limit, 1000), model=model)
     return MaintenanceReport(expired=expired, faded=archived.get(Retention.DECAY, 0),
                              ephemeral=archived[Retention.EPHEMERAL], nodes_faded=graph.nodes_faded,
                              nodes_ephemeral=graph.nodes_ephemeral, descriptions=graph.descriptions,

@@ -313,3 +313,23 @@ def test_three_sessions_about_a_sister_a_friend_and_a_job_offer_come_back_from_e
     shape = later.to_dict()
     assert {p["name"] for p in shape["semantic"]["people"]} >= {"Sarah", "Tom"}
     assert shape["episodic"]["storylines"][0]["anchor"]["name"] in {"Google", "Sarah", "Tom"}
+
+
+def test_a_storyline_shows_only_the_memories_its_owner_may_still_read(memory):
+    """A storyline of one's own graph can hold project memories; previews are read through the
+    same rule as search, so after leaving the project they are no longer shown."""
+    owner, alice = _user(), _user()
+    project = f"p-{uuid.uuid4().hex[:8]}"
+    memory.create_project(project, user_id=owner)
+    memory.add_member("project", project, alice, "editor", user_id=owner)
+    in_project = memory.for_user(alice, project_id=project)
+    for days, text in ((9, "Had a call with Priya about the release."), (9, "Priya cut the release branch."),
+                       (5, "Priya fixed the migration bug.")):
+        in_project.add(text, scope="project", valid_from=_days_ago(days), dedupe=False)
+    _dated(memory.for_user(alice), {1: ["Priya handed over the keys.", "Painted the kitchen with Priya."]})
+    memory.maintain(llm=None)
+    [story] = memory.for_user(alice, project_id=project).explore(text_matches=["Priya"], granularity=2).storylines
+    assert story.source_count == 5 and "Priya fixed the migration bug." in {c for _, c, _ in story.previews}
+    memory.remove_member("project", project, alice, user_id=owner)
+    [after] = memory.for_user(alice, project_id=project).explore(text_matches=["Priya"], granularity=2).storylines
+    assert {c for _, c, _ in after.previews} == {"Priya handed over the keys.", "Painted the kitchen with Priya."}

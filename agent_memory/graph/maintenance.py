@@ -17,6 +17,7 @@ from uuid import UUID
 from ..db.requests import Commit, Embed, Llm, Op, Sql
 from ..queries import graph_lifecycle as lq
 from ..queries.items import vector_literal
+from ..queries.types import Statement
 from .summaries import Summary, describe_node, prompt, summarise_macro, summarise_storyline
 
 __all__ = ["GraphMaintenance", "maintain_graph"]
@@ -57,7 +58,7 @@ def maintain_graph(*, at: datetime, limit: int = 1000, model: Any = None) -> Op[
     return GraphMaintenance(len(faded), len(ephemeral), described, storylines, macros)
 
 
-def _drain(statement: Callable[[], tuple[str, dict[str, Any]]], limit: int) -> Op[list[Any]]:
+def _drain(statement: Callable[[], Statement], limit: int) -> Op[list[Any]]:
     """Run an archiving statement batch after batch (each committed) until one does less than a batch."""
     done: list[Any] = []
     while True:
