@@ -963,9 +963,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         # days) and macros (2+ storylines over 30+ days rooted in one node), the design's meso and
         # macro layers, one table with ``level``; their members (memories, or storylines of a
         # macro) in another. Distributable like 0021: scope key first in every key, foreign keys
-        # within one scope, no triggers.
+        # within one scope, no triggers. graph_nodes gets room on its pages for HOT updates.
         """
         ALTER TABLE memory_items ADD COLUMN recall_count integer NOT NULL DEFAULT 0;
+        -- a node is updated by every memory that names it: room on its page keeps that update HOT
+        -- (no index entry written, its GIN of aliases included) when no indexed column changes
+        ALTER TABLE graph_nodes SET (fillfactor = 70);
         CREATE INDEX graph_relations_from_walk_idx ON graph_relations (scope, scope_id, from_node, salience DESC)
             WHERE valid_to IS NULL AND known_to IS NULL;
         CREATE INDEX graph_relations_to_walk_idx ON graph_relations (scope, scope_id, to_node, salience DESC)
