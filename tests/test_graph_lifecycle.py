@@ -333,3 +333,24 @@ def test_a_storyline_shows_only_the_memories_its_owner_may_still_read(memory):
     memory.remove_member("project", project, alice, user_id=owner)
     [after] = memory.for_user(alice, project_id=project).explore(text_matches=["Priya"], granularity=2).storylines
     assert {c for _, c, _ in after.previews} == {"Priya handed over the keys.", "Painted the kitchen with Priya."}
+
+
+# --- the walk's bounds --------------------------------------------------------------------------
+
+
+def test_a_walk_from_a_hub_reads_a_bounded_neighbourhood(memory):
+    """traverse: a node in many memories (an organisation with 40 people) brings at most its 15
+    most co-mentioned nodes per hop, so its cost does not grow with its mentions; the walk still
+    ranks what it reached and the result is in the caller's graph."""
+    from agent_memory.graph import ops as graph_ops
+
+    user = _user()
+    me = memory.for_user(user)
+    first = "Ana Ben Cleo Dara Eli Farah Gus Hana Ivo Jada".split()
+    last = "Abbott Baker Cruz Diaz".split()
+    people = [f"{f} {l}" for l in last for f in first]
+    me.add_many([f"Had lunch with {p} from Google." for p in people])
+    walk = me.traverse(seed_nodes=["Google"], top_k=200)
+    reached = [h.node.name for h in walk.nodes]
+    assert reached[0] == "Google" and len(reached) == 1 + graph_ops._WALK_PER_NODE
+    assert set(reached[1:]) <= set(people)

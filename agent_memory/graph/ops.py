@@ -426,8 +426,9 @@ def traverse(
                     break
             # the next hop starts from the new nodes most strongly tied to this one
             pull: dict[Any, float] = {}
+            owners = {r["b"] for r in rows if r["b_owner"]}
             for _a, b, w in step:
-                if b not in seen:
+                if b not in seen and b not in owners:
                     pull[b] = pull.get(b, 0.0) + w
             seen |= set(pull)
             frontier = sorted(pull, key=lambda n: (-pull[n], str(n)))[:_WALK_FRONTIER]

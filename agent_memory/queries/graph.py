@@ -358,13 +358,14 @@ def walk_edges(owner: str, frontier: Sequence[UUID], *, per_node: int, sources_p
 
     Bounded per node, so a hub (an organisation in hundreds of memories) costs what any node
     costs: at most ``per_node`` relations and ``per_node`` co-mentioned nodes, the heaviest,
-    counted over its ``sources_per_node`` newest sources. One statement for the whole frontier."""
+    counted over its ``sources_per_node`` newest sources. One statement for the whole frontier;
+    ``b_owner`` marks the owner's own node, which a walk reaches but does not go on from."""
     # each end by its own index (graph_relations_*_walk_idx: heaviest first), then the heaviest of both
     side = ("(SELECT r.{other} AS b, 1 + r.salience AS weight FROM graph_relations r WHERE r.scope = 'user'"
             " AND r.scope_id = %(g)s AND r.{end} = f.id AND r.valid_to IS NULL AND r.known_to IS NULL"
             " AND r.state <> 'archived' AND r.{other} <> f.id ORDER BY r.salience DESC LIMIT %(n)s)")
     return (
-        "SELECT f.id AS a, e.b, e.weight FROM unnest(%(f)s::uuid[]) f(id), LATERAL (SELECT x.b, x.weight FROM ("
+        "WITH edges AS (SELECT f.id AS a, e.b, e.weight FROM unnest(%(f)s::uuid[]) f(id), LATERAL (SELECT x.b, x.weight FROM ("
         + side.format(end="from_node", other="to_node") + " UNION ALL "
         + side.format(end="to_node", other="from_node") + ") x ORDER BY x.weight DESC, x.b LIMIT %(n)s) e"
         " UNION ALL SELECT f.id, c.node_id, c.weight FROM unnest(%(f)s::uuid[]) f(id), LATERAL ("
@@ -374,7 +375,10 @@ def walk_edges(owner: str, frontier: Sequence[UUID], *, per_node: int, sources_p
         " AND o.source_kind = src.source_kind AND o.source_id = src.source_id"
         " WHERE o.node_id <> f.id AND o.node_id <> ALL(ARRAY(SELECT w.id FROM graph_nodes w WHERE w.scope = 'user'"
         " AND w.scope_id = %(g)s AND w.is_owner)) GROUP BY o.node_id ORDER BY count(*) DESC, o.node_id"
-        " LIMIT %(n)s) c",
+        " LIMIT %(n)s) c)"
+        # the owner's own node is reached, not walked through (it touches everything)
+        " SELECT a, b, weight, b = ANY(ARRAY(SELECT w.id FROM graph_nodes w WHERE w.scope = 'user'"
+        " AND w.scope_id = %(g)s AND w.is_owner)) AS b_owner FROM edges",
         {"g": owner, "f": list(frontier), "n": per_node, "s": sources_per_node},
     )
 
