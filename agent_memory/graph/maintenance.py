@@ -20,7 +20,11 @@ from ..queries.items import vector_literal
 from ..queries.types import Statement
 from .summaries import Summary, describe_node, prompt, summarise_macro, summarise_storyline
 
-__all__ = ["GraphMaintenance", "maintain_graph"]
+__all__ = ["MODEL_CALLS", "GraphMaintenance", "maintain_graph"]
+
+#: at most this many model calls a run (a big backlog is not a big bill): past it, the texts are
+#: extractive until the thing changes again
+MODEL_CALLS = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +41,8 @@ def maintain_graph(*, at: datetime, limit: int = 1000, model: Any = None) -> Op[
     fading by, ``limit`` the batch size, ``model`` an optional chat model for the texts."""
     faded = yield from _drain(lambda: lq.archive_faded_nodes(at, limit), limit)
     ephemeral = yield from _drain(lambda: lq.archive_ephemeral_nodes(at, limit), limit)
-    described = yield from _describe_nodes(limit, model)
+    budget = [MODEL_CALLS if model is not None else 0]
+    described = yield from _describe_nodes(limit, model, budget)
     graphs: set[tuple[str, str]] = set()
     storylines = 0
     while True:
@@ -53,8 +58,8 @@ def maintain_graph(*, at: datetime, limit: int = 1000, model: Any = None) -> Op[
         rows = yield Sql(*lq.refresh_macros(ordered[i:i + 100]))
         yield Commit()
         macros += len(rows)
-    yield from _summarise("storyline", limit, model)
-    yield from _summarise("macro", limit, model)
+    yield from _summarise("storyline", limit, model, budget)
+    yield from _summarise("macro", limit, model, budget)
     return GraphMaintenance(len(faded), len(ephemeral), described, storylines, macros)
 
 
@@ -69,10 +74,12 @@ def _drain(statement: Callable[[], Statement], limit: int) -> Op[list[Any]]:
             return done
 
 
-def _write(model: Any, kind: str, name: str, texts: Sequence[str], fallback: str) -> Op[str]:
-    """The model's text, or ``fallback`` (offline, or the model failed or answered nothing)."""
-    if model is None or not texts:
+def _write(model: Any, kind: str, name: str, texts: Sequence[str], fallback: str, budget: list[int]) -> Op[str]:
+    """The model's text, or ``fallback`` (offline, the run's model calls spent, or the model
+    failed or answered nothing)."""
+    if model is None or not texts or budget[0] <= 0:
         return fallback
+    budget[0] -= 1
     try:
         answer = yield Llm(model, Summary, tuple(prompt(kind, name, texts)))
     except Exception:  # noqa: BLE001 - a model's failure leaves the extractive text
@@ -88,7 +95,7 @@ def _embedded(texts: Sequence[str]) -> Op[list[str | None]]:
     return [vector_literal(v) if v is not None and len(v) else None for v in vectors]
 
 
-def _describe_nodes(limit: int, model: Any) -> Op[int]:
+def _describe_nodes(limit: int, model: Any, budget: list[int]) -> Op[int]:
     """Nodes whose notes changed get a description again (and an embedding of it with their
     newest notes, the design's "description + notes")."""
     done = 0
@@ -104,7 +111,7 @@ def _describe_nodes(limit: int, model: Any) -> Op[int]:
             notes = list(r["notes"] or ())
             text = describe_node(r["name"], r["aliases"] or (), notes)
             text = yield from _write(model, "node", r["name"], [str(n.get("content", "")) for n in notes[-10:]],
-                                     text)
+                                     text, budget)
             out.append({"scope": r["scope"], "scope_id": r["scope_id"], "id": r["id"], "description": text,
                         "seen": r["updated_at"], "basis": _basis(text, notes)})
         vectors = yield from _embedded([o.pop("basis") for o in out])
@@ -123,7 +130,7 @@ def _basis(description: str, notes: Sequence[Mapping[str, Any]]) -> str:
     return " ".join([description, *(str(n.get("content", "")) for n in newest)])[:2000]
 
 
-def _summarise(level: str, limit: int, model: Any) -> Op[int]:
+def _summarise(level: str, limit: int, model: Any, budget: list[int]) -> Op[int]:
     done = 0
     cursor: tuple[str, str, UUID] | None = None
     while True:
@@ -137,7 +144,7 @@ def _summarise(level: str, limit: int, model: Any) -> Op[int]:
             texts = list(r["children"] if level == "macro" else r["texts"])
             text = (summarise_macro(r["anchor_name"], texts) if level == "macro"
                     else summarise_storyline(r["anchor_name"], texts))
-            text = yield from _write(model, level, r["anchor_name"], texts, text)
+            text = yield from _write(model, level, r["anchor_name"], texts, text, budget)
             out.append({"scope": r["scope"], "scope_id": r["scope_id"], "id": r["id"], "description": text,
                         "seen": r["updated_at"]})
         vectors = yield from _embedded([o["description"] for o in out])
