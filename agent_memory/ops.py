@@ -24,6 +24,7 @@ from .errors import InvalidInputError, MemoryNotFoundError, PermissionDeniedErro
 from .filters import parse_filter
 from .graph import ops as graph_ops
 from .graph.maintenance import maintain_graph
+from .lifecycle import state_for
 from .graph.extract import extract as graph_extract
 from .gate import check_content, normalize_content
 from .memory_types import check_memory_type, check_memory_types
@@ -832,7 +833,8 @@ def record_injected(identity: Identity, memory_ids: Sequence[Any]) -> Op[None]:
 
 
 def _recall(row: Any) -> RecallCount:
-    return RecallCount(row["id"], row["content"], int(row["access_count"]), row["last_used_at"])
+    return RecallCount(row["id"], row["content"], int(row["access_count"]), row["last_used_at"],
+                       state_for(int(row["access_count"]), int(row.get("recall_count") or 0)))
 
 
 def _is_uuid(value: str) -> bool:

@@ -92,6 +92,8 @@ def test_a_memory_recalled_ten_times_over_days_is_core_and_never_faded(service):
     counts = dict(_sql(dsn, "SELECT id, recall_count FROM memory_items WHERE id = ANY(%s)",
                        [never.id, rapid.id, spaced.id]))
     assert (counts[never.id], counts[rapid.id], counts[spaced.id]) == (0, 1, CORE_RECALLS)
+    states = {r.memory_id: r.state for r in (*me.stats().most_recalled, *me.stats().least_recalled)}
+    assert (states[never.id], states[rapid.id], states[spaced.id]) == ("candidate", "active", "core")
     report = memory.maintain(at=NOW + timedelta(days=200))
     status = dict(_sql(dsn, "SELECT id, status FROM memory_items WHERE id = ANY(%s)",
                        [never.id, rapid.id, spaced.id]))
