@@ -2,9 +2,9 @@
 
 Writing: :func:`ingest` is called in the transaction that stores a memory (save, put, import,
 extraction, which saves through them) and by :func:`backfill`; it extracts by rules (pure,
-:mod:`.extract`), resolves within the writer's own graph (:mod:`.resolve`) and writes in at most
-two statements (more when it links nodes), none when the memory names nothing. No embedding is made: a new node takes
-the vector of the memory that first mentions it (that memory is its first note).
+:mod:`.extract`), resolves within the writer's own graph (:mod:`.resolve`) and writes in two
+statements (more when it links nodes), none when the memory names nothing. No embedding is
+made: a new node takes the vector of the memory that first mentions it (its first note).
 
 Reading: :func:`explore` and :func:`traverse` read the caller's graph only
 (:func:`agent_memory.queries.graph.graph_of`); the memories they return are read through the
