@@ -770,9 +770,12 @@ class MemoryHandle:
         recency + salience_weight * salience`` (recency halves in about 35 days).
         ``relationship_filters`` (``min_attitude``, ``max_attitude``, ``min_proximity``,
         ``max_proximity``, ``relationship_types``, ``exclude_relationship_types``) removes
-        relations before scoring. ``granularity``: 1 returns memories; 2 and 3 (storylines and
-        macros) are accepted and return the semantic layer only until those layers are built.
-        ``return_explanations`` adds each score's parts. Returned nodes count as recalled.
+        relations before scoring. ``granularity`` (the design's): 1 returns the memories in full,
+        with the best 3 storylines and 2 macros as names; 2 the best 5 storylines in full (their
+        summary, anchor and newest memories as previews) and 2 macros as names; 3 the best 5
+        macros in full (with their storylines), no memories. Storylines and macros are built by
+        ``maintain()``. ``return_explanations`` adds each score's parts. Returned nodes,
+        storylines and macros count as recalled.
         Malformed arguments raise :class:`InvalidInputError`.
         """
         return self._run(self._ops.explore(
@@ -1613,9 +1616,12 @@ class AsyncMemoryHandle:
         recency + salience_weight * salience`` (recency halves in about 35 days).
         ``relationship_filters`` (``min_attitude``, ``max_attitude``, ``min_proximity``,
         ``max_proximity``, ``relationship_types``, ``exclude_relationship_types``) removes
-        relations before scoring. ``granularity``: 1 returns memories; 2 and 3 (storylines and
-        macros) are accepted and return the semantic layer only until those layers are built.
-        ``return_explanations`` adds each score's parts. Returned nodes count as recalled.
+        relations before scoring. ``granularity`` (the design's): 1 returns the memories in full,
+        with the best 3 storylines and 2 macros as names; 2 the best 5 storylines in full (their
+        summary, anchor and newest memories as previews) and 2 macros as names; 3 the best 5
+        macros in full (with their storylines), no memories. Storylines and macros are built by
+        ``maintain()``. ``return_explanations`` adds each score's parts. Returned nodes,
+        storylines and macros count as recalled.
         Malformed arguments raise :class:`InvalidInputError`.
         """
         return await self._run(self._ops.explore(
@@ -1977,6 +1983,7 @@ class ServiceMethods:
         self,
         *,
         at: datetime | str | None = None,
+        llm: Any = SERVICE_LLM,
     ) -> MaintenanceReport:
         """Forgetting, run from cron (``agent-memory maintain``): delete what expired, archive
         ``ephemeral`` memories unused for ``MEMORY_EPHEMERAL_DAYS`` and, where
@@ -1984,8 +1991,14 @@ class ServiceMethods:
         halving every ``stability`` days, fading slower once recalled after longer gaps) fell
         below it and that went unused for ``MEMORY_ARCHIVE_IDLE_DAYS``. Archived memories can be
         restored. Safe to run concurrently. ``at`` (default now) is the time it judges by: a later
-        one acts now on what will have faded by then (it is not a dry run)."""
-        return self.execute(self._admin.maintain(at=at))
+        one acts now on what will have faded by then (it is not a dry run).
+
+        The knowledge graph's part: nodes that faded (candidates and active ones of ``decay``
+        retention; core ones never) or were ``ephemeral`` and unused 90 days are archived, nodes
+        whose notes changed are described again, and storylines (a node mentioned by 5+ memories
+        over 3+ days) and macros (2+ storylines over 30+ days) are brought up to date and
+        summarised: extractively, or by ``llm`` (the service's model by default; ``None``: offline)."""
+        return self.execute(self._admin.maintain(at=at, llm=llm))
 
     def delete_scope(
         self,
@@ -2238,6 +2251,7 @@ class AsyncServiceMethods:
         self,
         *,
         at: datetime | str | None = None,
+        llm: Any = SERVICE_LLM,
     ) -> MaintenanceReport:
         """Forgetting, run from cron (``agent-memory maintain``): delete what expired, archive
         ``ephemeral`` memories unused for ``MEMORY_EPHEMERAL_DAYS`` and, where
@@ -2245,8 +2259,14 @@ class AsyncServiceMethods:
         halving every ``stability`` days, fading slower once recalled after longer gaps) fell
         below it and that went unused for ``MEMORY_ARCHIVE_IDLE_DAYS``. Archived memories can be
         restored. Safe to run concurrently. ``at`` (default now) is the time it judges by: a later
-        one acts now on what will have faded by then (it is not a dry run)."""
-        return await self.execute(self._admin.maintain(at=at))
+        one acts now on what will have faded by then (it is not a dry run).
+
+        The knowledge graph's part: nodes that faded (candidates and active ones of ``decay``
+        retention; core ones never) or were ``ephemeral`` and unused 90 days are archived, nodes
+        whose notes changed are described again, and storylines (a node mentioned by 5+ memories
+        over 3+ days) and macros (2+ storylines over 30+ days) are brought up to date and
+        summarised: extractively, or by ``llm`` (the service's model by default; ``None``: offline)."""
+        return await self.execute(self._admin.maintain(at=at, llm=llm))
 
     async def delete_scope(
         self,

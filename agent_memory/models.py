@@ -345,12 +345,15 @@ class Rejection:
 
 @dataclass(frozen=True, slots=True)
 class RecallCount:
-    """One memory and how often it was recalled (found by a search or injected), and when last."""
+    """One memory and how often it was recalled (found by a search or injected), and when last;
+    ``state``: ``candidate``, ``active`` or ``core`` (ten recalls an hour or more apart; never
+    faded), as :mod:`agent_memory.lifecycle` says."""
 
     memory_id: UUID
     content: str
     recalls: int
     last_used: datetime | None
+    state: str = "candidate"
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,8 @@ from .db.requests import Commit, Copy, Embed, Op, Shared, Sql
 from .errors import InvalidInputError, MemoryNotFoundError, PermissionDeniedError
 from .filters import parse_filter
 from .graph import ops as graph_ops
+from .graph.maintenance import maintain_graph
+from .lifecycle import state_for
 from .graph.extract import extract as graph_extract
 from .gate import check_content, normalize_content
 from .memory_types import check_memory_type, check_memory_types
@@ -230,7 +232,8 @@ def add_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *, dedu
         new = dataclasses.replace(new, source_id=str(conversation.id))
     row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector, context_vector=context_vector),
                     fetch="one")
-    yield from _learn_graph(config, identity, row["id"], content, vector)
+    yield from _learn_graph(config, identity, row["id"], content, vector, at=new.valid_from,
+                            retention=new.retention.value)
     return row_to_item(row)
 
 
@@ -260,7 +263,8 @@ def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *,
         holder = None
     if holder is None:
         row = yield Sql(queries.insert_item(), new_item_row(identity, new, content, vector), fetch="one")
-        yield from _learn_graph(config, identity, row["id"], content, vector)
+        yield from _learn_graph(config, identity, row["id"], content, vector, at=new.valid_from,
+                                retention=new.retention.value)
         return row_to_item(row)
     item = row_to_item(holder)
     q, p = queries.select_item_by_id(queries.item_filter(identity, statuses=None), item.id)
@@ -277,7 +281,8 @@ def put_memory(config: MemoryConfig, identity: Identity, new: NewMemory, *,
             reason=None, changed_by=identity.user_id)
         item = row_to_item(row)
         if content != holder["content"]:
-            yield from _learn_graph(config, identity, item.id, content, vector)
+            yield from _learn_graph(config, identity, item.id, content, vector, at=new.valid_from,
+                                    retention=new.retention.value)
     q, p = queries.set_keyed_fields(item.id, visibility=new.visibility.value, metadata=new.metadata,
                                     expires_at=new.expires_at, retention=new.retention.value,
                                     valid_from=new.valid_from)
@@ -310,12 +315,14 @@ def purge_expired(*, limit: int = 10_000, distributed: bool = False) -> Op[int]:
             return total
 
 
-def maintain(config: MemoryConfig, *, at: Any = None, limit: int = 10_000) -> Op[MaintenanceReport]:
+def maintain(config: MemoryConfig, *, at: Any = None, limit: int = 10_000, model: Any = None) -> Op[MaintenanceReport]:
     """Delete what expired (:func:`purge_expired`), then archive, in batches of ``limit``: the
     ``ephemeral`` memories unused for ``config.ephemeral_days``, and where ``config.archive_below``
     is set, the ``decay`` memories whose salience at ``at`` fell below it and that went unused
     for ``config.archive_idle_days``. ``at`` (default now) is the time to judge by: a later one
-    shows what a run then would do. Rows another run holds are skipped, so runs may overlap."""
+    shows what a run then would do. Rows another run holds are skipped, so runs may overlap.
+    Then the knowledge graph's share (:func:`agent_memory.graph.maintenance.maintain_graph`; its
+    texts by ``model`` when one is given)."""
     when = datetime.now(UTC) if at is None else check_as_of(at, "at")
     expired = yield from purge_expired(limit=limit, distributed=config.distributed is not None)
     archived: dict[Retention, int] = {}
@@ -331,8 +338,11 @@ def maintain(config: MemoryConfig, *, at: Any = None, limit: int = 10_000) -> Op
             archived[retention] += len(rows)
             if len(rows) < limit:
                 break
+    graph = yield from maintain_graph(at=when or datetime.now(UTC), limit=min(limit, 1000), model=model)
     return MaintenanceReport(expired=expired, faded=archived.get(Retention.DECAY, 0),
-                             ephemeral=archived[Retention.EPHEMERAL])
+                             ephemeral=archived[Retention.EPHEMERAL], nodes_faded=graph.nodes_faded,
+                             nodes_ephemeral=graph.nodes_ephemeral, descriptions=graph.descriptions,
+                             storylines=graph.storylines, macros=graph.macros)
 
 
 def check_duplicate(config: MemoryConfig, identity: Identity, content: Any, scope: Any = Scope.USER,
@@ -835,7 +845,8 @@ def record_injected(identity: Identity, memory_ids: Sequence[Any]) -> Op[None]:
 
 
 def _recall(row: Any) -> RecallCount:
-    return RecallCount(row["id"], row["content"], int(row["access_count"]), row["last_used_at"])
+    return RecallCount(row["id"], row["content"], int(row["access_count"]), row["last_used_at"],
+                       state_for(int(row["access_count"]), int(row.get("recall_count") or 0)))
 
 
 def _is_uuid(value: str) -> bool:
@@ -912,16 +923,18 @@ def import_memories(
     for pos in keep if config.knowledge_graph else ():  # the graph learns what they say (nothing, for most)
         found = graph_extract(accepted[pos][2])
         if found.found:
-            yield from _learn_graph(config, identity, rows[pos]["id"], accepted[pos][2], vectors[pos], found=found)
+            yield from _learn_graph(config, identity, rows[pos]["id"], accepted[pos][2], vectors[pos], found=found,
+                                    at=rows[pos]["valid_from"], retention=accepted[pos][1].retention.value)
     return result
 
 
 def _learn_graph(config: MemoryConfig, identity: Identity, memory_id: UUID, content: str, vector: Any,
-                 found: Any = None) -> Op[None]:
+                 found: Any = None, *, at: datetime | None = None, retention: str = "decay") -> Op[None]:
     """The knowledge graph learns what a new memory says, in the save's transaction, when
     ``config.knowledge_graph`` is on (``MEMORY_KNOWLEDGE_GRAPH``; off by default until a save's
     extra cost meets its target: BENCHMARKS.md, issue 32). A memory without a vector (a store
     without an index) is resolved by name only."""
     if config.knowledge_graph:
         yield from graph_ops.ingest(identity, memory_id, content,
-                                    vector if vector is not None and len(vector) else None, found=found)
+                                    vector if vector is not None and len(vector) else None, found=found, at=at,
+                                    retention=retention)

@@ -574,9 +574,12 @@ class PrincipalOps:
         recency + salience_weight * salience`` (recency halves in about 35 days).
         ``relationship_filters`` (``min_attitude``, ``max_attitude``, ``min_proximity``,
         ``max_proximity``, ``relationship_types``, ``exclude_relationship_types``) removes
-        relations before scoring. ``granularity``: 1 returns memories; 2 and 3 (storylines and
-        macros) are accepted and return the semantic layer only until those layers are built.
-        ``return_explanations`` adds each score's parts. Returned nodes count as recalled.
+        relations before scoring. ``granularity`` (the design's): 1 returns the memories in full,
+        with the best 3 storylines and 2 macros as names; 2 the best 5 storylines in full (their
+        summary, anchor and newest memories as previews) and 2 macros as names; 3 the best 5
+        macros in full (with their storylines), no memories. Storylines and macros are built by
+        ``maintain()``. ``return_explanations`` adds each score's parts. Returned nodes,
+        storylines and macros count as recalled.
         Malformed arguments raise :class:`InvalidInputError`.
         """
         return (yield from graph_ops.explore(
@@ -657,10 +660,12 @@ class AdminOps:
     ``user_id`` names who acts (their role decides what they may do); :meth:`import_data`
     acts for one user (``user_id``) or, explicitly, as the operator (``as_operator=True``)."""
 
-    __slots__ = ("config",)
+    __slots__ = ("choose_model", "config")
 
-    def __init__(self, config: MemoryConfig) -> None:
+    def __init__(self, config: MemoryConfig, choose_model: Callable[[Any], Any] | None = None) -> None:
         self.config = config
+        # maintain()'s llm argument into a model, as PrincipalOps (None: offline only)
+        self.choose_model = choose_model or (lambda llm: None if llm is SERVICE_LLM else llm)
 
     # --- projects, teams, orgs and their members -------------------------------------------
 
@@ -806,15 +811,21 @@ class AdminOps:
         """
         return (yield from ops.purge_expired(distributed=self.config.distributed is not None))
 
-    def maintain(self, *, at: datetime | str | None = None) -> Op[MaintenanceReport]:
+    def maintain(self, *, at: datetime | str | None = None, llm: Any = SERVICE_LLM) -> Op[MaintenanceReport]:
         """Forgetting, run from cron (``agent-memory maintain``): delete what expired, archive
         ``ephemeral`` memories unused for ``MEMORY_EPHEMERAL_DAYS`` and, where
         ``MEMORY_ARCHIVE_BELOW`` is set, ``decay`` memories whose salience (raised by each recall,
         halving every ``stability`` days, fading slower once recalled after longer gaps) fell
         below it and that went unused for ``MEMORY_ARCHIVE_IDLE_DAYS``. Archived memories can be
         restored. Safe to run concurrently. ``at`` (default now) is the time it judges by: a later
-        one acts now on what will have faded by then (it is not a dry run)."""
-        return (yield from ops.maintain(self.config, at=at))
+        one acts now on what will have faded by then (it is not a dry run).
+
+        The knowledge graph's part: nodes that faded (candidates and active ones of ``decay``
+        retention; core ones never) or were ``ephemeral`` and unused 90 days are archived, nodes
+        whose notes changed are described again, and storylines (a node mentioned by 5+ memories
+        over 3+ days) and macros (2+ storylines over 30+ days) are brought up to date and
+        summarised: extractively, or by ``llm`` (the service's model by default; ``None``: offline)."""
+        return (yield from ops.maintain(self.config, at=at, model=self.choose_model(llm)))
 
     def delete_scope(self, scope: str, scope_id: str, *, user_id: str) -> Op[DeleteReport]:
         """Delete a project (by its owner), team (a lead) or org (an admin) with every memory,

@@ -137,13 +137,25 @@ class DeleteReport(Report):
 @dataclass(frozen=True, slots=True)
 class MaintenanceReport(Report):
     """What a maintenance run did: memories deleted because they expired, and archived because
-    they faded (``decay``, below ``archive_below`` and unused) or went unused (``ephemeral``)."""
+    they faded (``decay``, below ``archive_below`` and unused) or went unused (``ephemeral``);
+    in the knowledge graph: nodes archived as faded or ephemeral, descriptions written again,
+    storylines and macros created or brought up to date (and summarised again)."""
 
     expired: int = 0
     faded: int = 0
     ephemeral: int = 0
+    nodes_faded: int = 0
+    nodes_ephemeral: int = 0
+    descriptions: int = 0
+    storylines: int = 0
+    macros: int = 0
 
     def summary(self) -> str:
-        return (f"deleted {self.expired} expired; archived {self.faded} faded and {self.ephemeral} "
+        text = (f"deleted {self.expired} expired; archived {self.faded} faded and {self.ephemeral} "
                 "ephemeral memories")
+        if self.nodes_faded or self.nodes_ephemeral or self.descriptions or self.storylines or self.macros:
+            text += (f"; graph: archived {self.nodes_faded} faded and {self.nodes_ephemeral} ephemeral nodes, "
+                     f"described {self.descriptions} nodes again, updated {self.storylines} storylines and "
+                     f"{self.macros} macros")
+        return text
 

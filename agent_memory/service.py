@@ -138,7 +138,7 @@ class MemoryService(ServiceMethods, _Common, SpecificationMethods):
     ) -> None:
         self.config, self.embeddings = _resolve(config, embeddings)
         self._llm = LlmSlot(llm, self.config)
-        self._admin = AdminOps(self.config)
+        self._admin = AdminOps(self.config, self._choose_model)
         self._owned_pool: ConnectionPool | None = None
         if conn is None or isinstance(conn, str):
             dsn = resolve_dsn(conn, self.config)
@@ -210,7 +210,7 @@ class AsyncMemoryService(AsyncServiceMethods, _Common, AsyncSpecificationMethods
     ) -> None:
         self.config, self.embeddings = _resolve(config, embeddings)
         self._llm = LlmSlot(llm, self.config)
-        self._admin = AdminOps(self.config)
+        self._admin = AdminOps(self.config, self._choose_model)
         if conn is not None and not isinstance(conn, (str, psycopg.AsyncConnection, AsyncConnectionPool)):
             raise ConfigurationError(
                 "conn must be a DSN string, a psycopg AsyncConnection or an AsyncConnectionPool, "

@@ -31,6 +31,8 @@ their memories are about, how they relate to the user (sister, friend, works-at.
 memories that mention them. Give `queries` (phrases, e.g. ["google job offer"]) and/or \
 `text_matches` (names, e.g. ["Sarah"]). Optional `relationship_filters`: min_attitude, \
 max_attitude, min_proximity, max_proximity (1-5), relationship_types, exclude_relationship_types. \
+`granularity`: 1 (default) returns memories; 2 storylines (what happened around a person or \
+thing over several days, summarised, with previews); 3 long-running themes grouping storylines. \
 Use the entity_key of a hit as a seed of memory_traverse to go further."""
 
 TRAVERSE_DESCRIPTION = """\

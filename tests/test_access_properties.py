@@ -12,7 +12,7 @@ rules on its own, in plain Python (nothing from ``agent_memory.access``). It che
   write, read straight from the tables, the database holds exactly the model's memories,
   scopes, members and shares;
 - reads (``list``, ``search``, ``stats``, ``get``, ``find_duplicate``, the middleware's lookup, the knowledge graph's
-  ``graph_nodes``, ``explore``, ``graph_view`` and ``traverse``
+  ``graph_nodes``, ``explore``, ``graph_view`` and ``traverse``, its storylines too (built by a consolidation rule),
   and dedupe on save, ``memberships``, ``list_members``) return exactly what the model says the
   caller may see; after every step one user (in turn) lists under one identity (in turn), and
   at the end of each example every user reads the whole world under several identities;
@@ -51,6 +51,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import citus_cluster
@@ -76,6 +77,7 @@ from agent_memory import MemoryConfig, MemoryService
 from agent_memory.db import requests
 from agent_memory.embeddings import LocalEmbeddings
 from agent_memory.episodic import PostgresCheckpointer
+from agent_memory.graph.maintenance import maintain_graph
 from agent_memory.errors import (
     AgentMemoryError,
     IdentityConflictError,
@@ -518,6 +520,13 @@ class AccessMachine(RuleBasedStateMachine):
         if any(n.name == "Kim" for n in drawn.nodes):
             walked = handle.traverse(seed_nodes=["Kim"], top_k=50)
             assert {h.node.created_by for h in walked.nodes} <= {user}, f"traverse as {user} walked others' nodes"
+        # storylines (built by consolidate_graph): the user's own, showing only memories they may read now
+        STATS["calls"] += 1
+        arcs = handle.explore(["note written for the shared world"], text_matches=["Kim"], granularity=2)
+        previews = {i for story in arcs.storylines for i, _, _ in story.previews}
+        assert previews <= active, f"storylines as {user} {ident} leaked {[m.items.get(i) for i in previews - active]}"
+        own = {n.id for n in handle.graph_nodes(limit=10_000)}
+        assert {s.anchor_id for s in (*arcs.storylines, *arcs.macros)} <= own, f"{user} sees another graph's storyline"
         # LangGraph's store over the same memories: each level's namespace shows exactly that level's
         # (not on a Citus cluster: the store's search has no cluster form yet, docs/how-to/citus.md)
         if citus_cluster.citus_url():
@@ -768,6 +777,22 @@ class AccessMachine(RuleBasedStateMachine):
                 assert _row(result) == item.row()
                 m.items[result.id] = item
         self._check_database()
+
+    @rule()
+    @capped
+    def consolidate_graph(self) -> None:
+        """Days pass for the knowledge graph (each memory's mentions move back 0-4 days) and the
+        nightly consolidation runs: whoever named Kim in five notes gets a storyline of them,
+        whatever scopes they were written in (the read checks what it shows). Memories are not
+        touched, so the model needs no change."""
+        self._step("consolidate graph")
+        self.conn.execute("UPDATE graph_mentions SET mentioned_at = mentioned_at"
+                          " - make_interval(days => abs(hashtext(source_id::text)) % 5)")
+        self.conn.execute("UPDATE graph_nodes n SET updated_at = now(), distinct_days = ARRAY(SELECT DISTINCT"
+                          " g.mentioned_at::date FROM graph_mentions g WHERE g.scope = n.scope"
+                          " AND g.scope_id = n.scope_id AND g.node_id = n.id ORDER BY 1)")
+        STATS["calls"] += 1
+        requests.run(maintain_graph(at=datetime.now(UTC)), self.service.conn, self.service.embeddings)
 
     @rule(data=st.data())
     @capped

@@ -356,8 +356,8 @@ def test_add_many_and_put_build_the_graph_too(memory):
 
 
 def test_a_memory_that_names_nothing_costs_no_statement():
-    """Driven with no database: ingest asks for nothing when the rules find nothing, and for four
-    statements (resolve, nodes, mentions, relations) when a memory names a relative."""
+    """Driven with no database: ingest asks for nothing when the rules find nothing, and for three
+    statements (resolve; nodes and mentions in one; relations) when a memory names a relative."""
     import uuid as _uuid
 
     from agent_memory.db.requests import Sql
@@ -380,5 +380,5 @@ def test_a_memory_that_names_nothing_costs_no_statement():
                        for k in ("sarah", "@me")] if "RETURNING" in str(request.query) else [])
     except StopIteration as end:
         assert end.value == 1
-    assert len(asked) == 4 and all(isinstance(r, Sql) for r in asked)
+    assert len(asked) == 3 and all(isinstance(r, Sql) for r in asked)
     assert all(r.params["g"] == "alice" for r in asked)  # every statement names the caller's graph

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -26,6 +27,7 @@ from agent_memory.episodic.owners import claim_thread
 from agent_memory.episodic.schema import setup_database
 from agent_memory.episodic.snapshots import save_snapshot
 from agent_memory.extraction.pipeline import extract_memories
+from agent_memory.graph.maintenance import maintain_graph
 from agent_memory.models import Scope
 from agent_memory.profiles.store import update_profile
 from agent_memory.queries import USER_DATA_TABLES, user_tables
@@ -172,6 +174,12 @@ def test_a_forgotten_user_is_named_by_no_row_of_any_listed_table(memory: MemoryS
     # a memory that keeps its context (and its context's terms)
     do(ops.add_memory(config, me, ops.make_new_memory("Yes, the one by the lake.",
                                                       context="Which cabin did we book?\nYes, the one by the lake.")))
+    # ... and a storyline (five memories about Sarah over three days, then the graph's maintenance)
+    for days, text in ((3, "Sarah called about the weekend."), (3, "Sarah booked the train."),
+                       (2, "Sarah arrived late at night."), (1, "Sarah cooked dinner for everyone."),
+                       (1, "Sarah left on Sunday morning.")):
+        do(ops.add_memory(config, me, ops.make_new_memory(text, valid_from=datetime.now(UTC) - timedelta(days=days))))
+    do(maintain_graph(at=datetime.now(UTC)))
     do(ops.add_memory(config, in_project, ops.make_new_memory("The API is versioned by date.", scope="project")))
     other_note = do(ops.add_memory(config, them, ops.make_new_memory("Deploys go out on Tuesdays.", scope="project")))
     do(ops.edit_memory(config, in_project, other_note.id, content="Deploys go out on Tuesdays and Thursdays."))

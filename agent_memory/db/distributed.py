@@ -71,6 +71,8 @@ DISTRIBUTED_TABLES: tuple[Distributed, ...] = (
     Distributed("graph_nodes", "scope_id"),
     Distributed("graph_mentions", "scope_id"),
     Distributed("graph_relations", "scope_id"),
+    Distributed("graph_storylines", "scope_id"),
+    Distributed("graph_storyline_members", "scope_id"),
 )
 
 #: small tables every node holds a copy of, in the order they are made so (a table after those

@@ -1198,6 +1198,70 @@ MIGRATIONS: tuple[Migration, ...] = (
         WHERE m.status = 'active' AND m.context_tsv IS NOT NULL;
         """,
     ),
+    Migration(
+        "0024_graph_lifecycle_storylines",
+        # Issue 32, part two. Memories: ``recall_count`` counts recalls at least an hour apart (a
+        # spaced recall; ``access_count`` counts every use), so a memory recalled over days becomes
+        # ``core`` and is never faded (not indexed: a recall stays a HOT update). The graph: a walk
+        # (traverse) reads each node's heaviest current relations and newest mentions by index, so
+        # a hub costs what any node costs. Storylines (a node mentioned by 5+ memories over 3+
+        # days) and macros (2+ storylines over 30+ days rooted in one node), the design's meso and
+        # macro layers, one table with ``level``; their members (memories, or storylines of a
+        # macro) in another. Distributable like 0021: scope key first in every key, foreign keys
+        # within one scope, no triggers. graph_nodes gets room on its pages for HOT updates.
+        """
+        ALTER TABLE memory_items ADD COLUMN recall_count integer NOT NULL DEFAULT 0;
+        -- a node is updated by every memory that names it: room on its page keeps that update HOT
+        -- (no index entry written, its GIN of aliases included) when no indexed column changes
+        ALTER TABLE graph_nodes SET (fillfactor = 70);
+        CREATE INDEX graph_relations_from_walk_idx ON graph_relations (scope, scope_id, from_node, salience DESC)
+            WHERE valid_to IS NULL AND known_to IS NULL;
+        CREATE INDEX graph_relations_to_walk_idx ON graph_relations (scope, scope_id, to_node, salience DESC)
+            WHERE valid_to IS NULL AND known_to IS NULL;
+        CREATE INDEX graph_mentions_newest_idx ON graph_mentions (scope, scope_id, node_id, mentioned_at DESC);
+        CREATE TABLE graph_storylines (
+            scope           text NOT NULL,
+            scope_id        text NOT NULL,
+            id              uuid NOT NULL,
+            level           text NOT NULL CHECK (level IN ('storyline', 'macro')),
+            anchor_node     uuid NOT NULL,
+            name            text NOT NULL,
+            description     text NOT NULL DEFAULT '',
+            embedding       vector({dimensions}),
+            is_dirty        boolean NOT NULL DEFAULT true,
+            source_count    integer NOT NULL DEFAULT 0,
+            storyline_count integer NOT NULL DEFAULT 0,
+            started_at      timestamptz NOT NULL,
+            last_source_at  timestamptz NOT NULL,
+            salience        real NOT NULL DEFAULT 0.1 CHECK (salience BETWEEN 0 AND 1),
+            state           text NOT NULL DEFAULT 'candidate'
+                            CHECK (state IN ('candidate', 'active', 'core', 'archived')),
+            retention       text NOT NULL DEFAULT 'decay' CHECK (retention IN ('keep', 'decay', 'ephemeral')),
+            access_count    integer NOT NULL DEFAULT 0,
+            recall_count    integer NOT NULL DEFAULT 0,
+            last_accessed_at timestamptz,
+            created_by      text NOT NULL,
+            created_at      timestamptz NOT NULL DEFAULT now(),
+            updated_at      timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (scope, scope_id, id),
+            UNIQUE (scope, scope_id, level, anchor_node),
+            FOREIGN KEY (scope, scope_id, anchor_node) REFERENCES graph_nodes (scope, scope_id, id) ON DELETE CASCADE
+        );
+        CREATE INDEX graph_storylines_creator_idx ON graph_storylines (created_by);
+        CREATE TABLE graph_storyline_members (
+            scope        text NOT NULL,
+            scope_id     text NOT NULL,
+            storyline_id uuid NOT NULL,
+            member_kind  text NOT NULL CHECK (member_kind IN ('memory', 'storyline')),
+            member_id    uuid NOT NULL,
+            member_at    timestamptz NOT NULL,
+            PRIMARY KEY (scope, scope_id, storyline_id, member_kind, member_id),
+            FOREIGN KEY (scope, scope_id, storyline_id) REFERENCES graph_storylines (scope, scope_id, id)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX graph_storyline_members_member_idx ON graph_storyline_members (scope, scope_id, member_kind, member_id);
+        """,
+    ),
 )
 
 

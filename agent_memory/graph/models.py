@@ -14,7 +14,7 @@ from uuid import UUID
 
 from ..models import MemoryItem
 
-__all__ = ["ExploreResult", "GraphNode", "GraphRelation", "MemoryHit", "NodeHit", "TraverseResult"]
+__all__ = ["ExploreResult", "GraphNode", "GraphRelation", "MemoryHit", "NodeHit", "StorylineHit", "TraverseResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +88,61 @@ class MemoryHit:
 
 
 @dataclass(frozen=True, slots=True)
+class StorylineHit:
+    """A storyline (``level`` ``"storyline"``: the memories about one node, 5+ over 3+ days) or
+    a macro (``"macro"``: 2+ storylines over 30+ days that belong to one node), as explore
+    found it. ``full``: returned in detail at this granularity (storylines at 2, macros at 3),
+    else as minimal context (id and name). ``previews``: a storyline's newest memories the caller
+    may read (``(id, content, created_at)``, at granularity 2); ``children``: a macro's storylines
+    (at granularity 3)."""
+
+    id: UUID
+    level: str
+    name: str
+    description: str
+    score: float
+    anchor_id: UUID
+    anchor_name: str
+    anchor_type: str
+    source_count: int
+    storyline_count: int
+    started_at: datetime
+    last_source_at: datetime
+    salience: float
+    state: str
+    full: bool = True
+    previews: tuple[tuple[UUID, str, datetime], ...] = ()
+    children: tuple[StorylineHit, ...] = ()
+    explanation: dict[str, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The design's ``StorylineHit`` / ``MacroHit`` (minimal context: id and name only)."""
+        key = "storyline_id" if self.level == "storyline" else "macro_id"
+        if not self.full:
+            return {key: str(self.id), "name": self.name}
+        out: dict[str, Any] = {
+            key: str(self.id), "name": self.name, "description": self.description,
+            "relevance_score": round(self.score, 4), "source_count": self.source_count,
+            "started_at": _iso(self.started_at), "last_source_at": _iso(self.last_source_at),
+            "anchor": {"entity_key": str(self.anchor_id), "node_type": self.anchor_type.capitalize(),
+                       "name": self.anchor_name},
+            "salience": round(self.salience, 4), "state": self.state}
+        if self.level == "storyline":
+            out["preview_sources"] = [{"id": str(i), "content": c[:500], "created_at": _iso(t)}
+                                      for i, c, t in self.previews]
+        else:
+            out["storyline_count"] = self.storyline_count
+            out["storylines"] = [c.to_dict() for c in self.children]
+        if self.explanation is not None:
+            out["explanation"] = self.explanation
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class ExploreResult:
     """``granularity``, the queries run, then the semantic layer (people, concepts, entities,
-    relationships) and the episodic one (memories; storylines and macros are not built yet and
-    stay empty)."""
+    relationships) and the episodic one (memories, storylines, macros: what each granularity
+    returns in detail is the design's; see :meth:`PrincipalOps.explore`)."""
 
     granularity: int
     queries: tuple[str, ...]
@@ -100,8 +151,8 @@ class ExploreResult:
     entities: tuple[NodeHit, ...]
     relationships: tuple[GraphRelation, ...]
     memories: tuple[MemoryHit, ...]
-    storylines: tuple[Any, ...] = ()
-    macros: tuple[Any, ...] = ()
+    storylines: tuple[StorylineHit, ...] = ()
+    macros: tuple[StorylineHit, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The design's result shape, JSON-ready (ids and times as strings)."""
@@ -130,7 +181,8 @@ class ExploreResult:
                          "entities": [node(h) for h in self.entities],
                          "relationships": [relation_dict(r) for r in self.relationships]},
             "episodic": {"memories": [memory(h) for h in self.memories], "sources": [],
-                         "storylines": list(self.storylines), "macros": list(self.macros)},
+                         "storylines": [s.to_dict() for s in self.storylines],
+                         "macros": [m.to_dict() for m in self.macros]},
         }
 
 

@@ -2,9 +2,9 @@
 
 Writing: :func:`ingest` is called in the transaction that stores a memory (save, put, import,
 extraction, which saves through them) and by :func:`backfill`; it extracts by rules (pure,
-:mod:`.extract`), resolves within the writer's own graph (:mod:`.resolve`) and writes in at most
-four statements, none when the memory names nothing. No embedding is made: a new node takes
-the vector of the memory that first mentions it (that memory is its first note).
+:mod:`.extract`), resolves within the writer's own graph (:mod:`.resolve`) and writes in two
+statements (more when it links nodes), none when the memory names nothing. No embedding is
+made: a new node takes the vector of the memory that first mentions it (its first note).
 
 Reading: :func:`explore` and :func:`traverse` read the caller's graph only
 (:func:`agent_memory.queries.graph.graph_of`); the memories they return are read through the
@@ -23,12 +23,14 @@ from ..db.requests import Commit, Embed, Op, Sql
 from ..errors import InvalidInputError
 from ..models import Identity
 from ..queries import graph as gq
+from ..queries import graph_lifecycle as lq
+from ..queries import search as search_queries
 from ..queries.items import vector_literal
 from ..queries.rows import row_to_item
 from ..validation import check_int, check_list, check_text, check_uuid
 from .extract import OWNER, Extracted, Link, canonical, extract
-from .models import ExploreResult, GraphNode, GraphRelation, MemoryHit, NodeHit, TraverseResult
-from .rank import Weights, co_mention_edges, notes_snippets, personalized_pagerank, score
+from .models import ExploreResult, GraphNode, GraphRelation, MemoryHit, NodeHit, StorylineHit, TraverseResult
+from .rank import RECENCY_RATE, Weights, notes_snippets, personalized_pagerank, score
 from .resolve import resolve
 
 __all__ = ["KINDS", "backfill", "explore", "get_node", "ingest", "list_nodes", "merge", "split", "traverse"]
@@ -37,6 +39,13 @@ __all__ = ["KINDS", "backfill", "explore", "get_node", "ingest", "list_nodes", "
 KINDS = ("has_relationship_with", "engages_with", "associated_with", "relates_to", "involves", "connected_to")
 _TYPES = ("person", "concept", "entity")
 _MAX_QUERIES = 5
+#: a node no query is near (cosine) and no text names is not an explore hit
+_NODE_FLOOR = 0.25
+#: a walk's bounds (traverse ppr): edges read per node and hop, the newest sources of a node its
+#: co-mentions are counted over, and the nodes a hop goes on from (the most strongly tied)
+_WALK_PER_NODE = 15
+_WALK_SOURCES = 50
+_WALK_FRONTIER = 25
 _MAX_TEXT = 500
 #: names a caller (or their model) gives their own node
 _ME = frozenset({"me", "@me", "myself", "user", "the user"})
@@ -56,9 +65,11 @@ def _describe(link: Link) -> str:
 
 
 def ingest(identity: Identity, memory_id: UUID, content: str, vector: Sequence[float] | str | None, *,
-           at: datetime | None = None, found: Extracted | None = None) -> Op[int]:
+           at: datetime | None = None, found: Extracted | None = None, retention: str = "decay") -> Op[int]:
     """Add what one memory says to the writer's graph; answers the number of nodes it mentions.
-    Runs inside the caller's transaction (no Commit)."""
+    Runs inside the caller's transaction (no Commit). ``at``: when the memory's facts happened
+    (its ``valid_from``; default now), the day its mentions count for (storylines);
+    ``retention``: the memory's, which its nodes inherit by precedence."""
     found = extract(content) if found is None else found
     if not found.found:
         return 0
@@ -66,7 +77,8 @@ def ingest(identity: Identity, memory_id: UUID, content: str, vector: Sequence[f
         vector = vector_literal(vector)
     owner_graph = gq.graph_of(identity)[1]
     keys = [canonical(f.name) for f in found.found]
-    existing = yield Sql(*gq.resolution_candidates(owner_graph, keys))
+    people = [k for f, k in zip(found.found, keys, strict=True) if f.node_type == "person"]
+    existing = yield Sql(*gq.resolution_candidates(owner_graph, keys, people))
     matched = resolve(found.found, existing)
     # a capitalised word opening a sentence counts only as a name already known (by name or alias)
     def known(key: str) -> bool:
@@ -86,29 +98,33 @@ def ingest(identity: Identity, memory_id: UUID, content: str, vector: Sequence[f
             rows.append({"node_type": hit["node_type"], "entity_type": hit["entity_type"], "name": f.name,
                          "canonical_name": hit["canonical_name"],
                          "alias": key if key != hit["canonical_name"] else None,
-                         "confidence": f.confidence, "is_owner": False, "description": description})
+                         "confidence": f.confidence, "is_owner": False, "description": description,
+                         "mention": True})
         else:
             rows.append({"node_type": f.node_type, "entity_type": f.entity_type if f.node_type == "entity" else "",
                          "name": f.name, "canonical_name": key, "alias": None, "confidence": f.confidence,
-                         "is_owner": False, "description": description})
+                         "is_owner": False, "description": description,
+                         "mention": True})
     if found.links:
         rows.append({"node_type": "person", "entity_type": "", "name": identity.user_id, "canonical_name": OWNER,
-                     "alias": None, "confidence": 1.0, "is_owner": True, "description": "The user."})
+                     "alias": None, "confidence": 1.0, "is_owner": True, "description": "The user.",
+                     "mention": False})
     # one row per node (two spellings of one node in a memory would be one conflict twice)
     unique: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in rows:
         unique.setdefault((r["node_type"], r["entity_type"], r["canonical_name"]), r)
     # in one order (of the unique key), so two saves that name the same nodes never deadlock
     ordered = [unique[k] for k in sorted(unique)]
+    # the nodes and the memory's mentions of them in one statement
     written = yield Sql(*gq.upsert_nodes(owner_graph, identity.user_id, ordered, note=content,
-                                         source_id=memory_id, at=at, vector=vector))
+                                         source_id=memory_id, at=at, vector=vector, mention_kind="memory",
+                                         retention=retention))
     ids = {(r["node_type"], r["entity_type"], r["canonical_name"]): r["id"] for r in written}
     by_key: dict[str, UUID] = {}
     for f, key, r in zip(found.found, keys, rows, strict=False):
         by_key[key] = ids[(r["node_type"], r["entity_type"], r["canonical_name"])]
     owner_id = ids.get(("person", "", OWNER))
     mentioned = sorted({v for k, v in by_key.items()}, key=str)
-    yield Sql(*gq.insert_mentions(owner_graph, identity.user_id, mentioned, "memory", memory_id, at), fetch="none")
     current: list[dict[str, Any]] = []
     for link in found.links:
         src = owner_id if link.source == OWNER else by_key.get(canonical(link.source))
@@ -154,7 +170,8 @@ def backfill(identity: Identity, *, batch: int = 200, limit: int | None = None, 
             said = yield from learn(model, [r["content"] for r in rows])
         for pos, r in enumerate(rows):
             found = None if said is None else combine(said[pos], extract(r["content"]))
-            yield from ingest(identity, r["id"], r["content"], r["embedding"], at=r["created_at"], found=found)
+            yield from ingest(identity, r["id"], r["content"], r["embedding"], at=r["valid_from"] or r["created_at"],
+                              found=found, retention=r["retention"])
             cursor = (r["created_at"], r["id"])
             done += 1
         yield Commit()
@@ -242,22 +259,21 @@ def explore(
     weights = Weights(semantic_weight, time_weight, salience_weight)
     now = datetime.now(UTC)
     vectors: list[str] = []
+    raw: list[Any] = []
     if qs:
-        vectors = [vector_literal(v) for v in (yield Embed(tuple(qs), query=True))]
+        raw = list((yield Embed(tuple(qs), query=True)))
+        vectors = [vector_literal(v) for v in raw]
     owner = gq.graph_of(identity)[1]
     keys = [canonical(t) for t in texts]
-    rows = yield Sql(*gq.node_candidates(owner, vectors, keys, 50))
-    floor = 0.25  # a node no query is near and no text names is not a hit
-    scored: list[NodeHit] = []
+    # scored in the statement (the sum rank.score makes), best five read whole
+    rows = yield Sql(*gq.node_candidates(owner, vectors, keys, 5, weights=(weights.semantic, weights.time,
+                                                                         weights.salience),
+                                         floor=_NODE_FLOOR, now=now, rate=RECENCY_RATE))
+    top: list[NodeHit] = []
     for r in rows:
-        sim, txt = float(r["similarity"]), float(r["text_match"])
-        if max(sim, txt) < floor or r["is_owner"]:
-            continue
-        total, parts = score(weights, similarity=sim, text=txt, updated=r["updated_at"],
-                             salience=float(r["salience"]), now=now)
-        scored.append(NodeHit(node_of(r, now), total, parts if return_explanations else None))
-    scored.sort(key=lambda h: -h.score)
-    top = scored[:5]
+        total, parts = score(weights, similarity=float(r["similarity"]), text=float(r["text_match"]),
+                             updated=r["updated_at"], salience=float(r["salience"]), now=now)
+        top.append(NodeHit(node_of(r, now), total, parts if return_explanations else None))
     top_ids = [h.node.id for h in top]
     relations: list[GraphRelation] = []
     if top_ids:
@@ -266,54 +282,100 @@ def explore(
                                               min_proximity=filters.get("min_proximity"),
                                               max_proximity=filters.get("max_proximity"),
                                               types=filters.get("types"), exclude_types=filters.get("exclude_types"),
-                                              limit=10))
-        relations = yield from _named(owner, rel_rows, now)
+                                              limit=10, names=True))
+        relations = [relation_of(r, {r["from_node"]: r["from_name"], r["to_node"]: r["to_name"]}, now)
+                     for r in rel_rows]
     memories: list[MemoryHit] = []
     if gran == 1 and (top_ids or vectors):
-        q, p = gq.memories_mentioning(identity, owner, top_ids, vectors, 20)
-        mem_rows = list((yield Sql(q, p))) if top_ids else []
-        if vectors:
-            from ..ops import search_memories
-
-            seen = {r["id"] for r in mem_rows}
-            for query in qs:
-                for hit in (yield from search_memories(config, identity, query, k=5, touch=False)):
-                    if hit.item.id not in seen:
-                        seen.add(hit.item.id)
-                        memories.append(MemoryHit(hit.item, 0.0, (), None))
-        by_id = {r["id"]: r for r in mem_rows}
-        ids = list(by_id) + [m.memory.id for m in memories]
-        mention_rows = (yield Sql(*gq.mentions_of_memories(owner, ids))) if ids else []
-        mentioned: dict[UUID, list[tuple[UUID, str, str]]] = {}
-        for m in mention_rows:
-            mentioned.setdefault(m["source_id"], []).append((m["id"], m["node_type"], m["name"]))
+        # the memories that mention the nodes found, and those nearest the queries, in one statement
+        near: list[UUID] = []
+        for v in raw:  # exact nearest from the search index, under the same tenancy rule as search
+            q, p = search_queries.similar_items(identity, None, v, 0.0, 5)
+            near.extend(r["id"] for r in (yield Sql(q, p)) if r["id"] not in near)
+        mem_rows = yield Sql(*gq.explore_memories(identity, owner, top_ids, vectors, near, mentioning=20))
+        mem_rows = _best_mentioning(mem_rows, set(near), 20)
         node_score = {h.node.id: h.score for h in top}
         hits: list[MemoryHit] = []
         for r in mem_rows:
             item = row_to_item(r)
             link = max((node_score.get(n, 0.0) for n in r["node_ids"]), default=0.0)
-            total, parts = score(weights, similarity=max(float(r["similarity"]), 1.0 if not vectors else 0.0),
-                                 text=0.0, updated=item.created_at, salience=link, now=now)
-            hits.append(MemoryHit(item, total, tuple(mentioned.get(item.id, ())[:10]),
-                                  parts if return_explanations else None))
-        for m in memories:
-            total, parts = score(weights, similarity=_similarity_hint(m), text=0.0, updated=m.memory.created_at,
-                                 salience=0.0, now=now)
-            hits.append(MemoryHit(m.memory, total, tuple(mentioned.get(m.memory.id, ())[:10]),
-                                  parts if return_explanations else None))
-        hits.sort(key=lambda h: -h.score)
+            # without a query, a memory that mentions a node found is a full match
+            sim = float(r["similarity"]) if vectors else (1.0 if r["node_ids"] else 0.0)
+            total, parts = score(weights, similarity=sim, text=0.0, updated=item.created_at, salience=link, now=now)
+            mentioned = tuple((UUID(str(i)), str(t), str(nm)) for i, t, nm in r["mentions"])
+            hits.append(MemoryHit(item, total, mentioned, parts if return_explanations else None))
+        hits.sort(key=lambda h: (-h.score, str(h.memory.id)))
         memories = hits[:5]
+    storylines, macros = yield from _arcs(identity, owner, gran, vectors, keys, top_ids, weights, now,
+                                          return_explanations)
     if touch and top_ids:
         yield Sql(*gq.touch_nodes(owner, top_ids), fetch="none")
+    if touch and (storylines or macros):
+        yield Sql(*lq.touch_storylines(owner, [h.id for h in (*storylines, *macros)]), fetch="none")
     by_type = {t: tuple(h for h in top if h.node.node_type == t) for t in _TYPES}
     return ExploreResult(gran, tuple(qs) + tuple(texts), by_type["person"], by_type["concept"], by_type["entity"],
-                         tuple(relations), tuple(memories))
+                         tuple(relations), tuple(memories), storylines, macros)
 
 
-def _similarity_hint(_hit: MemoryHit) -> float:
-    """A memory search found without a mention: its place in search's ranking is what says it is
-    relevant; explore gives it the floor of a match so mentioned memories come first on a tie."""
-    return 0.5
+#: per granularity, how many storylines and macros explore returns (the design's table)
+_ARCS = {1: (3, 2), 2: (5, 2), 3: (0, 5)}
+
+
+def _arcs(identity: Identity, owner: str, gran: int, vectors: Sequence[str], keys: Sequence[str],
+          top_ids: Sequence[UUID], weights: Weights, now: datetime, explain: bool
+          ) -> Op[tuple[tuple[StorylineHit, ...], tuple[StorylineHit, ...]]]:
+    """explore's storylines and macros: in full at their granularity (2: storylines with their
+    newest memories the caller may read; 3: macros with their storylines), else as names."""
+    n_story, n_macro = _ARCS[gran]
+    rows = yield Sql(*lq.explore_storylines(owner, vectors, keys, top_ids, storylines=n_story, macros=n_macro,
+                                            weights=(weights.semantic, weights.time, weights.salience), now=now,
+                                            rate=RECENCY_RATE, floor=_NODE_FLOOR))
+    if not rows:
+        return (), ()
+    previews: dict[UUID, list[tuple[UUID, str, datetime]]] = {}
+    children: dict[UUID, list[StorylineHit]] = {}
+    if gran == 2:
+        ids = [r["id"] for r in rows if r["level"] == "storyline"]
+        if ids:
+            q, p = lq.storyline_previews(identity, owner, ids, 3)
+            for r in (yield Sql(q, p)):
+                previews.setdefault(r["storyline_id"], []).append((r["id"], r["content"], r["created_at"]))
+    if gran == 3:
+        ids = [r["id"] for r in rows if r["level"] == "macro"]
+        if ids:
+            for r in (yield Sql(*lq.storyline_children(owner, ids))):
+                children.setdefault(r["macro_id"], []).append(_arc(r, full=True, score=0.0))
+
+    def hit(r: Mapping[str, Any]) -> StorylineHit:
+        full = (gran == 2 and r["level"] == "storyline") or (gran == 3 and r["level"] == "macro")
+        parts = None
+        if explain:
+            parts = score(weights, similarity=float(r["similarity"]), text=float(r["text_match"]),
+                          updated=r["last_source_at"], salience=float(r["salience"]), now=now)[1]
+        return _arc(r, full=full, score=float(r["score"]), previews=tuple(previews.get(r["id"], ())),
+                    children=tuple(children.get(r["id"], ())), explanation=parts)
+
+    return (tuple(hit(r) for r in rows if r["level"] == "storyline"),
+            tuple(hit(r) for r in rows if r["level"] == "macro"))
+
+
+def _arc(r: Mapping[str, Any], *, full: bool, score: float, previews: tuple[Any, ...] = (),
+         children: tuple[StorylineHit, ...] = (), explanation: dict[str, float] | None = None) -> StorylineHit:
+    return StorylineHit(
+        id=r["id"], level=r["level"], name=r["name"], description=r["description"], score=score,
+        anchor_id=r["anchor_node"], anchor_name=r.get("anchor_name") or r["name"],
+        anchor_type=r.get("anchor_type") or "", source_count=r["source_count"],
+        storyline_count=r["storyline_count"], started_at=r["started_at"], last_source_at=r["last_source_at"],
+        salience=float(r["salience"]), state=r["state"], full=full, previews=previews, children=children,
+        explanation=explanation)
+
+
+def _best_mentioning(rows: Sequence[Mapping[str, Any]], near: set[UUID], most: int) -> list[Mapping[str, Any]]:
+    """The nearest memories, and of those that mention the nodes found, the ``most`` that mention
+    most of them (then the newest): the statement read a few more, to check who may read them."""
+    mentioning = sorted((r for r in rows if r["id"] not in near),
+                        key=lambda r: (-len(r["node_ids"]), -r["created_at"].timestamp()))
+    return [r for r in rows if r["id"] in near] + mentioning[:most]
 
 
 def _seed_ids(owner: str, seeds: Any) -> Op[list[UUID]]:
@@ -357,33 +419,39 @@ def traverse(
     if mode == "ppr":
         if not seeds:
             raise InvalidInputError("seed_nodes", "ppr needs at least one seed node (an entity_key from explore)")
-        edges: list[tuple[Any, Any, float]] = []
+        edges: dict[tuple[Any, Any], float] = {}
         seen, frontier = set(seeds), list(seeds)
         for _ in range(depth):
             if not frontier or len(edges) >= max_edges:
                 break
-            rows = yield Sql(*gq.relation_edges(owner, frontier, max_edges - len(edges)))
-            step = [(r["a"], r["b"], float(r["weight"])) for r in rows]
-            sources = yield Sql(*gq.mention_sources(owner, frontier, max_edges))
-            if sources:
-                together = yield Sql(*gq.co_mentions(owner, sorted({r["source_id"] for r in sources}, key=str),
-                                                     max_edges * 4))
-                step.extend(co_mention_edges(sources, together))
-            step = step[: max_edges - len(edges)]
-            edges.extend(step)
-            nxt = {n for a, b, _ in step for n in (a, b)} - seen
-            seen |= nxt
-            frontier = sorted(nxt, key=str)
-        ranks = personalized_pagerank(edges, seeds, damping=float(damping))
+            rows = yield Sql(*gq.walk_edges(owner, frontier, per_node=_WALK_PER_NODE,
+                                            sources_per_node=_WALK_SOURCES))
+            step = []
+            for r in rows:  # an edge read from both its ends (on two hops) counts once
+                pair = (r["a"], r["b"]) if str(r["a"]) < str(r["b"]) else (r["b"], r["a"])
+                if pair not in edges:
+                    step.append((r["a"], r["b"], float(r["weight"])))
+                    edges[pair] = float(r["weight"])
+                if len(edges) >= max_edges:
+                    break
+            # the next hop starts from the new nodes most strongly tied to this one
+            pull: dict[Any, float] = {}
+            owners = {r["b"] for r in rows if r["b_owner"]}
+            for _a, b, w in step:
+                if b not in seen and b not in owners:
+                    pull[b] = pull.get(b, 0.0) + w
+            seen |= set(pull)
+            frontier = sorted(pull, key=lambda n: (-pull[n], str(n)))[:_WALK_FRONTIER]
+        ranks = personalized_pagerank([(a, b, w) for (a, b), w in edges.items()], seeds, damping=float(damping))
         best = sorted(ranks.items(), key=lambda kv: (-kv[1], str(kv[0])))[:k]
         rows = (yield Sql(*gq.select_nodes(owner, [n for n, _ in best]))) if best else []
         by_id = {r["id"]: r for r in rows}
         hits = tuple(NodeHit(node_of(by_id[n], now), s) for n, s in best if n in by_id and s > 0)
         ids = [h.node.id for h in hits]
-        rel_rows = (yield Sql(*gq.relations_of(owner, ids, limit=100))) if ids else []
+        rel_rows = (yield Sql(*gq.relations_among(owner, ids, 100))) if ids else []
         inside = set(ids)
-        rels = tuple((yield from _named(owner, [r for r in rel_rows if r["from_node"] in inside
-                                                 and r["to_node"] in inside], now)))
+        names = {i: by_id[i]["name"] for i in inside}
+        rels = tuple(relation_of(r, names, now) for r in rel_rows if r["from_node"] in inside and r["to_node"] in inside)
         return TraverseResult("ppr", hits, rels)
     from ..validation import check_as_of
 

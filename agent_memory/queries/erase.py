@@ -43,6 +43,9 @@ _DETACH_OTHERS = (
 #: what the user owns, per table whose ``forget`` is ``"delete"``
 _FORGET_DELETES = {
     # the user's graph, and what they added to others' (a shared graph keeps what others added)
+    "graph_storyline_members": ("DELETE FROM graph_storyline_members WHERE scope = 'user' AND scope_id = %(u)s"),
+    "graph_storylines": ("DELETE FROM graph_storylines WHERE (scope = 'user' AND scope_id = %(u)s)"
+                         " OR created_by = %(u)s"),
     "graph_mentions": ("DELETE FROM graph_mentions WHERE (scope = 'user' AND scope_id = %(u)s)"
                        " OR added_by = %(u)s"),
     "graph_relations": ("DELETE FROM graph_relations WHERE (scope = 'user' AND scope_id = %(u)s)"
@@ -133,6 +136,8 @@ DETACH_FROM_SCOPE_KEYS = tuple(key for key, _ in _DETACH_FROM_SCOPE)
 #: everything in the scope, per table whose ``scoped`` is set; the scope row last (its members
 #: and shares first, so they are counted rather than cascaded)
 _SCOPE_DELETES = {
+    "graph_storyline_members": "DELETE FROM graph_storyline_members WHERE scope = %(k)s AND scope_id = %(s)s",
+    "graph_storylines": "DELETE FROM graph_storylines WHERE scope = %(k)s AND scope_id = %(s)s",
     "graph_mentions": "DELETE FROM graph_mentions WHERE scope = %(k)s AND scope_id = %(s)s",
     "graph_relations": "DELETE FROM graph_relations WHERE scope = %(k)s AND scope_id = %(s)s",
     "graph_nodes": "DELETE FROM graph_nodes WHERE scope = %(k)s AND scope_id = %(s)s",

@@ -16,6 +16,7 @@ from uuid import UUID
 
 from psycopg import sql
 
+from ..lifecycle import CORE_RECALLS, MAX_DECAY_GRADIENT, NODE_HALF_LIFE_DAYS, spaced_recall_sql
 from ..models import Identity
 from .items import item_columns
 from .types import Query, Statement
@@ -27,17 +28,14 @@ __all__ = [
     "RELATION_COLUMNS",
     "close_relation",
     "delete_node",
-    "co_mentions",
+    "explore_memories",
     "graph_of",
     "insert_mentions",
     "list_nodes",
-    "memories_mentioning",
-    "mention_sources",
-    "mentions_of_memories",
     "merge_nodes",
     "node_candidates",
     "node_names",
-    "relation_edges",
+    "relations_among",
     "relations_of",
     "resolution_candidates",
     "select_nodes",
@@ -46,6 +44,7 @@ __all__ = [
     "unmentioned_memories",
     "upsert_nodes",
     "upsert_relations",
+    "walk_edges",
 ]
 
 NODE_COLUMNS = (
@@ -64,48 +63,79 @@ _MINE = "scope = 'user' AND scope_id = %(g)s"
 NOTES_KEPT = 20
 
 
+def _best_cosine(alias: str, count: int) -> str:
+    """SQL: the best cosine similarity of ``alias.embedding`` to the query vectors ``%(v0)s`` ...
+    (0 without any, or without an embedding), written out (no subquery per row)."""
+    if count == 0:
+        return "0::float8"
+    terms = ", ".join(f"1 - ({alias}.embedding <=> %(v{i})s::vector)" for i in range(count))
+    return f"coalesce(greatest({terms}), 0)"
+
+
+def _vector_params(vectors: Sequence[str]) -> dict[str, str]:
+    return {f"v{i}": v for i, v in enumerate(vectors)}
+
+
 def graph_of(identity: Identity) -> tuple[str, str]:
     """The graph a caller reads and writes: their own (``('user', user_id)``)."""
     return "user", identity.user_id
 
 
-def resolution_candidates(owner: str, keys: Sequence[str]) -> Statement:
-    """Nodes a mention of one of ``keys`` (canonical names) may be: by name or alias, or a
-    person whose name starts with the same letter and is about as long (a spelling variant).
-    Each branch is one index range of the graph (names in byte order, aliases by GIN)."""
-    firsts = sorted({k[0] for k in keys if k})
-    lengths = [len(k) for k in keys] or [0]
+def resolution_candidates(owner: str, keys: Sequence[str], people: Sequence[str] | None = None) -> Statement:
+    """Nodes a mention of one of ``keys`` (canonical names) may be: by name or alias, or, for a
+    person named in ``people`` (default: every key), a person whose name may be a spelling
+    variant of it (:func:`agent_memory.graph.resolve.variant_of`: same first letter, as many
+    words, a length at most one letter off) and only for a name not already known (an exact name
+    or alias wins in :func:`~agent_memory.graph.resolve.resolve`, so most saves read no variant).
+    Each branch is one index range of the graph (names in byte order, aliases by GIN).""" 
+    people = list(keys if people is None else people)
     cols = "n.id, n.node_type, n.entity_type, n.canonical_name, n.aliases, n.is_owner"
     return (
         f"SELECT {cols} FROM graph_nodes n WHERE n.scope = 'user' AND n.scope_id = %(g)s"
         " AND n.canonical_name COLLATE \"C\" = ANY(%(keys)s::text[])"
         f" UNION SELECT {cols} FROM graph_nodes n WHERE n.scope = 'user' AND n.scope_id = %(g)s"
         " AND n.aliases && %(keys)s::text[]"
-        f" UNION SELECT {cols} FROM unnest(%(firsts)s::text[]) f(c), LATERAL (SELECT {cols} FROM graph_nodes n"
-        " WHERE n.scope = 'user' AND n.scope_id = %(g)s AND n.canonical_name COLLATE \"C\" >= f.c"
-        " AND n.canonical_name COLLATE \"C\" < f.c || chr(1114111) AND n.node_type = 'person'"
-        " AND length(n.canonical_name) BETWEEN %(short)s AND %(long)s LIMIT 200) n",
-        {"g": owner, "keys": list(keys), "firsts": firsts, "short": min(lengths) - 2, "long": max(lengths) + 2},
+        f" UNION SELECT {cols} FROM unnest(%(people)s::text[]) k(key), LATERAL (SELECT {cols} FROM graph_nodes n"
+        " WHERE n.scope = 'user' AND n.scope_id = %(g)s AND n.canonical_name COLLATE \"C\" >= left(k.key, 1)"
+        " AND n.canonical_name COLLATE \"C\" < left(k.key, 1) || chr(1114111) AND n.node_type = 'person'"
+        " AND length(n.canonical_name) BETWEEN length(k.key) - 1 AND length(k.key) + 1"
+        " AND array_length(string_to_array(n.canonical_name, ' '), 1)"
+        " = array_length(string_to_array(k.key, ' '), 1) LIMIT 200) n WHERE k.key <> ''"
+        # a name already known (as a name or an alias) resolves to it: no variant is read for it
+        " AND NOT EXISTS (SELECT 1 FROM graph_nodes e WHERE e.scope = 'user' AND e.scope_id = %(g)s"
+        " AND e.canonical_name COLLATE \"C\" = k.key)"
+        " AND NOT EXISTS (SELECT 1 FROM graph_nodes e WHERE e.scope = 'user' AND e.scope_id = %(g)s"
+        " AND e.aliases @> ARRAY[k.key])",
+        {"g": owner, "keys": list(keys), "people": people},
     )
 
 
 def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note: str, source_id: UUID | None,
-                 at: datetime | None, vector: str | None) -> Statement:
+                 at: datetime | None, vector: str | None, mention_kind: str | None = None,
+                 retention: str = "decay") -> Statement:
     """Insert the nodes a memory mentions, or add to them: one note (the memory, with its author,
     time and id), an alias (a new spelling), a mention counted once per memory and day.
     ``rows``: ``node_type, entity_type, name, canonical_name, alias, confidence, is_owner,
-    description``. Answers ``id, canonical_name, node_type, entity_type`` per row."""
+    description`` (and ``mention``, with ``mention_kind``). Answers ``id, canonical_name,
+    node_type, entity_type`` per row.
+
+    With ``mention_kind`` the same statement records that the source ``(mention_kind,
+    source_id)`` mentions each row whose ``mention`` is true (a save's graph in one round trip).
+
+    ``retention``: the memory's; a node takes the strongest of its sources' (keep > ephemeral >
+    decay, :func:`agent_memory.lifecycle.retention_precedence`); the owner's node is kept. A node
+    archived (faded) and named again is a candidate again."""
     cols = ("node_type", "entity_type", "name", "canonical_name", "alias", "confidence", "is_owner", "description")
     types = ("text", "text", "text", "text", "text", "real", "boolean", "text")
     params: dict[str, Any] = {"g": owner, "u": user, "note": note, "src": str(source_id) if source_id else None,
-                              "at": at, "vec": vector, "keep": NOTES_KEPT}
+                              "at": at, "vec": vector, "keep": NOTES_KEPT, "ret": retention}
     for c in cols:
         params[f"c_{c}"] = [r[c] for r in rows]
     unnest = ", ".join(f"%(c_{c})s::{t}[]" for c, t in zip(cols, types, strict=True))
-    return (
+    statement = (
         "INSERT INTO graph_nodes AS n (scope, scope_id, id, node_type, entity_type, name, canonical_name, aliases,"
         " description, notes, embedding, is_owner, confidence, created_by, source_count, first_mentioned_at,"
-        " last_mentioned_at, distinct_days, is_dirty)"
+        " last_mentioned_at, distinct_days, is_dirty, retention)"
         " SELECT 'user', %(g)s::text, gen_random_uuid(), t.node_type, t.entity_type, t.name, t.canonical_name,"
         " CASE WHEN t.alias IS NULL THEN '{}'::text[] ELSE ARRAY[t.alias] END, t.description,"
         " CASE WHEN t.is_owner THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object('content', %(note)s::text,"
@@ -113,7 +143,8 @@ def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note:
         " 'expires_at', NULL)) END,"
         " CASE WHEN t.is_owner THEN NULL ELSE %(vec)s::vector END, t.is_owner, t.confidence, %(u)s::text,"
         " CASE WHEN t.is_owner THEN 0 ELSE 1 END, coalesce(%(at)s::timestamptz, now()),"
-        " coalesce(%(at)s::timestamptz, now()), ARRAY[coalesce(%(at)s::timestamptz, now())::date], false"
+        " coalesce(%(at)s::timestamptz, now()), ARRAY[coalesce(%(at)s::timestamptz, now())::date], false,"
+        " CASE WHEN t.is_owner THEN 'keep' ELSE %(ret)s::text END"
         f" FROM unnest({unnest}) AS t({', '.join(cols)})"
         " ON CONFLICT (scope, scope_id, node_type, entity_type, canonical_name) DO UPDATE SET"
         " notes = CASE WHEN excluded.is_owner THEN n.notes WHEN jsonb_array_length(n.notes) >= "
@@ -127,8 +158,24 @@ def upsert_nodes(owner: str, user: str, rows: Sequence[dict[str, Any]], *, note:
         " distinct_days = CASE WHEN excluded.is_owner OR excluded.distinct_days[1] = ANY(n.distinct_days)"
         " THEN n.distinct_days ELSE n.distinct_days || excluded.distinct_days END,"
         # excluded's is the default, now(): Citus runs no volatile or stable function in DO UPDATE
-        " is_dirty = n.is_dirty OR NOT excluded.is_owner, updated_at = excluded.updated_at"
+        " is_dirty = n.is_dirty OR NOT excluded.is_owner, updated_at = excluded.updated_at,"
+        " retention = CASE WHEN 'keep' IN (n.retention, excluded.retention) THEN 'keep'"
+        " WHEN 'ephemeral' IN (n.retention, excluded.retention) THEN 'ephemeral' ELSE 'decay' END,"
+        " state = CASE WHEN n.state = 'archived' THEN 'candidate' ELSE n.state END"
         " RETURNING id, canonical_name, node_type, entity_type",
+        params,
+    )
+    if mention_kind is None:
+        return statement
+    params["kind"], params["mentioned"] = mention_kind, [bool(r.get("mention", True)) for r in rows]
+    return (
+        f"WITH up AS ({statement[0]}), men AS (INSERT INTO graph_mentions (scope, scope_id, node_id, source_kind,"
+        " source_id, mentioned_at, added_by) SELECT 'user', %(g)s, up.id, %(kind)s, %(src)s::uuid,"
+        " coalesce(%(at)s::timestamptz, now()), %(u)s FROM up JOIN unnest(%(c_node_type)s::text[],"
+        " %(c_entity_type)s::text[], %(c_canonical_name)s::text[], %(mentioned)s::boolean[])"
+        " AS w(node_type, entity_type, canonical_name, mentioned) ON w.mentioned AND w.node_type = up.node_type"
+        " AND w.entity_type = up.entity_type AND w.canonical_name = up.canonical_name ON CONFLICT DO NOTHING)"
+        " SELECT * FROM up",
         params,
     )
 
@@ -208,22 +255,31 @@ def close_relation(owner: str, user: str, row: dict[str, Any], *, note: str, sou
     )
 
 
-def node_candidates(owner: str, vectors: Sequence[str], texts: Sequence[str], limit: int) -> Statement:
-    """The graph's nodes scored for explore: ``similarity`` (best cosine over the query vectors)
-    and ``text_match`` (1 for a name or alias, 0.8 for a name containing the text); the best
-    ``limit`` by the larger of the two. Archived nodes are left out."""
+def node_candidates(owner: str, vectors: Sequence[str], texts: Sequence[str], limit: int, *,
+                    weights: tuple[float, float, float] = (0.3, 0.3, 0.4), floor: float = 0.0,
+                    now: datetime | None = None, rate: float = 0.02) -> Statement:
+    """The graph's nodes scored for explore, best ``limit`` first: ``similarity`` (best cosine over
+    the query vectors), ``text_match`` (1 for a name or alias, 0.8 for a name containing the
+    text) and ``score`` = ``semantic * max(similarity, text_match) + time * exp(-rate * days since
+    updated_at) + salience * salience`` (``weights``; :func:`agent_memory.graph.rank.score` is the
+    same sum). Nodes neither near a query nor named (both under ``floor``), the owner's own node
+    and archived nodes are left out. Scored over narrow columns first; only the best are read
+    whole (their notes are what costs)."""
     patterns = ["%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for t in texts]
     return (
-        f"SELECT {NODE_COLUMNS}, coalesce((SELECT max(1 - (n.embedding <=> q)) FROM unnest(%(vecs)s::vector[]) q), 0)"
-        " AS similarity, CASE WHEN n.canonical_name = ANY(%(texts)s) OR n.aliases && %(texts)s::text[] THEN 1.0"
+        f"WITH s AS MATERIALIZED (SELECT n.id, {_best_cosine('n', len(vectors))} AS similarity, CASE WHEN n.canonical_name = ANY(%(texts)s) OR n.aliases && %(texts)s::text[] THEN 1.0"
         " WHEN EXISTS (SELECT 1 FROM unnest(%(pats)s::text[]) p WHERE n.canonical_name LIKE p) THEN 0.8"
-        " ELSE 0.0 END AS text_match"
-        f" FROM graph_nodes n WHERE n.{_MINE.replace(' AND scope_id', ' AND n.scope_id')} AND n.state <> 'archived'"
-        " ORDER BY greatest(coalesce((SELECT max(1 - (n.embedding <=> q)) FROM unnest(%(vecs)s::vector[]) q), 0),"
-        " CASE WHEN n.canonical_name = ANY(%(texts)s) OR n.aliases && %(texts)s::text[] THEN 1.0"
-        " WHEN EXISTS (SELECT 1 FROM unnest(%(pats)s::text[]) p WHERE n.canonical_name LIKE p) THEN 0.8"
-        " ELSE 0.0 END) DESC, n.salience DESC, n.id LIMIT %(limit)s",
-        {"g": owner, "vecs": list(vectors), "texts": list(texts), "pats": patterns, "limit": limit},
+        " ELSE 0.0 END AS text_match, n.updated_at, n.salience FROM graph_nodes n"
+        " WHERE n.scope = 'user' AND n.scope_id = %(g)s AND n.state <> 'archived' AND NOT n.is_owner),"
+        " best AS (SELECT id, similarity, text_match, %(ws)s * greatest(similarity, text_match) + %(wt)s"
+        " * exp(-%(rate)s * greatest(extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - updated_at), 0)"
+        " / 86400.0) + %(wl)s * salience AS score FROM s WHERE greatest(similarity, text_match) >= %(floor)s"
+        " ORDER BY score DESC, id LIMIT %(limit)s)"
+        f" SELECT {NODE_COLUMNS.replace('id, ', 'n.id, ', 1)}, best.similarity, best.text_match, best.score"
+        " FROM best JOIN graph_nodes n ON n.scope = 'user' AND n.scope_id = %(g)s AND n.id = best.id"
+        " ORDER BY best.score DESC, n.id",
+        {"g": owner, "texts": list(texts), "pats": patterns, "limit": limit, "ws": weights[0], "wt": weights[1],
+         "wl": weights[2], "floor": floor, "now": now, "rate": rate, **_vector_params(vectors)},
     )
 
 
@@ -255,11 +311,13 @@ def relations_of(owner: str, ids: Sequence[UUID] | None, *, direction: str = "bo
                  exclude_types: Sequence[str] | None = None, min_attitude: int | None = None,
                  max_attitude: int | None = None, min_proximity: int | None = None,
                  max_proximity: int | None = None, valid_at: datetime | None = None,
-                 since: datetime | None = None, until: datetime | None = None, limit: int = 200) -> Statement:
+                 since: datetime | None = None, until: datetime | None = None, limit: int = 200,
+                 names: bool = False) -> Statement:
     """Relations of the graph touching ``ids`` (None: any), filtered as
     given (every filter is a parameter; None: no filter). Without ``valid_at``/``since``/``until``
     only current relations; ``valid_at``: those that held then; ``since``/``until``: those that
-    held at some time in the window (closed ones included)."""
+    held at some time in the window (closed ones included). ``names``: with ``from_name`` and
+    ``to_name`` (the ends' names, read in the same statement)."""
     # the relations of the nodes as index ranges (an OR of the two ends is planned as a scan)
     ends = {"out": ("from_node",), "in": ("to_node",), "both": ("from_node", "to_node")}[direction]
     touch = ("r.id = ANY(ARRAY(" + " UNION ".join(
@@ -267,8 +325,11 @@ def relations_of(owner: str, ids: Sequence[UUID] | None, *, direction: str = "bo
         for end in ends) + "))")
     window = since is not None or until is not None
     return (
-        f"SELECT {RELATION_COLUMNS} FROM graph_relations r"
-        " WHERE r.scope = 'user' AND r.scope_id = %(g)s AND r.state <> 'archived'"
+        f"SELECT {RELATION_COLUMNS}" + (
+            ", (SELECT a.name FROM graph_nodes a WHERE a.scope = r.scope AND a.scope_id = r.scope_id"
+            " AND a.id = r.from_node) AS from_name, (SELECT b.name FROM graph_nodes b WHERE b.scope = r.scope"
+            " AND b.scope_id = r.scope_id AND b.id = r.to_node) AS to_name" if names else "")
+        + " FROM graph_relations r WHERE r.scope = 'user' AND r.scope_id = %(g)s AND r.state <> 'archived'"
         f" AND (%(ids)s::uuid[] IS NULL OR {touch})"
         " AND (%(kinds)s::text[] IS NULL OR r.kind = ANY(%(kinds)s))"
         " AND (%(types)s::text[] IS NULL OR r.rel_type = ANY(%(types)s))"
@@ -290,89 +351,114 @@ def relations_of(owner: str, ids: Sequence[UUID] | None, *, direction: str = "bo
     )
 
 
+def relations_among(owner: str, ids: Sequence[UUID], limit: int) -> Statement:
+    """Current relations whose two ends are both among ``ids`` (a walk's nodes), heaviest first:
+    read by the from-end's index and checked at the other, so a node with thousands of
+    relations (the owner) costs only its relations inside the set."""
+    return (
+        f"SELECT {RELATION_COLUMNS} FROM graph_relations r WHERE r.scope = 'user' AND r.scope_id = %(g)s"
+        " AND r.from_node = ANY(%(ids)s) AND r.to_node = ANY(%(ids)s) AND r.valid_to IS NULL"
+        " AND r.known_to IS NULL AND r.state <> 'archived' ORDER BY r.salience DESC, r.id LIMIT %(limit)s",
+        {"g": owner, "ids": list(ids), "limit": limit},
+    )
+
+
 def _or_none(values: Sequence[str] | None) -> list[str] | None:
     return None if values is None else list(values)
 
 
-def relation_edges(owner: str, frontier: Sequence[UUID], limit: int) -> Statement:
-    """Current relations touching ``frontier`` (``a``, ``b``, ``weight`` = 1 + salience), at most
-    ``limit``: two index ranges (from, to), whatever the table's statistics say."""
-    current = "valid_to IS NULL AND known_to IS NULL AND state <> 'archived'"
+def walk_edges(owner: str, frontier: Sequence[UUID], *, per_node: int, sources_per_node: int) -> Statement:
+    """One hop of a walk from each node of ``frontier`` (``a``), as edges ``a, b, weight``:
+    its current relations (weight 1 + salience) and the nodes its sources also mention (weight:
+    the number of sources they share; the owner's own node left out, it is in everything).
+
+    Bounded per node, so a hub (an organisation in hundreds of memories) costs what any node
+    costs: at most ``per_node`` relations and ``per_node`` co-mentioned nodes, the heaviest,
+    counted over its ``sources_per_node`` newest sources. One statement for the whole frontier;
+    ``b_owner`` marks the owner's own node, which a walk reaches but does not go on from."""
+    # each end by its own index (graph_relations_*_walk_idx: heaviest first), then the heaviest of both
+    side = ("(SELECT r.{other} AS b, 1 + r.salience AS weight FROM graph_relations r WHERE r.scope = 'user'"
+            " AND r.scope_id = %(g)s AND r.{end} = f.id AND r.valid_to IS NULL AND r.known_to IS NULL"
+            " AND r.state <> 'archived' AND r.{other} <> f.id ORDER BY r.salience DESC LIMIT %(n)s)")
     return (
-        "(SELECT from_node AS a, to_node AS b, 1 + salience AS weight FROM graph_relations"
-        f" WHERE scope = 'user' AND scope_id = %(g)s AND from_node = ANY(%(f)s) AND {current}"
-        " UNION ALL SELECT from_node, to_node, 1 + salience FROM graph_relations"
-        f" WHERE scope = 'user' AND scope_id = %(g)s AND to_node = ANY(%(f)s) AND NOT from_node = ANY(%(f)s)"
-        f" AND {current}) LIMIT %(limit)s",
-        {"g": owner, "f": list(frontier), "limit": limit},
+        "WITH edges AS (SELECT f.id AS a, e.b, e.weight FROM unnest(%(f)s::uuid[]) f(id), LATERAL (SELECT x.b, x.weight FROM ("
+        + side.format(end="from_node", other="to_node") + " UNION ALL "
+        + side.format(end="to_node", other="from_node") + ") x ORDER BY x.weight DESC, x.b LIMIT %(n)s) e"
+        " UNION ALL SELECT f.id, c.node_id, c.weight FROM unnest(%(f)s::uuid[]) f(id), LATERAL ("
+        "SELECT o.node_id, count(*)::float8 AS weight FROM (SELECT m.source_kind, m.source_id FROM graph_mentions m"
+        " WHERE m.scope = 'user' AND m.scope_id = %(g)s AND m.node_id = f.id ORDER BY m.mentioned_at DESC"
+        " LIMIT %(s)s) src JOIN graph_mentions o ON o.scope = 'user' AND o.scope_id = %(g)s"
+        " AND o.source_kind = src.source_kind AND o.source_id = src.source_id"
+        " WHERE o.node_id <> f.id AND o.node_id <> ALL(ARRAY(SELECT w.id FROM graph_nodes w WHERE w.scope = 'user'"
+        " AND w.scope_id = %(g)s AND w.is_owner)) GROUP BY o.node_id ORDER BY count(*) DESC, o.node_id"
+        " LIMIT %(n)s) c)"
+        # the owner's own node is reached, not walked through (it touches everything)
+        " SELECT a, b, weight, b = ANY(ARRAY(SELECT w.id FROM graph_nodes w WHERE w.scope = 'user'"
+        " AND w.scope_id = %(g)s AND w.is_owner)) AS b_owner FROM edges",
+        {"g": owner, "f": list(frontier), "n": per_node, "s": sources_per_node},
     )
 
 
-def mention_sources(owner: str, frontier: Sequence[UUID], limit: int) -> Statement:
-    """The sources (``source_kind``, ``source_id``) that mention each node of ``frontier``."""
-    return (
-        "SELECT node_id, source_kind, source_id FROM graph_mentions"
-        " WHERE scope = 'user' AND scope_id = %(g)s AND node_id = ANY(%(f)s) LIMIT %(limit)s",
-        {"g": owner, "f": list(frontier), "limit": limit},
-    )
-
-
-def co_mentions(owner: str, source_ids: Sequence[UUID], limit: int) -> Statement:
-    """Every node those sources mention (the owner's own node left out: it touches everything)."""
-    return (
-        "SELECT g.node_id, g.source_id FROM graph_mentions g"
-        " WHERE g.scope = 'user' AND g.scope_id = %(g)s AND g.source_id = ANY(%(s)s)"
-        " AND g.node_id <> ALL(ARRAY(SELECT o.id FROM graph_nodes o WHERE o.scope = 'user'"
-        " AND o.scope_id = %(g)s AND o.is_owner)) LIMIT %(limit)s",
-        {"g": owner, "s": list(source_ids), "limit": limit},
-    )
-
-
-def memories_mentioning(identity: Identity, owner: str, node_ids: Sequence[UUID], vectors: Sequence[str],
-                        limit: int) -> Query:
-    """Active memories the caller may read that mention any of ``node_ids``, with the ids they
-    mention and their best similarity to the query vectors (0 without any)."""
+def explore_memories(identity: Identity, owner: str, node_ids: Sequence[UUID], vectors: Sequence[str],
+                     near_ids: Sequence[UUID], *, mentioning: int) -> Query:
+    """explore's memories, in one statement: the ``mentioning`` active memories the caller may
+    read that mention most of ``node_ids`` (then the newest), and those of ``near_ids`` (the
+    nearest to the queries, :func:`.search.similar_items`) the caller may read; each with
+    ``node_ids`` (which of ``node_ids`` it mentions), ``similarity`` (best cosine to the query
+    ``vectors``, 0 without any) and ``mentions`` (up to 10 ``[id, node_type, name]`` of the nodes
+    it mentions, most salient first). Tenancy: :func:`.visibility.visible_filter`, checked on
+    each candidate by its key (a hub's hundreds of mentions are ranked first, read after)."""
     rule, params = visible_filter(identity)
-    params.update({"g": owner, "ids": list(node_ids), "vecs": list(vectors), "limit": limit})
+    params.update({"g": owner, "ids": list(node_ids), "near": list(near_ids), "men": mentioning,
+                   **_vector_params(vectors)})
+    visible = sql.SQL("m.status = 'active' AND {live} AND {rule}").format(live=sql.SQL(live()), rule=rule)
     return (
-        sql.SQL("SELECT {cols}, array_agg(g.node_id) AS node_ids,"
-                " coalesce((SELECT max(1 - (m.embedding <=> q)) FROM unnest(%(vecs)s::vector[]) q), 0) AS similarity"
-                " FROM graph_mentions g JOIN memory_items m ON m.id = g.source_id"
-                " WHERE g.scope = 'user' AND g.scope_id = %(g)s AND g.source_kind = 'memory'"
-                " AND g.node_id = ANY(%(ids)s) AND m.status = 'active' AND {live} AND {rule}"
-                " GROUP BY m.scope_id, m.id ORDER BY count(*) DESC, m.created_at DESC LIMIT %(limit)s").format(
-            cols=item_columns(), live=sql.SQL(live()), rule=rule),
+        sql.SQL(
+            "WITH ranked AS (SELECT g.source_id AS id, array_agg(g.node_id) AS node_ids, count(*) AS hits,"
+            " max(g.mentioned_at) AS latest FROM graph_mentions g WHERE g.scope = 'user' AND g.scope_id = %(g)s"
+            " AND g.source_kind = 'memory' AND g.node_id = ANY(%(ids)s) GROUP BY g.source_id"
+            " ORDER BY hits DESC, latest DESC LIMIT 3 * %(men)s),"
+            " found AS ((SELECT r.id, r.node_ids FROM ranked r ORDER BY r.hits DESC, r.latest DESC LIMIT 3 * %(men)s)"
+            " UNION ALL SELECT n, NULL FROM unnest(%(near)s::uuid[]) n)"
+            " SELECT {cols}, coalesce(max(f.node_ids), '{{}}'::uuid[]) AS node_ids,"
+            " " + _best_cosine("m", len(vectors)) + " AS similarity,"
+            " (SELECT coalesce(jsonb_agg(jsonb_build_array(t.id, t.node_type, t.name)), '[]'::jsonb) FROM"
+            " (SELECT n.id, n.node_type, n.name FROM graph_mentions g JOIN graph_nodes n ON n.scope = g.scope"
+            " AND n.scope_id = g.scope_id AND n.id = g.node_id WHERE g.scope = 'user' AND g.scope_id = %(g)s"
+            " AND g.source_kind = 'memory' AND g.source_id = m.id AND NOT n.is_owner"
+            " ORDER BY n.salience DESC, n.source_count DESC, n.id LIMIT 10) t) AS mentions"
+            " FROM found f JOIN memory_items m ON m.id = f.id WHERE {visible} GROUP BY m.scope_id, m.id"
+        ).format(visible=visible, cols=item_columns()),
         params,
     )
 
 
-def mentions_of_memories(owner: str, memory_ids: Sequence[UUID]) -> Statement:
-    """The nodes each of these memories mentions (in the caller's graph)."""
-    return (
-        "SELECT g.source_id, n.id, n.node_type, n.name, n.description FROM graph_mentions g"
-        " JOIN graph_nodes n ON n.scope = g.scope AND n.scope_id = g.scope_id AND n.id = g.node_id"
-        " WHERE g.scope = 'user' AND g.scope_id = %(g)s AND g.source_kind = 'memory'"
-        " AND g.source_id = ANY(%(ids)s) ORDER BY n.salience DESC, n.source_count DESC",
-        {"g": owner, "ids": list(memory_ids)},
-    )
-
-
 def touch_nodes(owner: str, ids: Sequence[UUID]) -> Statement:
-    """Recalled: count it, remember the interval (days) since the last recall, raise salience
-    a little and promote by recall count (candidate -> active at 1, core at 10).
+    """Recalled: count it (``access_count``; ``recall_count`` only for a spaced recall, an hour
+    or more after the last), remember the interval (days) since the last recall, raise salience a
+    little, let a spaced recall slow its fading (``decay_gradient`` grows by up to the interval
+    over its half-life, as a memory's ``stability``) and promote it: candidate -> active at the
+    first recall, core at :data:`~agent_memory.lifecycle.CORE_RECALLS` spaced ones
+    (:mod:`agent_memory.lifecycle`). Bookkeeping: the commit does not wait for its WAL flush.
 
     A read's bookkeeping never waits or deadlocks (as ``items.touch_items``): the nodes are locked
     in id order and a node another transaction holds is skipped (its recall is not counted)."""
+    spaced = spaced_recall_sql("last_accessed_at")
+    days = "extract(epoch FROM now() - last_accessed_at) / 86400.0"
     return (
-        f"WITH free AS (SELECT id AS free_id FROM graph_nodes WHERE {_MINE} AND id = ANY(%(ids)s)"
+        "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true)),"
+        f" free AS (SELECT id AS free_id FROM graph_nodes WHERE {_MINE} AND id = ANY(%(ids)s)"
         " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED)"
-        " UPDATE graph_nodes SET access_count = access_count + 1, recall_count = recall_count + 1,"
-        " last_recall_interval_days = CASE WHEN last_accessed_at IS NULL THEN NULL"
-        " ELSE extract(epoch FROM now() - last_accessed_at) / 86400.0 END, last_accessed_at = now(),"
-        " salience = least(1, salience + 0.05 * (1 - salience)),"
-        " state = CASE WHEN state = 'archived' THEN state WHEN recall_count + 1 >= 10 THEN 'core'"
+        " UPDATE graph_nodes SET access_count = access_count + 1,"
+        f" recall_count = recall_count + CASE WHEN {spaced} THEN 1 ELSE 0 END,"
+        f" last_recall_interval_days = CASE WHEN last_accessed_at IS NULL THEN NULL ELSE {days} END,"
+        f" decay_gradient = CASE WHEN last_accessed_at IS NOT NULL AND {spaced} THEN least({MAX_DECAY_GRADIENT},"
+        f" decay_gradient * (1 + least(1, {days} / ({NODE_HALF_LIFE_DAYS} * decay_gradient)))) ELSE decay_gradient END,"
+        " last_accessed_at = now(), salience = least(1, salience + 0.05 * (1 - salience)),"
+        " state = CASE WHEN state = 'archived' THEN state"
+        f" WHEN recall_count + CASE WHEN {spaced} THEN 1 ELSE 0 END >= {CORE_RECALLS} THEN 'core'"
         " ELSE 'active' END"
-        f" FROM free WHERE {_MINE} AND id = free_id",
+        f" FROM async_commit, free WHERE {_MINE} AND id = free_id",
         {"g": owner, "ids": list(ids)},
     )
 
@@ -440,7 +526,8 @@ def unmentioned_memories(user: str, after: tuple[datetime, UUID] | None, limit: 
     """The user's own active memories after the cursor ``(created_at, id)`` that no node of their
     graph mentions yet, oldest first: what a backfill reads next."""
     return (
-        "SELECT m.id, m.content, m.created_at, m.embedding::text AS embedding FROM memory_items m"
+        "SELECT m.id, m.content, m.created_at, m.valid_from, m.retention, m.embedding::text AS embedding"
+        " FROM memory_items m"
         " WHERE m.user_id = %(u)s AND m.status = 'active' AND " + live() +
         " AND NOT EXISTS (SELECT 1 FROM graph_mentions g WHERE g.scope = 'user' AND g.scope_id = %(u)s"
         " AND g.source_kind = 'memory' AND g.source_id = m.id)" +

@@ -13,6 +13,7 @@ from typing import Any
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ..lifecycle import CORE_RECALLS, spaced_recall_sql
 from ..models import Scope, Status
 from .types import Query, Statement
 
@@ -165,6 +166,10 @@ _RECALL = (
 ).format(s=salience_at(alias="memory_items"))
 
 
+#: a recall at least an hour after the last use counts towards ``core`` (:mod:`agent_memory.lifecycle`)
+_SPACED = f"recall_count = recall_count + CASE WHEN {spaced_recall_sql('last_used_at')} THEN 1 ELSE 0 END, "
+
+
 def touch_items(ids: Sequence[Any], *, distributed: bool = False) -> Query:
     """Record use of search hits (a recall: :data:`_RECALL`) and read them in full. Usage stats
     are bookkeeping, so this transaction's commit does not wait for its WAL flush
@@ -180,7 +185,7 @@ def touch_items(ids: Sequence[Any], *, distributed: bool = False) -> Query:
     if distributed:
         return (
             sql.SQL("WITH one_by_one AS (SELECT set_config('citus.multi_shard_modify_mode', 'sequential', true))"
-                    " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1, " + _RECALL +
+                    " UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1, " + _SPACED + _RECALL +
                     " WHERE id = ANY(%(ids)s) RETURNING {ret}").format(ret=_RETURNING),
             {"ids": list(ids)},
         )
@@ -189,7 +194,8 @@ def touch_items(ids: Sequence[Any], *, distributed: bool = False) -> Query:
             "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true)),"
             " free AS (SELECT id AS free_id FROM memory_items WHERE id = ANY(%(ids)s)"
             " ORDER BY id FOR NO KEY UPDATE SKIP LOCKED),"
-            " touched AS (UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1, " + _RECALL +
+            " touched AS (UPDATE memory_items SET last_used_at = now(), access_count = access_count + 1, "
+            + _SPACED + _RECALL +
             " FROM async_commit, free WHERE id = free_id RETURNING {ret})"
             " SELECT * FROM touched UNION ALL SELECT {cols} FROM memory_items m"
             " WHERE m.id = ANY(%(ids)s) AND m.id NOT IN (SELECT id FROM touched)"
@@ -201,9 +207,14 @@ def touch_items(ids: Sequence[Any], *, distributed: bool = False) -> Query:
 def archive_unused(at: Any, *, retention: str, idle_days: float, below: float | None, limit: int) -> Query:
     """Archive up to ``limit`` active memories of ``retention`` not used (recalled, or written)
     for ``idle_days`` before ``at``, and with ``below``, only those whose salience at ``at`` is
-    under it; rows another maintenance run holds are skipped. Answers the ids archived."""
+    under it; rows another maintenance run holds are skipped. Answers the ids archived.
+
+    A ``decay`` memory is faded only while it is a candidate or active: one recalled
+    :data:`~agent_memory.lifecycle.CORE_RECALLS` times at spaced intervals is ``core`` and stays."""
     faded = sql.SQL("") if below is None else sql.SQL(
         " AND " + salience_at("%(at)s::timestamptz") + " < %(below)s")
+    if retention == "decay":
+        faded += sql.SQL(f" AND m.recall_count < {int(CORE_RECALLS)}")
     return (
         sql.SQL("UPDATE memory_items SET status = 'archived', updated_at = now() WHERE id IN ("
                 "SELECT m.id FROM memory_items m WHERE m.status = 'active' AND m.retention = %(retention)s"

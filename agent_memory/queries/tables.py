@@ -46,6 +46,10 @@ class UserTable:
 #: their scope; LangGraph's delete order for the checkpoint tables)
 USER_DATA_TABLES: tuple[UserTable, ...] = (
     # the knowledge graph (a user's own graph: scope 'user'; mentions and relations before their nodes)
+    # storylines and macros (issue 32): members before their storyline, storylines before their anchor;
+    # not exported: maintain() builds them again from the imported memories and graph
+    UserTable("graph_storyline_members", "graph_storyline_members", (), scoped=True),
+    UserTable("graph_storylines", "graph_storylines", ("created_by",), scoped=True),
     # (exported: their sections are agent_memory.rights.format.GRAPH_SECTIONS)
     UserTable("graph_mentions", "graph_mentions", ("added_by",), scoped=True, exported=True),
     UserTable("graph_relations", "graph_relations", ("recorded_by",), scoped=True, exported=True),

@@ -33,7 +33,7 @@ def most_recalled(where: Query, k: int) -> Query:
     """The ``k`` active rows of ``where`` recalled most (then most recently)."""
     filt, params = where
     return (
-        sql.SQL("SELECT m.id, m.content, m.access_count, m.last_used_at FROM memory_items m"
+        sql.SQL("SELECT m.id, m.content, m.access_count, m.recall_count, m.last_used_at FROM memory_items m"
                 " WHERE m.status = 'active' AND m.access_count > 0 AND {filt}"
                 " ORDER BY m.access_count DESC, m.last_used_at DESC NULLS LAST, m.id LIMIT %(u_k)s").format(filt=filt),
         dict(params, u_k=k),
@@ -44,7 +44,7 @@ def least_recalled(where: Query, k: int) -> Query:
     """The ``k`` active rows of ``where`` recalled least (never first; then the oldest)."""
     filt, params = where
     return (
-        sql.SQL("SELECT m.id, m.content, m.access_count, m.last_used_at FROM memory_items m"
+        sql.SQL("SELECT m.id, m.content, m.access_count, m.recall_count, m.last_used_at FROM memory_items m"
                 " WHERE m.status = 'active' AND {filt}"
                 " ORDER BY m.access_count, m.last_used_at NULLS FIRST, m.created_at, m.id LIMIT %(u_k)s").format(filt=filt),
         dict(params, u_k=k),
@@ -55,7 +55,7 @@ def recalls_by_ids(where: Query, ids: list[Any]) -> Query:
     """The rows of ``ids`` that are in ``where`` (what the caller may see), with their recalls."""
     filt, params = where
     return (
-        sql.SQL("SELECT m.id, m.content, m.access_count, m.last_used_at FROM memory_items m"
+        sql.SQL("SELECT m.id, m.content, m.access_count, m.recall_count, m.last_used_at FROM memory_items m"
                 " WHERE m.id = ANY(%(u_ids)s) AND {filt}").format(filt=filt),
         dict(params, u_ids=list(ids)),
     )
