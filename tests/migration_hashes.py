@@ -33,6 +33,9 @@ MIGRATION_HASHES: dict[str, str] = {
     "0019_custom_memory_types": "25b6a5cbc59aac2bf2981679730fe164ab0460a8a6fed7f4def43fe240e72fb9",
     "0020_optional_embedding": "9cd4df041c4c95c59f71c2d6c9b18d58ffb25215749b3f7ce980c9c0be7d6aa2",
     "0021_knowledge_graph": "f64178b43b267b12e597da1fefbc8c5a3ae8de9d969e424a4415222ee4c61bb8",
+    "0022_distributable": "0269107c01fb96215c1bc70ebecec8ecc5d4013dbebf90bc0da0772de5e65032",
+    "0023_context_keywords": "c6ee4bad69c8e5e54356666022b3259718c91f0818b498709f31f1ba067e1eea",
+    "0024_graph_lifecycle_storylines": "2fa533dc517286d0e2f0c8c03350d6833bca840af45d7a060f470bc7720acfef",
 }
 
 

@@ -2,8 +2,12 @@
 
 Each migration is applied in its own transaction together with the row that
 records it, under a transaction-level advisory lock, so two processes starting
-against a new database at once apply each migration exactly once. Applied
-migrations are never edited: a change is a new, later migration.
+against a new database at once apply each migration exactly once (one that
+PostgreSQL refuses in a transaction says so: ``transactional=False``). A start
+first reads the applied names, without the lock: on an up-to-date database that
+is all it does. Applied migrations are never edited: a change is a new, later
+migration. Each text is written out literally (none is built from a function
+that could change later) and ``tests/migration_hashes.py`` pins its sha256.
 
 The embedding dimension is part of the schema (``vector(N)``). It is fixed
 when ``0002_memory_items`` is applied and recorded in ``agent_memory_meta``;
@@ -18,13 +22,14 @@ so every database has them applied in one order, whichever starts first.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigurationError, EmbeddingDimensionMismatchError, MigrationError
 from .failures import missing_extension
-from .requests import Commit, Op, Sql
+from .requests import Autocommit, Commit, Op, Sql
 
 __all__ = ["MIGRATIONS", "MIGRATION_LOCK_KEY", "SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS", "SEARCH_INDEX_MAX_DIMENSIONS",
            "SEARCH_INDEX_NAME", "Dimensions",
@@ -36,8 +41,29 @@ MIGRATION_LOCK_KEY = 7_236_105_818_453_790_123
 
 @dataclass(frozen=True, slots=True)
 class Migration:
+    """One named change of the schema, applied once per database, in its own transaction with
+    the row that records it.
+
+    ``transactional=False``: for what PostgreSQL refuses inside a transaction (``CREATE INDEX
+    CONCURRENTLY``, which builds an index without blocking writes). Its statements (``sql``, one
+    per ``;`` that ends a line, no ``$$`` bodies) then run one by one, each committed on its own,
+    under the migrations' lock held for the session, and the record is written after the last
+    (other processes wait for the lock between short transactions, so the index build, which
+    waits for every transaction older than it, never waits on them).
+    A failure leaves the statements before it applied and the migration unrecorded, so it runs
+    again from its first statement: write it to be re-run (``DROP INDEX CONCURRENTLY IF EXISTS``
+    before ``CREATE INDEX CONCURRENTLY``, which leaves an invalid index behind when it fails).
+    """
+
     name: str
     sql: str  # may contain {dimensions}
+    transactional: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.transactional and "$" in self.sql:
+            raise MigrationError(f"migration {self.name} is not transactional, so its statements are split at "
+                                 "each ';' that ends a line, which a $$ body would break; make it transactional "
+                                 "or write it without dollar quoting")
 
     @property
     def sized(self) -> bool:
@@ -46,6 +72,19 @@ class Migration:
 
     def statement(self, dimensions: int) -> str:
         return self.sql.replace("{dimensions}", str(int(dimensions)))
+
+    def statements(self, dimensions: int | None) -> list[str]:
+        """The statements of a migration that is not transactional, one by one (comments and
+        blank lines between them left out)."""
+        text = self.sql if dimensions is None else self.statement(dimensions)
+        found = (s.strip() for s in _STATEMENT_END.split(text))
+        return [s for s in found if _COMMENT_LINE.sub("", s).strip()]
+
+
+#: the end of a statement in a migration that is not transactional: a ``;`` that ends a line (or
+#: that only a comment follows)
+_STATEMENT_END = re.compile(r";[ \t]*(?:--[^\n]*)?(?:\n|\Z)")
+_COMMENT_LINE = re.compile(r"^\s*--.*$", re.MULTILINE)
 
 
 #: The embedding size, or for a caller with no embedder (the checkpointer) a function answering
@@ -65,18 +104,16 @@ SEARCH_INDEX_NAME = "memory_items_search_idx"
 _SEARCH_INDEX = f"CREATE INDEX {SEARCH_INDEX_NAME} ON memory_items (scope, scope_key, status)"
 
 
-def search_index(dimensions: int, *, expiry: bool = True, context: bool = False) -> str:
-    """``memory_items_search_idx`` for vectors of ``dimensions`` (as ``0018_memory_context``
-    makes it with ``context``; made again when a re-embedding changes the size). ``expiry=False``:
-    as ``0010_search_at_scale`` made it, before memories could expire; ``context=False``: as
-    ``0011_keys_and_expiry`` made it, before memories kept their context (a migration never
-    changes). With ``context`` the index also carries the context's ``halfvec`` up to
+def search_index(dimensions: int, *, context: bool = True) -> str:
+    """``memory_items_search_idx`` for vectors of ``dimensions``, as a re-embedding that changes
+    the size makes it again (``0018_memory_context`` wrote out the same statement for each size
+    class; migrations hold their text literally, so a change here never edits an applied one).
+    With ``context`` the index also carries the context's ``halfvec`` up to
     :data:`SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS` (both vectors must fit in one index row)."""
     vector = ", embedding_half" if int(dimensions) <= SEARCH_INDEX_MAX_DIMENSIONS else ""
     if context and int(dimensions) <= SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS:
         vector += ", context_half"
-    expires = ", expires_at" if expiry else ""
-    return f"{_SEARCH_INDEX} INCLUDE (owner_key, visibility, memory_type, confidence{expires}, id{vector})"
+    return f"{_SEARCH_INDEX} INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id{vector})"
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -413,10 +450,10 @@ MIGRATIONS: tuple[Migration, ...] = (
             ADD COLUMN owner_key bigint GENERATED ALWAYS AS (agent_memory_key(user_id)) STORED,
             ADD COLUMN embedding_half halfvec GENERATED ALWAYS AS (embedding::halfvec) STORED;
         DO $do$ BEGIN
-            IF {dimensions} <= """ + str(SEARCH_INDEX_MAX_DIMENSIONS) + """ THEN
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS, expiry=False) + """;
+            IF {dimensions} <= 1024 THEN
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, id, embedding_half);
             ELSE
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS + 1, expiry=False) + """;
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, id);
             END IF;
         END $do$;
 
@@ -524,10 +561,10 @@ MIGRATIONS: tuple[Migration, ...] = (
 
         DROP INDEX memory_items_search_idx;
         DO $do$ BEGIN
-            IF {dimensions} <= """ + str(SEARCH_INDEX_MAX_DIMENSIONS) + """ THEN
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS) + """;
+            IF {dimensions} <= 1024 THEN
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id, embedding_half);
             ELSE
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS + 1) + """;
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id);
             END IF;
         END $do$;
         DROP INDEX memory_items_count_idx;
@@ -821,12 +858,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             ADD COLUMN context_half halfvec GENERATED ALWAYS AS (context_embedding::halfvec) STORED;
         DROP INDEX memory_items_search_idx;
         DO $do$ BEGIN
-            IF {dimensions} <= """ + str(SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS) + """ THEN
-                """ + search_index(SEARCH_INDEX_MAX_CONTEXT_DIMENSIONS, context=True) + """;
-            ELSIF {dimensions} <= """ + str(SEARCH_INDEX_MAX_DIMENSIONS) + """ THEN
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS, context=True) + """;
+            IF {dimensions} <= 600 THEN
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id, embedding_half, context_half);
+            ELSIF {dimensions} <= 1024 THEN
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id, embedding_half);
             ELSE
-                """ + search_index(SEARCH_INDEX_MAX_DIMENSIONS + 1, context=True) + """;
+                CREATE INDEX memory_items_search_idx ON memory_items (scope, scope_key, status) INCLUDE (owner_key, visibility, memory_type, confidence, expires_at, id);
             END IF;
         END $do$;
         """,
@@ -1276,29 +1313,91 @@ def recorded_dimensions() -> Op[int | None]:
     return None if row is None else int(row["value"])
 
 
+#: How long a process waiting for the migrations' lock sleeps between tries (seconds)
+LOCK_POLL_SECONDS = 0.05
+
+
+def _take_lock(*, session: bool = False) -> Op[None]:
+    """Take the migrations' lock: until the transaction the next statements run in ends, or
+    with ``session`` until it is unlocked (by statements that run outside transactions).
+
+    Waited for between short transactions, never inside one: ``CREATE INDEX CONCURRENTLY`` (a
+    migration that is not transactional) waits for every transaction older than it, so a
+    process waiting inside one for the lock that build's migration holds would deadlock with it
+    (and PostgreSQL would end one of them)."""
+    while True:
+        if session:
+            got = yield Autocommit("SELECT pg_try_advisory_lock(%s) AS got", (MIGRATION_LOCK_KEY,), fetch="one")
+        else:
+            got = yield Sql("SELECT pg_try_advisory_xact_lock(%s) AS got", (MIGRATION_LOCK_KEY,), fetch="one")
+        if got["got"]:
+            return
+        yield Commit()
+        yield Autocommit("SELECT pg_sleep(%s)", (LOCK_POLL_SECONDS,))
+
+
+@dataclass(frozen=True, slots=True)
+class _Applied:
+    """What a start finds: the connection's first schema and the migrations recorded there
+    (``made``: whether the record table exists yet)."""
+
+    schema: str | None
+    made: bool
+    names: frozenset[str]
+
+
+def _applied() -> Op[_Applied]:
+    """Read, without waiting for any lock, which migrations the connection's first schema has.
+
+    Migrations are only ever added, so names read here stay applied: an up-to-date start needs
+    nothing more (and so never waits behind another process's migration); a start that finds
+    one missing takes the lock and checks again (see :func:`apply_migrations`)."""
+    where = yield Sql("SELECT current_schema() AS schema,"
+                      " to_regclass(quote_ident(current_schema()) || '.agent_memory_migrations') IS NOT NULL AS made",
+                      fetch="one")
+    if not where["made"]:
+        return _Applied(where["schema"], False, frozenset())
+    rows = yield Sql("SELECT name FROM agent_memory_migrations")
+    return _Applied(where["schema"], True, frozenset(r["name"] for r in rows))
+
+
 def apply_migrations(migrations: Sequence[Migration], dimensions: Dimensions) -> Op[list[str]]:
     """Apply those of ``migrations`` not recorded yet, in order, each in its own transaction
     with its record and under the migrations' advisory lock; answer the names applied now.
-    A function as ``dimensions`` is asked only for a new database (see :func:`migrate`)."""
+    A function as ``dimensions`` is asked only for a new database (see :func:`migrate`).
+
+    On an up-to-date database this is two reads in the caller's transaction, and no lock."""
+    return (yield from _apply(migrations, dimensions, (yield from _applied())))
+
+
+def _apply(migrations: Sequence[Migration], dimensions: Dimensions, found: _Applied) -> Op[list[str]]:
     names = [m.name for m in migrations]
     if len(set(names)) != len(names):
         raise MigrationError(f"migration names must be unique: {names}")
-    lock = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
+    pending = [m for m in migrations if m.name not in found.names]
+    if not pending:
+        return []
     size = None if callable(dimensions) else dimensions
 
-    yield lock
-    yield Sql(
-        "CREATE TABLE IF NOT EXISTS agent_memory_migrations ("
-        " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-        fetch="none",
-    )
-    yield Commit()
+    yield Commit()  # the lock is taken in transactions of its own
+    if not found.made:
+        yield from _take_lock()
+        yield Sql(
+            "CREATE TABLE IF NOT EXISTS agent_memory_migrations ("
+            " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+            fetch="none",
+        )
+        yield Commit()
 
     applied_now: list[str] = []
-    for migration in migrations:
-        yield lock
+    for migration in pending:
+        if not migration.transactional:
+            if (yield from _apply_outside_a_transaction(migration, dimensions, size)):
+                applied_now.append(migration.name)
+            continue
+        yield from _take_lock()
         done = yield Sql("SELECT 1 FROM agent_memory_migrations WHERE name = %s", (migration.name,), fetch="one")
-        if done is None:
+        if done is None:  # not applied by another process meanwhile
             if size is None and migration.sized:  # a function's: read under the lock, so no
                 # other process sizes a new database meanwhile
                 size = (yield from recorded_dimensions()) or (dimensions() if callable(dimensions) else dimensions)
@@ -1312,6 +1411,40 @@ def apply_migrations(migrations: Sequence[Migration], dimensions: Dimensions) ->
             applied_now.append(migration.name)
         yield Commit()
     return applied_now
+
+
+def _apply_outside_a_transaction(migration: Migration, dimensions: Dimensions, size: int | None) -> Op[bool]:
+    """Apply a migration that is not transactional (see :class:`Migration`) unless another
+    process did: under the migrations' lock held for the session (every statement here commits
+    on its own), given back however it ends. Answers whether it was applied now."""
+    if size is None and migration.sized:  # recorded by 0002 long before (read now: no transaction
+        # may be open while the session lock is held)
+        size = (yield from recorded_dimensions()) or (dimensions() if callable(dimensions) else dimensions)
+        yield Commit()
+    yield from _take_lock(session=True)
+    try:
+        done = yield Autocommit("SELECT 1 FROM agent_memory_migrations WHERE name = %s", (migration.name,),
+                                fetch="one")
+        if done is not None:
+            applied = False
+        else:
+            for number, statement in enumerate(migration.statements(size), 1):
+                try:
+                    yield Autocommit(statement)
+                except Exception as exc:
+                    raise MigrationError(
+                        f"migration {migration.name} failed at its statement {number} and is not transactional: "
+                        f"the statements before it stay applied, and it runs again from its first statement at "
+                        f"the next start: {exc}{missing_extension(exc)}") from exc
+            yield Autocommit("INSERT INTO agent_memory_migrations (name) VALUES (%s)", (migration.name,))
+            applied = True
+    except GeneratorExit:
+        raise  # the driver gave up: the connection was lost (and the lock with it), or is discarded
+    except BaseException:
+        yield Autocommit("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+        raise
+    yield Autocommit("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+    return applied
 
 
 def migrate(dimensions: Dimensions, model_name: str | None,
@@ -1328,21 +1461,21 @@ def migrate(dimensions: Dimensions, model_name: str | None,
     ``schema`` (``MEMORY_DB_SCHEMA``) other than ``public``: the connection must search it first
     (ours do, :mod:`.schema`; a connection or pool of the caller's may not), or nothing is
     created or read, rather than everything landing in another schema.
+
+    An up-to-date start is one transaction of three reads (where we are, the applied names, the
+    recorded embedder) and waits for no lock.
     """
-    if schema != "public":
-        found = yield Sql("SELECT current_schema() AS schema", fetch="one")
-        if found is None or found["schema"] != schema:
-            raise ConfigurationError(
-                f"db_schema is {schema!r} but this connection's first schema is "
-                f"{found['schema'] if found else None!r}, so agent-memory's tables would be made or read there; "
-                f"give the connection or pool you pass the search path (options='-c search_path={schema},public'), "
-                "or pass a DSN instead")
-    applied_now = yield from apply_migrations(migrations, dimensions)
+    found = yield from _applied()
+    if schema != "public" and found.schema != schema:
+        raise ConfigurationError(
+            f"db_schema is {schema!r} but this connection's first schema is "
+            f"{found.schema!r}, so agent-memory's tables would be made or read there; "
+            f"give the connection or pool you pass the search path (options='-c search_path={schema},public'), "
+            "or pass a DSN instead")
+    applied_now = yield from _apply(migrations, dimensions, found)
     if model_name is None or callable(dimensions):  # no embedder: nothing to check or record
         return applied_now
-    lock = Sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,), fetch="none")
-
-    yield lock
+    # read without the lock: a re-embedding changes the size and the model in one transaction
     rows = yield Sql("SELECT key, value FROM agent_memory_meta")
     meta = {r["key"]: r["value"] for r in rows}
     stored = int(meta["embedding_dimensions"])
