@@ -14,9 +14,11 @@ import concurrent.futures
 import logging
 import math
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     NOT_PROVIDED,
     BaseStore,
@@ -34,6 +36,7 @@ from langgraph.store.base import (
     SearchOp,
     TTLConfig,
 )
+from langgraph.store.base.embed import ensure_embeddings
 
 from ..db.requests import Op as Operation
 from ..embeddings import embedding_dimensions
@@ -47,8 +50,8 @@ from ..models import Identity, Scope
 from ..principal import AdminOps, PrincipalOps
 from ..service import AsyncMemoryService, MemoryService
 from ..sync_bridge import home_loop, run_async, run_blocking
-from ..validation import check_identity
-from .namespaces import as_given, check_segments, own_namespace, resolve
+from ..validation import MAX_QUERY_LENGTH, check_identity, check_int, check_offset
+from .namespaces import as_given, check_own_labels, check_segments, own_namespace, resolve
 from .ops import (
     StoreSettings,
     delete_item,
@@ -59,6 +62,7 @@ from .ops import (
     search_items,
 )
 from .gathering import Gatherer, each_alone
+from .ops import MAX_LIMIT, field_texts_to_embed
 from .values import check_fields
 from .vectors import RecentVectors, answered, embed_first
 
@@ -68,6 +72,15 @@ logger = logging.getLogger(__name__)
 
 _INDEX_KEYS = {"dims", "embed", "fields", "distance_type", "ann_index_config"}
 _TTL_KEYS = {"default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired"}
+
+
+@dataclass(frozen=True, slots=True)
+class FieldVectors:
+    """The vectors a batch needs from a store's field embedder: per text of an indexed field
+    (``documents``) and per search query (``queries``)."""
+
+    documents: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    queries: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
 
 class BlockingCallOnLoopError(ConfigurationError, asyncio.InvalidStateError):
@@ -139,8 +152,14 @@ class AgentMemoryStore(BaseStore):
         self.ttl_config = self._check_ttl(ttl)
         fields = (() if index is None or index.get("fields") is None
                   else check_fields("index['fields']", index["fields"]))
+        #: the embedder of the field vectors (an index config's ``embed``, else the service's)
+        self.embeddings: Embeddings | None = None
+        space, own_space = None, True
+        if self.index_config is not None:
+            self.embeddings, space, own_space = self._field_embedder(self.index_config)
         self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields, embeds=embeds,
-                                       distance=str((self.index_config or {}).get("distance_type", "cosine")))
+                                       distance=str((self.index_config or {}).get("distance_type", "cosine")),
+                                       space=space, own_space=own_space, vector_fields=fields or ("$",))
         self._gatherer = Gatherer(self)  # the async calls made at once, run as one batch
         try:  # built in async code: a service not set up yet is set up on this loop, its home
             self._built_on: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -150,6 +169,9 @@ class AgentMemoryStore(BaseStore):
         self._sweeper_task: asyncio.Task[None] | None = None
         self._stop = threading.Event()
         self._recent = RecentVectors()  # the vectors of the texts this store embedded last
+        self._field_recent = RecentVectors()  # ... and of its field embedder's
+        self._dims = int((self.index_config or {}).get("dims") or 0) or (
+            embedding_dimensions(memory.embeddings) if space is not None else 0)
 
     # --- configuration --------------------------------------------------------------------
 
@@ -163,17 +185,43 @@ class AgentMemoryStore(BaseStore):
         if unknown:
             raise ConfigurationError(f"index has unknown keys {sorted(unknown)}; allowed: {sorted(_INDEX_KEYS)}")
         dims = index.get("dims")
-        if dims is not None:
+        if index.get("embed") is not None:
+            if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
+                raise ConfigurationError(f"index['dims'] must be the number of dimensions index['embed'] makes "
+                                         f"(a whole number above 0), got {dims!r}")
+        elif dims is not None:
             have = embedding_dimensions(self.memory.embeddings)
             if dims != have:
                 raise EmbeddingDimensionMismatchError(
                     f"index['dims'] is {dims!r} but this memory's embedder and database use {have} dimensions; "
-                    f"the store embeds with the service's embedder, so pass dims={have} or leave it out")
+                    f"without index['embed'] the store embeds with the service's embedder, so pass dims={have}, "
+                    "leave it out, or give the embedder of that size as index['embed']")
         distance = index.get("distance_type", "cosine")
         if distance not in ("cosine", "l2", "inner_product"):
             raise ConfigurationError(f"index['distance_type'] must be 'cosine', 'l2' or 'inner_product' (LangGraph's "
                                      f"choices), got {distance!r}")
         return index
+
+    def _field_embedder(self, index: IndexConfig) -> tuple[Embeddings, str, bool]:
+        """The embedder of the field vectors, the name of its space and whether it is the
+        service's own: ``index['embed']`` (an ``Embeddings``, a function of texts, or a
+        ``"provider:model"`` string, as LangGraph's ``ensure_embeddings`` takes them) with its
+        ``dims``, else the service's embedder."""
+        embed = index.get("embed")
+        if embed is None:
+            embeddings = self.memory.embeddings
+            return embeddings, f"memory:{embedding_dimensions(embeddings)}", True
+        try:
+            embeddings = ensure_embeddings(embed)
+        except Exception as exc:  # LangGraph's words for a string it cannot load, a bad object
+            raise ConfigurationError(f"index['embed'] could not be used: {exc}; give an Embeddings object, a "
+                                     "function of a list of texts, or a 'provider:model' string") from exc
+        if isinstance(embed, str):
+            name = embed
+        else:
+            kind = embed if callable(embed) and not isinstance(embed, Embeddings) else type(embed)
+            name = f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', type(kind).__name__)}"
+        return embeddings, f"{name}:{index['dims']}", False
 
     @staticmethod
     def _check_ttl(ttl: TTLConfig | None) -> TTLConfig | None:
@@ -203,7 +251,8 @@ class AgentMemoryStore(BaseStore):
 
     # --- the two doors --------------------------------------------------------------------
 
-    def _operation(self, ops: Iterable[Op], *, embed_here: bool = False) -> Operation[list[Result]]:
+    def _operation(self, ops: Iterable[Op], *, embed_here: bool = False,
+                   fields: FieldVectors | None = None) -> Operation[list[Result]]:
         """The batch as one operation; namespaces are resolved now, in the caller's context
         (where the run's identity is). ``embed_here``: embed what the batch needs now, in this
         thread (a worker thread that waits for the event loop anyway: on the loop, the embedder
@@ -211,13 +260,18 @@ class AgentMemoryStore(BaseStore):
         caller = self._current_caller()
         texts: list[str] = []  # what the batch's puts embed, embedded in one call before anything else
         ops = list(ops)
-        steps = [self._step(i, op, caller, texts) for i, op in enumerate(ops)]
+        if fields is None:
+            fields = self._embed_fields(ops)
+        steps = [self._step(i, op, caller, texts, fields) for i, op in enumerate(ops)]
         if embed_here:
             self._embed_now(texts, [op.query for op in ops if isinstance(op, SearchOp) and isinstance(op.query, str)])
         return _sequence(steps, texts, self._recent)
 
-    def _step(self, i: int, op: Op, caller: Identity | None, texts: list[str]) -> Operation[Any]:
-        """One op as an operation for ``caller``; the text a put embeds is added to ``texts``."""
+    def _step(self, i: int, op: Op, caller: Identity | None, texts: list[str],
+              fields: FieldVectors | None = None) -> Operation[Any]:
+        """One op as an operation for ``caller``; the text a put embeds is added to ``texts``;
+        ``fields``: the field vectors and query vectors of a store with an index config."""
+        fields = fields or FieldVectors()
         settings, trusted = self._settings, self.trusted
         if isinstance(op, GetOp):
             namespace = own_namespace(check_segments("namespace", op.namespace), caller)
@@ -232,13 +286,18 @@ class AgentMemoryStore(BaseStore):
                             known=self._recent.knows)
             if text is not None:
                 texts.append(text)
-            return put_item(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl)
+            vectors = [(path, fields.documents[t]) for path, t in field_texts_to_embed(settings, op.value, op.index)
+                       if t in fields.documents]
+            return put_item(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl,
+                            field_vectors=vectors)
         if isinstance(op, SearchOp):
             prefix = own_namespace(check_segments("namespace_prefix", op.namespace_prefix), caller,
                                    "namespace_prefix")
             target = resolve(prefix, caller, trusted=trusted, exact=False, field="namespace_prefix")
+            question = op.query.strip() if isinstance(op.query, str) else None
             return _given_back(search_items(settings, target, prefix, query=op.query, filter=op.filter,
-                                            limit=op.limit, offset=op.offset, refresh=bool(op.refresh_ttl)), caller)
+                                            limit=op.limit, offset=op.offset, refresh=bool(op.refresh_ttl),
+                                            query_vector=fields.queries.get(question or "")), caller)
         if isinstance(op, ListNamespacesOp):
             return _given_back(self._listing(op, caller), caller)
         raise InvalidInputError(f"ops[{i}]", f"is not a store op: {type(op).__name__}")
@@ -247,16 +306,21 @@ class AgentMemoryStore(BaseStore):
         """The calls one event-loop tick gathered (:mod:`.gathering`): one transaction, one
         embedding call for their puts, and each call's own result or error."""
         texts: list[str] = []
+        try:
+            fields = await self._aembed_fields(ops)
+        except Exception as exc:  # noqa: BLE001 - the embedder failed: every call hears it
+            return [exc] * len(ops)
         if len(ops) == 1:  # alone: its error ends the transaction, as an abatch of one would
             try:
-                one = await self._execute(_sequence([self._step(0, ops[0], callers[0], texts)], texts, self._recent))
+                one = await self._execute(_sequence([self._step(0, ops[0], callers[0], texts, fields)], texts,
+                                                    self._recent))
                 return cast("list[Result | BaseException]", one)
             except Exception as exc:  # noqa: BLE001 - given to the one caller
                 return [exc]
         steps: list[Operation[Any] | BaseException] = []
         for i, (op, caller) in enumerate(zip(ops, callers, strict=True)):
             try:
-                steps.append(self._step(i, op, caller, texts))
+                steps.append(self._step(i, op, caller, texts, fields))
             except Exception as exc:  # noqa: BLE001 - refused before it ran: only its caller hears
                 steps.append(exc)
         writes = [isinstance(op, PutOp) for op in ops]
@@ -282,6 +346,67 @@ class AgentMemoryStore(BaseStore):
         except Exception:  # noqa: BLE001 - the operation embeds again and says what failed
             logger.debug("embedding ahead of a blocking store call failed", exc_info=True)
 
+    def _field_work(self, ops: list[Op]) -> tuple[list[str], list[str]]:
+        """What the field embedder must embed for ``ops`` (a store with an index config): the
+        texts of the puts' indexed fields, and the searches' queries."""
+        settings = self._settings
+        if settings.space is None:
+            return [], []
+        documents: list[str] = []
+        questions: list[str] = []
+        for op in ops:
+            if isinstance(op, PutOp) and op.value is not None:
+                documents.extend(t for _, t in field_texts_to_embed(settings, op.value, op.index))
+            elif (isinstance(op, SearchOp) and settings.embeds and isinstance(op.query, str)
+                  and 0 < len(op.query.strip()) <= MAX_QUERY_LENGTH):
+                questions.append(op.query.strip())
+        return list(dict.fromkeys(documents)), list(dict.fromkeys(questions))
+
+    def _known_fields(self, documents: list[str], questions: list[str]) -> FieldVectors:
+        recent = self._field_recent
+        return FieldVectors({t: v for t in documents if (v := recent.get(False, t)) is not None},
+                            {q: v for q in questions if (v := recent.get(True, q)) is not None})
+
+    def _learn_fields(self, documents: list[str], vectors: list[Any], questions: list[str],
+                      answers: list[Any]) -> None:
+        for kind, texts, found in ((False, documents, vectors), (True, questions, answers)):
+            if len(found) != len(texts):
+                raise ConfigurationError(f"index['embed'] answered {len(found)} vectors for {len(texts)} texts")
+            for vector in found:
+                if len(vector) != self._dims:
+                    raise EmbeddingDimensionMismatchError(
+                        f"index['embed'] made a {len(vector)}-dimensional vector but index['dims'] is {self._dims}; "
+                        "give the dims your embedder makes")
+            self._field_recent.learn(kind, texts, [list(map(float, v)) for v in found])
+        if self._settings.own_space:  # the memory's own vector of the same text is known too
+            self._recent.learn(False, documents, vectors)
+
+    def _embed_fields(self, ops: list[Op]) -> FieldVectors:
+        """The field and query vectors ``ops`` need, embedded now with the blocking embedder."""
+        documents, questions = self._field_work(ops)
+        known = self._known_fields(documents, questions)
+        todo = [t for t in documents if t not in known.documents]
+        asked = [q for q in questions if q not in known.queries]
+        if todo or asked:
+            assert self.embeddings is not None
+            vectors = self.embeddings.embed_documents(todo) if todo else []
+            answers = [self.embeddings.embed_query(q) for q in asked]
+            self._learn_fields(todo, vectors, asked, answers)
+        return self._known_fields(documents, questions)
+
+    async def _aembed_fields(self, ops: list[Op]) -> FieldVectors:
+        """:meth:`_embed_fields` for asyncio (LangChain's ``aembed_*``)."""
+        documents, questions = self._field_work(ops)
+        known = self._known_fields(documents, questions)
+        todo = [t for t in documents if t not in known.documents]
+        asked = [q for q in questions if q not in known.queries]
+        if todo or asked:
+            assert self.embeddings is not None
+            vectors = await self.embeddings.aembed_documents(todo) if todo else []
+            answers = [await self.embeddings.aembed_query(q) for q in asked]
+            self._learn_fields(todo, vectors, asked, answers)
+        return self._known_fields(documents, questions)
+
     def _listing(self, op: ListNamespacesOp, caller: Identity | None) -> Operation[list[tuple[str, ...]]]:
         paths: dict[str, tuple[str, ...]] = {}
         for condition in op.match_conditions or ():
@@ -304,6 +429,14 @@ class AgentMemoryStore(BaseStore):
         fixed = prefix[: prefix.index("*")] if "*" in prefix else prefix  # who acts: what is spelled out
         target = resolve(fixed, caller, trusted=self.trusted, exact=False, field="prefix")
         every_project = len(fixed) < 2 and target.scope in (None, Scope.PROJECT)  # no project named
+        if "prefix" not in paths and caller is not None:
+            # every namespace: the caller's own that name no level are stored under
+            # ("memories", user_id, "~"), so they are cut, ordered and paged as written
+            checked_depth = None if depth is None else check_int("max_depth", depth, 1, 1000)
+            limit, offset = check_int("limit", op.limit, 1, MAX_LIMIT), check_offset(op.offset)
+            every = list_namespaces(target, prefix=None, suffix=paths.get("suffix"), max_depth=None,
+                                    limit=MAX_LIMIT, offset=0, every_project=every_project)
+            return _as_written(every, caller, checked_depth, limit, offset)
         return list_namespaces(target, prefix=paths.get("prefix"), suffix=paths.get("suffix"),
                                max_depth=depth, limit=op.limit, offset=op.offset, every_project=every_project)
 
@@ -334,7 +467,9 @@ class AgentMemoryStore(BaseStore):
         """:meth:`batch` for asyncio (a blocking service runs it in a worker thread). The single
         async calls (``aget``, ``aput``, ...) made at once are gathered into batches themselves
         (:mod:`.gathering`)."""
-        return cast("list[Result]", await self._execute(self._operation(ops)))
+        ops = list(ops)
+        fields = await self._aembed_fields(ops)
+        return cast("list[Result]", await self._execute(self._operation(ops, fields=fields)))
 
     async def _gathered(self, op: Op) -> Any:
         """``op``'s result, run in one batch with the other calls made in this event-loop tick;
@@ -392,6 +527,7 @@ class AgentMemoryStore(BaseStore):
         index: Literal[False] | list[str] | None = None, *, ttl: float | None | NotProvided = NOT_PROVIDED,
     ) -> None:
         """Store ``value`` at ``key`` in ``namespace`` (``ttl`` in minutes; default: the ttl config's)."""
+        check_own_labels(check_segments("namespace", namespace))
         self.batch([PutOp(namespace, str(key), value, index=index, ttl=self._ttl(ttl))])
 
     async def aput(
@@ -399,6 +535,7 @@ class AgentMemoryStore(BaseStore):
         index: Literal[False] | list[str] | None = None, *, ttl: float | None | NotProvided = NOT_PROVIDED,
     ) -> None:
         """:meth:`put` for asyncio."""
+        check_own_labels(check_segments("namespace", namespace))
         await self._gathered(PutOp(namespace, str(key), value, index=index, ttl=self._ttl(ttl)))
 
     def delete(self, namespace: tuple[str, ...], key: str) -> None:
@@ -558,6 +695,15 @@ def _alone(steps: list[Operation[Any] | BaseException], writes: list[bool], text
         for step in steps:
             if not isinstance(step, BaseException):
                 step.close()
+
+
+def _as_written(listing: Operation[list[tuple[str, ...]]], caller: Identity, depth: int | None, limit: int,
+                offset: int) -> Operation[list[tuple[str, ...]]]:
+    """The namespaces of ``listing`` as the caller wrote them, cut to ``depth`` segments,
+    without repeats, in tuple order, then paged."""
+    found = yield from listing
+    written = {as_given(namespace, caller)[:depth] if depth else as_given(namespace, caller) for namespace in found}
+    return sorted(written)[offset:offset + limit]
 
 
 def _given_back(step: Operation[Any], caller: Identity | None) -> Operation[Any]:
