@@ -117,9 +117,12 @@ class AgentMemoryStore(BaseStore):
     ``user_id``/``project_id``/... are read from its config or context, as the middleware reads
     them). ``trusted=True``: the namespace ``("memories", user_id, ...)`` itself names whose
     memory it is (for server code that authenticated the user); otherwise another user's
-    namespace is refused. ``index``: LangGraph's index config; its ``fields`` choose the text that
-    is embedded (the service's embedder embeds it: ``embed`` is not used, and ``dims`` must be the
-    database's). ``ttl``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True) and
+    namespace is refused. ``index``: LangGraph's index config, as LangGraph's stores read it:
+    each path of ``fields`` (default ``["$"]``; a put's ``index=[...]`` instead) gets its own
+    vector from ``embed`` (an ``Embeddings``, a function, or ``"provider:model"``; of ``dims``
+    dimensions, which may differ from the database's; without it the service's embedder), kept in
+    ``store_vectors``, and a query search scores an item by its best field under
+    ``distance_type``; the memory keeps its own vector of its content for ``memory_search``. ``ttl``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True) and
     ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`.
 
     ``index`` left out: each value's text is embedded with the service's embedder, so a query
