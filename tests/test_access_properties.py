@@ -496,6 +496,7 @@ class AccessMachine(RuleBasedStateMachine):
         assert shown <= active, f"explore as {user} {ident} leaked {[m.items.get(i) for i in shown - active]}"
         # LangGraph's store over the same memories: each level's namespace shows exactly that level's
         store = AgentMemoryStore(self.service, caller=Identity(user_id=user, **ident))
+        fielded = AgentMemoryStore(self.service, caller=Identity(user_id=user, **ident), index={"fields": ["content"]})
         levels = {"user": ("memories", user), "session": ("sessions", ident["session_id"]),
                   "project": ("projects", ident["project_id"]), "team": ("teams", ident["team_id"]),
                   "org": ("orgs", ident["org_id"])}
@@ -508,6 +509,10 @@ class AccessMachine(RuleBasedStateMachine):
                       and m.items[i].scope_id == namespace[1]}
             assert shown == wanted, (f"store.search({namespace}) as {user} {ident}: leaked "
                                      f"{[m.items.get(i) for i in shown - wanted]}, missing {[m.items[i] for i in wanted - shown]}")
+            # ... and a query search of a store with an index config (one vector per field, migration 0026)
+            STATS["calls"] += 1
+            scored = {uuid.UUID(item.key) for item in fielded.search(namespace, query="note", limit=1000)}
+            assert scored == wanted, f"fielded store.search({namespace}, query) as {user} {ident}: {scored ^ wanted}"
 
     # the world
 

@@ -165,7 +165,7 @@ def _same_user(conn: socket.socket) -> bool:
         return True
     creds = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid == os.getuid()
+    return bool(uid == os.getuid())
 
 
 def _run(request: dict[str, Any]) -> dict[str, Any]:
@@ -254,7 +254,7 @@ def serve(data_dir: Path, idle_timeout: float) -> str:
                 return "idle"
             if now - last_check >= 5:
                 last_check = now
-                running = embedded_server_status(data_dir)["running"]
+                running = bool(embedded_server_status(data_dir)["running"])
                 if seen_running and not running:  # (the first command may still be starting it)
                     return "the server is not running"
                 seen_running = seen_running or running

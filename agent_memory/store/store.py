@@ -14,11 +14,9 @@ import concurrent.futures
 import logging
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, cast
 
-from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     NOT_PROVIDED,
     BaseStore,
@@ -36,7 +34,6 @@ from langgraph.store.base import (
     SearchOp,
     TTLConfig,
 )
-from langgraph.store.base.embed import ensure_embeddings
 
 from ..db.requests import Op as Operation
 from ..embeddings import embedding_dimensions
@@ -50,7 +47,7 @@ from ..models import Identity, Scope
 from ..principal import AdminOps, PrincipalOps
 from ..service import AsyncMemoryService, MemoryService
 from ..sync_bridge import home_loop, run_async, run_blocking
-from ..validation import MAX_QUERY_LENGTH, check_identity, check_int, check_offset
+from ..validation import check_identity, check_int, check_offset
 from .namespaces import as_given, check_own_labels, check_segments, own_namespace, resolve
 from .ops import (
     StoreSettings,
@@ -62,6 +59,7 @@ from .ops import (
     search_items,
 )
 from .gathering import Gatherer, each_alone
+from .fields import FieldEmbedder, FieldVectors, field_work
 from .ops import MAX_LIMIT, field_texts_to_embed
 from .values import check_fields
 from .vectors import RecentVectors, answered, embed_first
@@ -72,15 +70,6 @@ logger = logging.getLogger(__name__)
 
 _INDEX_KEYS = {"dims", "embed", "fields", "distance_type", "ann_index_config"}
 _TTL_KEYS = {"default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired"}
-
-
-@dataclass(frozen=True, slots=True)
-class FieldVectors:
-    """The vectors a batch needs from a store's field embedder: per text of an indexed field
-    (``documents``) and per search query (``queries``)."""
-
-    documents: Mapping[str, Sequence[float]] = field(default_factory=dict)
-    queries: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
 
 class BlockingCallOnLoopError(ConfigurationError, asyncio.InvalidStateError):
@@ -122,8 +111,9 @@ class AgentMemoryStore(BaseStore):
     vector from ``embed`` (an ``Embeddings``, a function, or ``"provider:model"``; of ``dims``
     dimensions, which may differ from the database's; without it the service's embedder), kept in
     ``store_vectors``, and a query search scores an item by its best field under
-    ``distance_type``; the memory keeps its own vector of its content for ``memory_search``. ``ttl``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True) and
-    ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`.
+    ``distance_type`` (:mod:`.fields`); the memory keeps its own vector of its content for
+    ``memory_search``. ``ttl``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True)
+    and ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`.
 
     ``index`` left out: each value's text is embedded with the service's embedder, so a query
     search ranks by meaning and ``memory_search`` finds store items as it finds any memory.
@@ -155,14 +145,13 @@ class AgentMemoryStore(BaseStore):
         self.ttl_config = self._check_ttl(ttl)
         fields = (() if index is None or index.get("fields") is None
                   else check_fields("index['fields']", index["fields"]))
-        #: the embedder of the field vectors (an index config's ``embed``, else the service's)
-        self.embeddings: Embeddings | None = None
-        space, own_space = None, True
-        if self.index_config is not None:
-            self.embeddings, space, own_space = self._field_embedder(self.index_config)
+        #: embeds each indexed field on its own (a store with an index config; else None)
+        self._fields = None if self.index_config is None else FieldEmbedder(memory.embeddings, self.index_config)
         self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields, embeds=embeds,
                                        distance=str((self.index_config or {}).get("distance_type", "cosine")),
-                                       space=space, own_space=own_space, vector_fields=fields or ("$",))
+                                       space=None if self._fields is None else self._fields.space,
+                                       own_space=self._fields is None or self._fields.own,
+                                       vector_fields=fields or ("$",))
         self._gatherer = Gatherer(self)  # the async calls made at once, run as one batch
         try:  # built in async code: a service not set up yet is set up on this loop, its home
             self._built_on: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -172,9 +161,6 @@ class AgentMemoryStore(BaseStore):
         self._sweeper_task: asyncio.Task[None] | None = None
         self._stop = threading.Event()
         self._recent = RecentVectors()  # the vectors of the texts this store embedded last
-        self._field_recent = RecentVectors()  # ... and of its field embedder's
-        self._dims = int((self.index_config or {}).get("dims") or 0) or (
-            embedding_dimensions(memory.embeddings) if space is not None else 0)
 
     # --- configuration --------------------------------------------------------------------
 
@@ -188,7 +174,7 @@ class AgentMemoryStore(BaseStore):
         if unknown:
             raise ConfigurationError(f"index has unknown keys {sorted(unknown)}; allowed: {sorted(_INDEX_KEYS)}")
         dims = index.get("dims")
-        if index.get("embed") is not None:
+        if index.get("embed") is not None and index.get("embed") is not self.memory.embeddings:
             if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
                 raise ConfigurationError(f"index['dims'] must be the number of dimensions index['embed'] makes "
                                          f"(a whole number above 0), got {dims!r}")
@@ -204,27 +190,6 @@ class AgentMemoryStore(BaseStore):
             raise ConfigurationError(f"index['distance_type'] must be 'cosine', 'l2' or 'inner_product' (LangGraph's "
                                      f"choices), got {distance!r}")
         return index
-
-    def _field_embedder(self, index: IndexConfig) -> tuple[Embeddings, str, bool]:
-        """The embedder of the field vectors, the name of its space and whether it is the
-        service's own: ``index['embed']`` (an ``Embeddings``, a function of texts, or a
-        ``"provider:model"`` string, as LangGraph's ``ensure_embeddings`` takes them) with its
-        ``dims``, else the service's embedder."""
-        embed = index.get("embed")
-        if embed is None:
-            embeddings = self.memory.embeddings
-            return embeddings, f"memory:{embedding_dimensions(embeddings)}", True
-        try:
-            embeddings = ensure_embeddings(embed)
-        except Exception as exc:  # LangGraph's words for a string it cannot load, a bad object
-            raise ConfigurationError(f"index['embed'] could not be used: {exc}; give an Embeddings object, a "
-                                     "function of a list of texts, or a 'provider:model' string") from exc
-        if isinstance(embed, str):
-            name = embed
-        else:
-            kind = embed if callable(embed) and not isinstance(embed, Embeddings) else type(embed)
-            name = f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', type(kind).__name__)}"
-        return embeddings, f"{name}:{index['dims']}", False
 
     @staticmethod
     def _check_ttl(ttl: TTLConfig | None) -> TTLConfig | None:
@@ -349,66 +314,17 @@ class AgentMemoryStore(BaseStore):
         except Exception:  # noqa: BLE001 - the operation embeds again and says what failed
             logger.debug("embedding ahead of a blocking store call failed", exc_info=True)
 
-    def _field_work(self, ops: list[Op]) -> tuple[list[str], list[str]]:
-        """What the field embedder must embed for ``ops`` (a store with an index config): the
-        texts of the puts' indexed fields, and the searches' queries."""
-        settings = self._settings
-        if settings.space is None:
-            return [], []
-        documents: list[str] = []
-        questions: list[str] = []
-        for op in ops:
-            if isinstance(op, PutOp) and op.value is not None:
-                documents.extend(t for _, t in field_texts_to_embed(settings, op.value, op.index))
-            elif (isinstance(op, SearchOp) and settings.embeds and isinstance(op.query, str)
-                  and 0 < len(op.query.strip()) <= MAX_QUERY_LENGTH):
-                questions.append(op.query.strip())
-        return list(dict.fromkeys(documents)), list(dict.fromkeys(questions))
-
-    def _known_fields(self, documents: list[str], questions: list[str]) -> FieldVectors:
-        recent = self._field_recent
-        return FieldVectors({t: v for t in documents if (v := recent.get(False, t)) is not None},
-                            {q: v for q in questions if (v := recent.get(True, q)) is not None})
-
-    def _learn_fields(self, documents: list[str], vectors: list[Any], questions: list[str],
-                      answers: list[Any]) -> None:
-        for kind, texts, found in ((False, documents, vectors), (True, questions, answers)):
-            if len(found) != len(texts):
-                raise ConfigurationError(f"index['embed'] answered {len(found)} vectors for {len(texts)} texts")
-            for vector in found:
-                if len(vector) != self._dims:
-                    raise EmbeddingDimensionMismatchError(
-                        f"index['embed'] made a {len(vector)}-dimensional vector but index['dims'] is {self._dims}; "
-                        "give the dims your embedder makes")
-            self._field_recent.learn(kind, texts, [list(map(float, v)) for v in found])
-        if self._settings.own_space:  # the memory's own vector of the same text is known too
-            self._recent.learn(False, documents, vectors)
-
     def _embed_fields(self, ops: list[Op]) -> FieldVectors:
-        """The field and query vectors ``ops`` need, embedded now with the blocking embedder."""
-        documents, questions = self._field_work(ops)
-        known = self._known_fields(documents, questions)
-        todo = [t for t in documents if t not in known.documents]
-        asked = [q for q in questions if q not in known.queries]
-        if todo or asked:
-            assert self.embeddings is not None
-            vectors = self.embeddings.embed_documents(todo) if todo else []
-            answers = [self.embeddings.embed_query(q) for q in asked]
-            self._learn_fields(todo, vectors, asked, answers)
-        return self._known_fields(documents, questions)
+        """The field and query vectors ``ops`` need (:mod:`.fields`), embedded now."""
+        if self._fields is None:
+            return FieldVectors()
+        return self._fields.embed(*field_work(self._settings, ops), also=self._recent)
 
     async def _aembed_fields(self, ops: list[Op]) -> FieldVectors:
-        """:meth:`_embed_fields` for asyncio (LangChain's ``aembed_*``)."""
-        documents, questions = self._field_work(ops)
-        known = self._known_fields(documents, questions)
-        todo = [t for t in documents if t not in known.documents]
-        asked = [q for q in questions if q not in known.queries]
-        if todo or asked:
-            assert self.embeddings is not None
-            vectors = await self.embeddings.aembed_documents(todo) if todo else []
-            answers = [await self.embeddings.aembed_query(q) for q in asked]
-            self._learn_fields(todo, vectors, asked, answers)
-        return self._known_fields(documents, questions)
+        """:meth:`_embed_fields` for asyncio."""
+        if self._fields is None:
+            return FieldVectors()
+        return await self._fields.aembed(*field_work(self._settings, ops), also=self._recent)
 
     def _listing(self, op: ListNamespacesOp, caller: Identity | None) -> Operation[list[tuple[str, ...]]]:
         paths: dict[str, tuple[str, ...]] = {}
