@@ -9,7 +9,9 @@ Each search asks for one seeded memory by other words; recall counts the searche
 hold it, short results the searches that returned fewer than 5. Also times the same commands
 with MEMORY_SERVER_IDLE_TIMEOUT=0 (each command starts and stops the server, as before).
 Reports the median and the 90th percentile of wall time per command, and the median CPU time of
-the command's process (user + system), which a busy machine stretches far less than wall time.
+the command's process (user + system), which a busy machine stretches far less than wall time,
+and of the resident command process (agent_memory.cli.resident) that answers warm memory
+commands; the machine's load average before and after.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import psutil
+
+from agent_memory.cli.resident import resident_status
 
 CLI = [str(Path(sys.executable).with_name("agent-memory"))]
 MEMORIES = [
@@ -37,6 +44,7 @@ MEMORIES = [
 
 
 CPU: dict[str, list[float]] = {}
+RESIDENT: dict[str, Any] = {"pid": None}
 
 
 def _children_cpu() -> float:
@@ -47,11 +55,23 @@ def _children_cpu() -> float:
 def _run(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
     """Wall time of one command; its CPU time (user + system, the command's own process; the
     server's work is not counted) goes to CPU under the command's name."""
+    resident = _resident_cpu()
     cpu, start = _children_cpu(), time.perf_counter()
     done = subprocess.run(CLI + argv, capture_output=True, text=True, env=env, check=True)
     wall = time.perf_counter() - start
     CPU.setdefault(argv[0], []).append(_children_cpu() - cpu)
+    if resident is not None and (after := _resident_cpu()) is not None:
+        CPU.setdefault(argv[0] + " (resident)", []).append(after - resident)
     return wall, done
+
+
+def _resident_cpu() -> float | None:
+    """CPU time so far of the resident command process (None when none runs)."""
+    try:
+        times = psutil.Process(RESIDENT["pid"]).cpu_times() if RESIDENT["pid"] else None
+    except psutil.Error:
+        return None
+    return None if times is None else times.user + times.system
 
 
 def _summary(times: list[float]) -> str:
@@ -71,8 +91,15 @@ def main() -> None:
     env.update(MEMORY_DATA_DIR=str(data_dir), MEMORY_SERVER_IDLE_TIMEOUT="600")
     user = ["--user", "bench-user"]
     try:
+        print(f"load average before: {os.getloadavg()}")
         cold, _ = _run(["list", *user], env)
         print(f"first command (initdb and server start): {cold:.2f} s")
+        for _ in range(600):  # the first command started the resident; wait until it answers
+            status = resident_status(data_dir)
+            if status is not None:
+                RESIDENT["pid"] = status["pid"]
+                break
+            time.sleep(0.5)
         ids = {}
         for content, _question in MEMORIES:
             _, done = _run(["add", content, *user, "--json"], env)
@@ -92,9 +119,13 @@ def main() -> None:
             short += len(found) < 5
         for name, times in results.items():
             cpu = statistics.median(CPU[name][-len(times):])
-            print(f"{name:<7} warm server: {_summary(times)}; CPU median {cpu:.2f} s")
+            served = CPU.get(name + " (resident)", [])[-len(times):]
+            there = f", resident's CPU median {statistics.median(served):.2f} s" if served else ""
+            print(f"{name:<7} warm server: {_summary(times)}; CPU median {cpu:.2f} s{there}")
         print(f"search recall@5 {hits}/{asked}, short results {short}/{asked}")
+        print(f"load average after: {os.getloadavg()}")
         subprocess.run(CLI + ["server", "stop"], env=env, capture_output=True, check=True)
+        RESIDENT["pid"] = None
         env["MEMORY_SERVER_IDLE_TIMEOUT"] = "0"
         old = {"list": [], "search": []}
         for i in range(max(3, args.runs // 3)):

@@ -36,6 +36,7 @@ MIGRATION_HASHES: dict[str, str] = {
     "0022_distributable": "0269107c01fb96215c1bc70ebecec8ecc5d4013dbebf90bc0da0772de5e65032",
     "0023_context_keywords": "c6ee4bad69c8e5e54356666022b3259718c91f0818b498709f31f1ba067e1eea",
     "0024_graph_lifecycle_storylines": "2fa533dc517286d0e2f0c8c03350d6833bca840af45d7a060f470bc7720acfef",
+    "0025_store_vectors": "94324e6c4e3676c7ca5dbc17d0fcb7507041a791f8765c75d07541028b9470e2",
 }
 
 

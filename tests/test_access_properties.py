@@ -532,6 +532,7 @@ class AccessMachine(RuleBasedStateMachine):
         if citus_cluster.citus_url():
             return
         store = AgentMemoryStore(self.service, caller=Identity(user_id=user, **ident))
+        fielded = AgentMemoryStore(self.service, caller=Identity(user_id=user, **ident), index={"fields": ["content"]})
         levels = {"user": ("memories", user), "session": ("sessions", ident["session_id"]),
                   "project": ("projects", ident["project_id"]), "team": ("teams", ident["team_id"]),
                   "org": ("orgs", ident["org_id"])}
@@ -544,6 +545,10 @@ class AccessMachine(RuleBasedStateMachine):
                       and m.items[i].scope_id == namespace[1]}
             assert shown == wanted, (f"store.search({namespace}) as {user} {ident}: leaked "
                                      f"{[m.items.get(i) for i in shown - wanted]}, missing {[m.items[i] for i in wanted - shown]}")
+            # ... and a query search of a store with an index config (one vector per field, migration 0025)
+            STATS["calls"] += 1
+            scored = {uuid.UUID(item.key) for item in fielded.search(namespace, query="note", limit=1000)}
+            assert scored == wanted, f"fielded store.search({namespace}, query) as {user} {ident}: {scored ^ wanted}"
 
     # the world
 

@@ -403,3 +403,15 @@ def test_tables_are_drawn_in_colour_on_a_terminal_and_plain_when_piped():
         update(1, 2)
     assert piped.out.getvalue().splitlines()[1].split()[:4] == ["3f2a9c1e", "user", "fact", "active"]
     assert "\x1b[" not in piped.out.getvalue() and piped.err.getvalue() == ""
+
+
+@pytest.mark.parametrize("module", ["agent_memory.cli", "agent_memory"])
+def test_python_dash_m_runs_the_command_line(module: str) -> None:
+    """``python -m agent_memory.cli`` (and ``python -m agent_memory``) is ``agent-memory``, named so."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: agent-memory") and "python -m" not in done.stdout

@@ -444,7 +444,7 @@ def test_forgetting_a_user_removes_all_they_own_and_nothing_of_others(memory, ds
     assert len(others["memories"]) == 17
     graph = {key: count(dsn, f"SELECT count(*) FROM {key} WHERE scope = 'user' AND scope_id = %s", w.bob)
              for key in ("graph_storyline_members", "graph_storylines", "graph_mentions", "graph_relations",
-                        "graph_nodes")}  # bob's knowledge graph
+                        "graph_nodes", "store_vectors")}  # bob's knowledge graph, store vectors
 
     report = memory.forget_user(user_id=w.bob)
 
@@ -520,7 +520,7 @@ def scope_rows(dsn: str, kind: str, scope_id: str) -> dict[str, int]:
         "scopes": count(dsn, "SELECT count(*) FROM memory_scopes WHERE kind = %s AND scope_id = %s", kind, scope_id),
         **{key: count(dsn, f"SELECT count(*) FROM {key} WHERE scope = %s AND scope_id = %s", kind, scope_id)
            for key in ("graph_storyline_members", "graph_storylines", "graph_mentions", "graph_relations",
-                        "graph_nodes")},  # a shared graph (none is built yet)
+                        "graph_nodes", "store_vectors")},  # a shared graph (none is built yet)
     }
 
 
@@ -543,7 +543,7 @@ def test_only_the_owner_deletes_a_project_and_only_that_project_goes(memory, dsn
     assert before == {"history": 1, "memories": 6, "resources": 1, "passages": 0, "profiles": 1, "decisions": 1,
                       "shares": 1,
                       "members": 2, "scopes": 1, "graph_mentions": 0, "graph_relations": 0, "graph_nodes": 0,
-                      "graph_storyline_members": 0, "graph_storylines": 0}
+                      "graph_storyline_members": 0, "graph_storylines": 0, "store_vectors": 0}
     near = neighbours(dsn, w)
     assert len(near) == 10  # 5 memories, 1 resource, 3 members, 1 profile
 
@@ -571,7 +571,7 @@ def test_a_team_lead_deletes_the_team_and_the_shares_naming_it(memory, dsn):
     assert before == {"history": 0, "memories": 3, "resources": 0, "passages": 0, "profiles": 0, "decisions": 0,
                       "shares": 1,
                       "members": 2, "scopes": 1, "graph_mentions": 0, "graph_relations": 0, "graph_nodes": 0,
-                      "graph_storyline_members": 0, "graph_storylines": 0}
+                      "graph_storyline_members": 0, "graph_storylines": 0, "store_vectors": 0}
     report = memory.delete_scope("team", w.team, user_id=w.alice)
     assert report.removed == before
     assert scope_rows(dsn, "team", w.team) == dict.fromkeys(before, 0)

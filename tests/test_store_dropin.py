@@ -109,3 +109,40 @@ def test_a_match_condition_path_may_be_one_string(memory: Any) -> None:
     store.put(("users", "private"), "k", {"data": "a private note"})
     [listed] = store.batch([ListNamespacesOp(match_conditions=(MatchCondition("suffix", "public"),))])  # type: ignore[arg-type]
     assert listed == [("users", "public")]
+
+
+def test_put_refuses_what_langgraphs_put_refuses_in_namespaces_that_name_no_level(memory: Any) -> None:
+    """A period in a label, or ``"langgraph"`` first, as LangGraph's ``put``/``aput``; a level's
+    id may hold a period, and ``batch`` does not check (as LangGraph's)."""
+    from langgraph.store.base import PutOp
+
+    user = f"dots-{uuid.uuid4().hex[:8]}"
+    store = AgentMemoryStore(memory, caller=Identity(user_id=user))
+    for bad in [("the", "thing.about"), ("langgraph", "foo")]:
+        with pytest.raises(InvalidNamespaceError):
+            store.put(bad, "k", {"data": "x"})
+    store.put(("memories", user, "v1.2"), "k", {"data": "a note under a dotted folder of a level"})
+    store.put(("foo", "langgraph", "foo"), "k", {"data": "langgraph as a later label"})
+    store.batch([PutOp(("langgraph", "foo"), "k", {"data": "past the public put"})])
+    assert store.get(("langgraph", "foo"), "k") is not None
+    assert store.get(("foo", "langgraph", "foo"), "k") is not None
+
+
+async def test_aput_refuses_the_same_namespaces(amemory: Any) -> None:
+    store = AgentMemoryStore(amemory, caller=Identity(user_id=f"adots-{uuid.uuid4().hex[:8]}"))
+    with pytest.raises(InvalidNamespaceError):
+        await store.aput(("the", "thing.about"), "k", {"data": "x"})
+
+
+def test_listing_every_namespace_cuts_and_pages_them_as_written(memory: Any) -> None:
+    user = f"depth-{uuid.uuid4().hex[:8]}"
+    store = AgentMemoryStore(memory, caller=Identity(user_id=user))
+    for i, ns in enumerate([("a", "b", "c", "d"), ("a", "b", "c", "e"), ("a", "b", "f"), ("a", "g"),
+                            ("h", "i", "j", "k")]):
+        store.put(ns, f"id{i}", {"data": f"value {i}"})
+    assert store.list_namespaces(max_depth=2) == [("a", "b"), ("a", "g"), ("h", "i")]
+    assert store.list_namespaces(max_depth=1) == [("a",), ("h",)]
+    assert store.list_namespaces(max_depth=3, limit=2, offset=1) == [("a", "b", "f"), ("a", "g")]
+    assert store.list_namespaces(suffix=("k",)) == [("h", "i", "j", "k")]
+    other = AgentMemoryStore(memory, caller=Identity(user_id=f"other-{uuid.uuid4().hex[:8]}"))
+    assert other.list_namespaces(max_depth=2) == []

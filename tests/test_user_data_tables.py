@@ -194,6 +194,10 @@ def test_a_forgotten_user_is_named_by_no_row_of_any_listed_table(memory: MemoryS
     # episodic memory: a thread they own and its snapshot
     do(claim_thread(thread, user))
     do(save_snapshot({"messages": []}, user_id=user, thread_id=thread))
+    # a LangGraph store item with an index config: its field vectors (store_vectors)
+    from agent_memory.store import AgentMemoryStore
+
+    AgentMemoryStore(memory, caller=me, index={"fields": ["text"]}).put(("notes",), "k", {"text": "Likes plums."})
 
     before = naming(dsn, user)
     for table in USER_DATA_TABLES:

@@ -8,7 +8,7 @@ import re
 from typing import Any
 from uuid import UUID
 
-__all__ = ["config", "identity", "open_service", "resolve_id"]
+__all__ = ["config", "enter_resident", "identity", "kept_service", "open_service", "resolve_id"]
 
 _PREFIX = re.compile(r"[0-9a-f][0-9a-f-]{3,35}")
 _SHOWN = 6
@@ -26,12 +26,63 @@ def config(args: argparse.Namespace) -> Any:
     return MemoryConfig.from_env(**overrides)
 
 
+#: in the resident command process (:mod:`.resident`): the services it keeps open, per configuration
+_kept: dict[str, Any] | None = None
+
+
+def enter_resident() -> None:
+    """This process is the resident: services stay open between commands (:func:`kept_service`)."""
+    global _kept
+    _kept = {}
+
+
+def kept_service(cfg: Any) -> Any:
+    """The resident's open service for ``cfg`` (None: the environment's), opened on first use."""
+    from ..service import MemoryService
+    from .server import keep_server
+
+    assert _kept is not None, "only the resident keeps services"
+    if cfg is None:
+        from ..config import MemoryConfig
+
+        cfg = MemoryConfig.from_env()
+    key = repr(cfg)
+    service = _kept.get(key)
+    if service is None:
+        kept = keep_server(cfg)
+        if kept is not None:  # the resident holds connections, not a claim on the server: whether
+            # it is idle is the watchdog's to judge from the commands (their mark_used)
+            from ..db.embedded import ensure_embedded_server
+
+            ensure_embedded_server(cfg.resolved_data_dir(), keep_running=True).release()
+        service = _kept[key] = MemoryService(kept or cfg.database_url, config=cfg)
+    return service
+
+
+class _Borrowed:
+    """A kept service as ``with open_service(args) as memory`` uses it: not closed at the end."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+
+    def __enter__(self) -> Any:
+        return self.service
+
+    def __exit__(self, *exc: object) -> None:
+        from ..db.watchdog import mark_used
+
+        if not self.service.config.database_url:
+            mark_used(self.service.config.resolved_data_dir())
+
+
 def open_service(args: argparse.Namespace) -> Any:
     """A :class:`MemoryService` on the chosen database (use it as a context manager)."""
     from ..service import MemoryService
     from .server import keep_server
 
     cfg = config(args)
+    if _kept is not None:
+        return _Borrowed(kept_service(cfg))
     kept = keep_server(cfg)  # the embedded server outlives this command (until MEMORY_SERVER_IDLE_TIMEOUT)
     return MemoryService(kept or cfg.database_url, config=cfg)
 

@@ -42,11 +42,13 @@ def keep_server(cfg: Any) -> str | None:
 def _status(cfg: Any) -> dict[str, Any]:
     from ..db.embedded import embedded_server_status
     from ..db.watchdog import watchdog_status
+    from .resident import resident_status
 
     data_dir = cfg.resolved_data_dir()
     status = dict(embedded_server_status(data_dir))
     status["watchdog"] = watchdog_status(data_dir) if status["running"] else None
     status["idle_timeout"] = cfg.server_idle_timeout
+    status["resident"] = resident_status(data_dir) if status["running"] else None
     return status
 
 
@@ -64,7 +66,9 @@ def server(args: argparse.Namespace, out: Output) -> int:
         return 0 if args.action == "status" else 1
     if args.action == "stop":
         from ..db.embedded import stop_embedded_server
+        from .resident import stop_resident
 
+        stop_resident(cfg.resolved_data_dir())  # it keeps connections to the server open
         stopped = stop_embedded_server(cfg.resolved_data_dir())
         if out.json:
             out.data({"stopped": stopped, "data_dir": str(cfg.resolved_data_dir())})
@@ -86,5 +90,6 @@ def server(args: argparse.Namespace, out: Output) -> int:
         ("idle watchdog", f"pid {dog['pid']}, stops it after {dog['timeout']:g}s unused" if dog and "pid" in dog
          else ("none (the last process using it stops it)" if status["running"] else "-")),
         ("idle timeout", f"{status['idle_timeout']:g}s (MEMORY_SERVER_IDLE_TIMEOUT)"),
+        ("resident command process", f"pid {status['resident']['pid']}" if status["resident"] else "none"),
     ])
     return 0

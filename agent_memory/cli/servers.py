@@ -8,8 +8,10 @@ parsed here instead (its arguments in ``server_args``).
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from .output import Output
+if TYPE_CHECKING:  # at run time only the commands need it: a warm command imports no output code
+    from .output import Output
 
 __all__ = ["SERVERS", "mcp", "memory_store", "run_server"]
 

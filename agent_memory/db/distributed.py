@@ -73,6 +73,7 @@ DISTRIBUTED_TABLES: tuple[Distributed, ...] = (
     Distributed("graph_relations", "scope_id"),
     Distributed("graph_storylines", "scope_id"),
     Distributed("graph_storyline_members", "scope_id"),
+    Distributed("store_vectors", "scope_id"),
 )
 
 #: small tables every node holds a copy of, in the order they are made so (a table after those

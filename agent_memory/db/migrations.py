@@ -1299,6 +1299,32 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX graph_storyline_members_member_idx ON graph_storyline_members (scope, scope_id, member_kind, member_id);
         """,
     ),
+    Migration(
+        "0025_store_vectors",
+        # One vector per indexed field path of a LangGraph store item (agent_memory.store: an
+        # index config's ``fields``, a put's ``index=[...]``), made by the store's embedder, which
+        # may be the index config's own ``embed`` of any size: so ``embedding`` has no fixed
+        # dimensions, and ``space`` names the embedder (a query is compared only with vectors of
+        # its own space and size, by an exact scan of the item's few rows). The memory keeps its
+        # own vector of its content (``memory_search`` finds it as before). Born distributable:
+        # the scope key (scope, scope_id) begins the primary key; no triggers, no foreign keys
+        # (a store write replaces its rows; forget and delete-scope delete them by ``user_id``
+        # and scope; a read joins the live memory, so rows of a deleted one are never seen).
+        """
+        CREATE TABLE store_vectors (
+            scope      text NOT NULL,
+            scope_id   text NOT NULL,
+            memory_id  uuid NOT NULL,
+            ord        integer NOT NULL,
+            user_id    text NOT NULL,
+            space      text NOT NULL,
+            path       text NOT NULL,
+            embedding  vector NOT NULL,
+            PRIMARY KEY (scope, scope_id, memory_id, ord)
+        );
+        CREATE INDEX store_vectors_user_idx ON store_vectors (user_id);
+        """,
+    ),
 )
 
 

@@ -263,6 +263,12 @@ from .store import (
     store_filter,
     value_expression,
 )
+from .store_vectors import (
+    FIELD_DISTANCES,
+    delete_store_vectors,
+    field_score,
+    insert_store_vectors,
+)
 
 from .distributed import (
     allow_shard_triggers,
@@ -533,6 +539,10 @@ __all__ = [
     "renewal_savepoint",
     "search_store",
     "store_filter",
+    "FIELD_DISTANCES",
+    "delete_store_vectors",
+    "field_score",
+    "insert_store_vectors",
     "value_expression",
 ]
 # the knowledge graph (:mod:`.graph`)

@@ -53,6 +53,7 @@ _FORGET_DELETES = {
     "graph_nodes": "DELETE FROM graph_nodes WHERE (scope = 'user' AND scope_id = %(u)s) OR created_by = %(u)s",
     "memory_item_history": ("DELETE FROM memory_item_history WHERE memory_id IN"
                             " (SELECT id FROM memory_items WHERE user_id = %(u)s)"),
+    "store_vectors": "DELETE FROM store_vectors WHERE user_id = %(u)s OR (scope = 'user' AND scope_id = %(u)s)",
     "memory_items": "DELETE FROM memory_items WHERE user_id = %(u)s",
     "memory_decisions": "DELETE FROM memory_decisions WHERE user_id = %(u)s",
     "memory_extraction_runs": "DELETE FROM memory_extraction_runs WHERE user_id = %(u)s",
@@ -143,6 +144,7 @@ _SCOPE_DELETES = {
     "graph_nodes": "DELETE FROM graph_nodes WHERE scope = %(k)s AND scope_id = %(s)s",
     "memory_item_history": ("DELETE FROM memory_item_history WHERE memory_id IN"
                             " (SELECT id FROM memory_items WHERE scope = %(k)s AND scope_id = %(s)s)"),
+    "store_vectors": "DELETE FROM store_vectors WHERE scope = %(k)s AND scope_id = %(s)s",
     "memory_items": "DELETE FROM memory_items WHERE scope = %(k)s AND scope_id = %(s)s",
     "memory_decisions": "DELETE FROM memory_decisions WHERE scope = %(k)s AND scope_id = %(s)s",
     "memory_passages": "DELETE FROM memory_passages WHERE scope = %(k)s AND scope_id = %(s)s",

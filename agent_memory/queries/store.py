@@ -23,6 +23,7 @@ from ..models import Scope
 from ..filters import Filter
 from .filters import filter_sql
 from .items import vector_literal
+from .store_vectors import FIELD_DISTANCES, field_score
 from .types import Query
 from .visibility import granted_to
 
@@ -114,14 +115,19 @@ def search_store(
     limit: int,
     offset: int,
     distance: str = "cosine",
+    space: str | None = None,
+    own_vectors: bool = True,
 ) -> Query:
     """Rows of ``where`` in a namespace prefix that pass ``filters``, with their namespace, value
-    and whether a read renews their TTL (``renewable``): by cosine similarity to ``vector`` (``score``; rows put with ``index=False`` left out),
+    and whether a read renews their TTL (``renewable``): by similarity to ``vector`` (``score``; rows put with ``index=False`` left out),
     or most recently updated first without one (``score`` NULL).
 
     ``key_prefix``: the text every store key under the prefix starts with (``None``: any store
     item of ``where``); ``plain_rows``: whether memories that are not store items (at their
-    level's root namespace) are under the prefix too.
+    level's root namespace) are under the prefix too. ``space``: ``vector`` is of this embedder,
+    and a row scores by its best field vector of that space (:mod:`.store_vectors`), else, with
+    ``own_vectors`` (the space is the memory's own embedder), by the memory's vector; a row with
+    neither comes after the scored ones with ``score`` NULL.
     """
     filt, params = where
     params = dict(params)
@@ -140,19 +146,40 @@ def search_store(
         score: sql.Composable = sql.SQL("NULL::float8")
         order = sql.SQL("m.updated_at DESC, m.id")
         searchable: sql.Composable = sql.SQL("TRUE")
+    elif space is not None:
+        own: sql.Composable = sql.SQL("NULL")
+        if own_vectors:
+            params["ss_vector"] = vector_literal(vector)
+            own = sql.SQL(FIELD_DISTANCES[distance].format(e="m.embedding", q="%(ss_vector)s::vector"))
+            own = sql.SQL("CASE WHEN m.embedding IS NOT NULL THEN {own} END").format(own=own)
+        score = sql.SQL("COALESCE({fields}, {own})::float8").format(
+            fields=field_score(distance, space, vector, params), own=own)
+        # what has no vector of the space (put with index=False, or before the index was
+        # configured) comes after the scored rows, unscored, as LangGraph's in-memory store fills a page
+        order = sql.SQL("s.score DESC NULLS LAST, m.updated_at DESC, m.id")
+        return _search(params, namespace, value, filt, in_prefix, value_filter, limit, offset, score, order,
+                       sql.SQL("TRUE"))
     else:
         params["ss_vector"] = vector_literal(vector)
         operator, scored = STORE_DISTANCES[distance]
         score = sql.SQL(scored.format(d=f"m.embedding {operator} %(ss_vector)s::vector") + "::float8")
         order = sql.SQL(f"m.embedding {operator} %(ss_vector)s::vector, m.id")
         searchable = sql.SQL(f"COALESCE((m.metadata->'{STORE_FIELD}'->>'indexed')::boolean, true)")
+    return _search(params, namespace, value, filt, in_prefix, value_filter, limit, offset, score, order, searchable)
+
+
+def _search(params: dict[str, Any], namespace: sql.Composable, value: sql.Composable, filt: Any,
+            in_prefix: sql.Composable, value_filter: Any, limit: int, offset: int, score: sql.Composable,
+            order: sql.Composable, searchable: sql.Composable) -> Query:
+    """The statement of :func:`search_store` from its parts."""
     params["ss_limit"], params["ss_offset"] = limit, offset
     return (
         sql.SQL(
             "SELECT m.id, m.key, m.scope, m.scope_id, m.created_at, m.updated_at, v.namespace, v.value,"
             f" m.expires_at IS NOT NULL AND jsonb_typeof(m.metadata->'{STORE_FIELD}'->'ttl') = 'number' AS renewable,"
-            " {score} AS score FROM memory_items m"
+            " s.score FROM memory_items m"
             " CROSS JOIN LATERAL (SELECT {namespace} AS namespace, {value} AS value) AS v"
+            " CROSS JOIN LATERAL (SELECT {score} AS score) AS s"
             " WHERE {filt} AND {in_prefix} AND {value_filter} AND {searchable}"
             " ORDER BY {order} LIMIT %(ss_limit)s OFFSET %(ss_offset)s"
         ).format(namespace=namespace, value=value, score=score, filt=filt, in_prefix=in_prefix,

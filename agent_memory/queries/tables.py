@@ -55,6 +55,8 @@ USER_DATA_TABLES: tuple[UserTable, ...] = (
     UserTable("graph_relations", "graph_relations", ("recorded_by",), scoped=True, exported=True),
     UserTable("graph_nodes", "graph_nodes", ("created_by",), scoped=True, exported=True),
     UserTable("memory_item_history", "history", ("changed_by",), scoped=True, exported=True),
+    # a store item's field vectors (migration 0025): made again when the item is put again
+    UserTable("store_vectors", "store_vectors", ("user_id",), scoped=True),
     UserTable("memory_items", "memories", ("user_id",), scoped=True, exported=True),
     UserTable("memory_terms", "terms", ("owner_key",), forget="trigger"),
     UserTable("memory_context_terms", "context_terms", ("owner_key",), forget="trigger"),

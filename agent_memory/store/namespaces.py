@@ -41,6 +41,7 @@ __all__ = [
     "NAMESPACE_ROOTS",
     "Target",
     "check_key",
+    "check_own_labels",
     "OWN_MARK",
     "as_given",
     "check_segments",
@@ -114,6 +115,22 @@ def own_namespace(namespace: tuple[str, ...], caller: Identity | None, field: st
     if not namespace or namespace[0] in _LEVELS or namespace[0] == "*":
         return namespace
     return ("memories", _need(caller, field).user_id, OWN_MARK, *namespace)
+
+
+def check_own_labels(namespace: tuple[str, ...]) -> None:
+    """LangGraph's rules for a namespace given to ``put``: no label holds a period, and the first
+    is not ``"langgraph"`` (reserved). Ours keeps them for the namespaces that name no level
+    (LangGraph code's own, which LangGraph's stores would refuse); a level's id may hold a period
+    (``("memories", "alice@example.com")``). As in LangGraph, ``batch`` does not check them."""
+    if namespace and namespace[0] not in _LEVELS:
+        if namespace[0] == "langgraph":
+            raise InvalidNamespaceError("namespace", "the first label 'langgraph' is reserved (as in LangGraph's "
+                                                     "stores); start the namespace with another one")
+        for i, segment in enumerate(namespace):
+            if "." in segment:
+                raise InvalidNamespaceError("namespace", f"segment {i} ({segment!r}) holds a period, which "
+                                                         "LangGraph's stores refuse in namespace labels; use "
+                                                         "another character, or start the namespace with a level")
 
 
 def as_given(namespace: tuple[str, ...], caller: Identity | None) -> tuple[str, ...]:

@@ -40,13 +40,16 @@ from ..validation import (
     check_text,
 )
 from .namespaces import NAMESPACE_ROOTS, Target, check_key, encode_key, key_prefix
-from .values import check_fields, check_filter, check_value, indexed_text
+from ..withheld import metadata_rejection
+from .values import check_fields, check_filter, check_value, field_texts, indexed_text
 
 __all__ = [
     "DEFAULT_FIELDS",
     "MAX_LIMIT",
     "StoreSettings",
     "delete_item",
+    "field_paths",
+    "field_texts_to_embed",
     "get_item",
     "list_namespaces",
     "put_item",
@@ -78,6 +81,15 @@ class StoreSettings:
     embeds: bool = True
     #: the index config's ``distance_type``: how a query search scores (``queries.STORE_DISTANCES``)
     distance: str = "cosine"
+    #: a store with an index config: the name of its embedder (each indexed field path gets its
+    #: own vector in ``store_vectors``, and a query search scores an item by its best field);
+    #: None: the memory's one vector is the item's
+    space: str | None = None
+    #: the space is the service's own embedder, so a memory saved another way (no field
+    #: vectors) is scored by its own vector
+    own_space: bool = True
+    #: the field paths embedded when a put gives no ``index`` (LangGraph's default: ``("$",)``)
+    vector_fields: tuple[str, ...] = ("$",)
 
 
 def _content(settings: StoreSettings, value: Mapping[str, Any], index: Any) -> tuple[str, bool]:
@@ -174,6 +186,8 @@ def delete_item(settings: StoreSettings, target: Target, namespace: Sequence[str
     item = yield from _holder(ops, target, namespace, key)
     if item is not None:
         yield from ops.delete(item.id, hard=STORE_FIELD in item.metadata)
+        if STORE_FIELD in item.metadata:
+            yield Sql(*queries.delete_store_vectors(item.id), fetch="none")
     return None
 
 
@@ -226,11 +240,38 @@ def put_text(settings: StoreSettings, target: Target, namespace: Sequence[str], 
     return None if rejection is not None else text
 
 
+def field_paths(settings: StoreSettings, index: Any) -> tuple[str, ...]:
+    """The field paths a put embeds one by one (none for ``index=False`` or a store without an
+    index config): the put's own ``index`` list, else the index config's ``fields``."""
+    if settings.space is None or not settings.embeds or index is False:
+        return ()
+    return settings.vector_fields if index is None else check_fields("index", index)
+
+
+def field_texts_to_embed(settings: StoreSettings, value: Any, index: Any) -> list[tuple[str, str]]:
+    """``(path, text)`` per field a put embeds on its own, or none when the put would stop
+    before embedding (a bad argument, a value holding a secret: a secret is never sent to an
+    embedding provider). Pure: the store embeds the texts of a whole batch in one call."""
+    try:
+        paths = field_paths(settings, index)
+        if not paths:
+            return []
+        value = check_value(value)
+    except AgentMemoryError:
+        return []
+    if metadata_rejection(value, "value") is not None:
+        return []
+    return field_texts(value, paths)
+
+
 def put_item(settings: StoreSettings, target: Target, namespace: Sequence[str], key: str, value: Any, *,
-             index: Any = None, ttl: float | None = None) -> Op[None]:
+             index: Any = None, ttl: float | None = None,
+             field_vectors: Sequence[tuple[str, Sequence[float]]] = ()) -> Op[None]:
     """``PutOp``: store ``value`` under ``key`` (the memory holding it is revised, its earlier
     wording kept in its history); ``ttl`` minutes from now, renewed by reads with
-    ``refresh_on_read``. A value the gate refuses (a secret, ...) raises :class:`InvalidInputError`."""
+    ``refresh_on_read``. A value the gate refuses (a secret, ...) raises :class:`InvalidInputError`.
+    ``field_vectors``: ``(path, vector)`` per indexed field (:func:`field_paths`), embedded by
+    the store beforehand; they replace the item's earlier ones."""
     assert target.scope is not None
     put = _checked_put(settings, namespace, key, value, index, ttl)
     ops = settings.principal(target.identity)
@@ -248,6 +289,11 @@ def put_item(settings: StoreSettings, target: Target, namespace: Sequence[str], 
     result = yield from put_memory(ops.config, ops.identity, new, embed=settings.embeds and index is not False)
     if isinstance(result, Rejection):
         raise InvalidInputError("value", f"was not stored: {result.message}")
+    if settings.space is not None:
+        yield Sql(*queries.delete_store_vectors(result.id), fetch="none")
+        if field_vectors:
+            yield Sql(*queries.insert_store_vectors(result.scope.value, result.scope_id, result.id, result.user_id,
+                                                    settings.space, field_vectors), fetch="none")
     return None
 
 
@@ -265,10 +311,12 @@ def _item_key(row: Mapping[str, Any], namespace: tuple[str, ...]) -> str:
 
 def search_items(
     settings: StoreSettings, target: Target, prefix: Sequence[str], *, query: Any = None, filter: Any = None,
-    limit: Any = 10, offset: Any = 0, refresh: bool = False,
+    limit: Any = 10, offset: Any = 0, refresh: bool = False, query_vector: Sequence[float] | None = None,
 ) -> Op[list[SearchItem]]:
     """``SearchOp``: items under ``prefix`` (whole segments) that pass ``filter``, by similarity
-    to ``query`` (a cosine ``score``) or most recently updated first."""
+    to ``query`` (a ``score`` of the index config's ``distance_type``) or most recently updated
+    first. ``query_vector``: the query embedded by the store's own embedder (a store with an
+    index config), compared with the items' field vectors."""
     conditions = check_filter(filter)
     limit = check_int("limit", limit, 1, MAX_LIMIT)
     offset = check_offset(offset)
@@ -279,12 +327,16 @@ def search_items(
     scopes = None if target.scope is None else (target.scope,)
     where = queries.item_filter(target.identity, scopes=scopes)
     vector = None
-    if query is not None:
+    if query is not None and settings.space is not None:
+        if query_vector is None:
+            raise InvalidInputError("query", "was not embedded by the store; call the store's search")
+        vector = list(query_vector)
+    elif query is not None:
         [vector] = yield Embed((query,), query=True)
     q, p = queries.search_store(
         where, roots=NAMESPACE_ROOTS, key_prefix=key_prefix(prefix) if prefix else None, plain_rows=len(prefix) <= 2,
         filters=queries.store_filter(conditions), vector=vector, limit=limit, offset=offset,
-        distance=settings.distance)
+        distance=settings.distance, space=None if query is None else settings.space, own_vectors=settings.own_space)
     rows = yield Sql(q, p)
     renew = [row["id"] for row in rows if row["renewable"]] if refresh else []
     if renew:

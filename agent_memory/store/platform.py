@@ -209,6 +209,8 @@ async def open_store(
     embed = None if index is None else index.get("embed")
     embeddings = None if embed is None else resolve_embed(embed)
     async with AsyncMemoryService(conn, config=config, embeddings=embeddings) as memory:
+        if embeddings is not None:  # the embedder resolved once: the service's is the store's
+            index = cast("IndexConfig", {**cast("Mapping[str, Any]", index), "embed": memory.embeddings})
         store = PlatformStore(memory, index=index, ttl=ttl)
         # the platform runs no TTL sweeper for a custom store: ours runs while the store is open
         sweeping = bool((store.ttl_config or {}).get("sweep_interval_minutes"))

@@ -47,8 +47,8 @@ from ..models import Identity, Scope
 from ..principal import AdminOps, PrincipalOps
 from ..service import AsyncMemoryService, MemoryService
 from ..sync_bridge import home_loop, run_async, run_blocking
-from ..validation import check_identity
-from .namespaces import as_given, check_segments, own_namespace, resolve
+from ..validation import check_identity, check_int, check_offset
+from .namespaces import as_given, check_own_labels, check_segments, own_namespace, resolve
 from .ops import (
     StoreSettings,
     delete_item,
@@ -59,6 +59,8 @@ from .ops import (
     search_items,
 )
 from .gathering import Gatherer, each_alone
+from .fields import FieldEmbedder, FieldVectors, field_work
+from .ops import MAX_LIMIT, field_texts_to_embed
 from .values import check_fields
 from .vectors import RecentVectors, answered, embed_first
 
@@ -104,10 +106,14 @@ class AgentMemoryStore(BaseStore):
     ``user_id``/``project_id``/... are read from its config or context, as the middleware reads
     them). ``trusted=True``: the namespace ``("memories", user_id, ...)`` itself names whose
     memory it is (for server code that authenticated the user); otherwise another user's
-    namespace is refused. ``index``: LangGraph's index config; its ``fields`` choose the text that
-    is embedded (the service's embedder embeds it: ``embed`` is not used, and ``dims`` must be the
-    database's). ``ttl``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True) and
-    ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`.
+    namespace is refused. ``index``: LangGraph's index config, as LangGraph's stores read it:
+    each path of ``fields`` (default ``["$"]``; a put's ``index=[...]`` instead) gets its own
+    vector from ``embed`` (an ``Embeddings``, a function, or ``"provider:model"``; of ``dims``
+    dimensions, which may differ from the database's; without it the service's embedder), kept in
+    ``store_vectors``, and a query search scores an item by its best field under
+    ``distance_type`` (:mod:`.fields`); the memory keeps its own vector of its content for
+    ``memory_search``. ``ttl``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True)
+    and ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`.
 
     ``index`` left out: each value's text is embedded with the service's embedder, so a query
     search ranks by meaning and ``memory_search`` finds store items as it finds any memory.
@@ -139,8 +145,13 @@ class AgentMemoryStore(BaseStore):
         self.ttl_config = self._check_ttl(ttl)
         fields = (() if index is None or index.get("fields") is None
                   else check_fields("index['fields']", index["fields"]))
+        #: embeds each indexed field on its own (a store with an index config; else None)
+        self._fields = None if self.index_config is None else FieldEmbedder(memory.embeddings, self.index_config)
         self._settings = StoreSettings(config=memory.config, principal=self._principal, fields=fields, embeds=embeds,
-                                       distance=str((self.index_config or {}).get("distance_type", "cosine")))
+                                       distance=str((self.index_config or {}).get("distance_type", "cosine")),
+                                       space=None if self._fields is None else self._fields.space,
+                                       own_space=self._fields is None or self._fields.own,
+                                       vector_fields=fields or ("$",))
         self._gatherer = Gatherer(self)  # the async calls made at once, run as one batch
         try:  # built in async code: a service not set up yet is set up on this loop, its home
             self._built_on: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -163,12 +174,17 @@ class AgentMemoryStore(BaseStore):
         if unknown:
             raise ConfigurationError(f"index has unknown keys {sorted(unknown)}; allowed: {sorted(_INDEX_KEYS)}")
         dims = index.get("dims")
-        if dims is not None:
+        if index.get("embed") is not None and index.get("embed") is not self.memory.embeddings:
+            if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
+                raise ConfigurationError(f"index['dims'] must be the number of dimensions index['embed'] makes "
+                                         f"(a whole number above 0), got {dims!r}")
+        elif dims is not None:
             have = embedding_dimensions(self.memory.embeddings)
             if dims != have:
                 raise EmbeddingDimensionMismatchError(
                     f"index['dims'] is {dims!r} but this memory's embedder and database use {have} dimensions; "
-                    f"the store embeds with the service's embedder, so pass dims={have} or leave it out")
+                    f"without index['embed'] the store embeds with the service's embedder, so pass dims={have}, "
+                    "leave it out, or give the embedder of that size as index['embed']")
         distance = index.get("distance_type", "cosine")
         if distance not in ("cosine", "l2", "inner_product"):
             raise ConfigurationError(f"index['distance_type'] must be 'cosine', 'l2' or 'inner_product' (LangGraph's "
@@ -203,7 +219,8 @@ class AgentMemoryStore(BaseStore):
 
     # --- the two doors --------------------------------------------------------------------
 
-    def _operation(self, ops: Iterable[Op], *, embed_here: bool = False) -> Operation[list[Result]]:
+    def _operation(self, ops: Iterable[Op], *, embed_here: bool = False,
+                   fields: FieldVectors | None = None) -> Operation[list[Result]]:
         """The batch as one operation; namespaces are resolved now, in the caller's context
         (where the run's identity is). ``embed_here``: embed what the batch needs now, in this
         thread (a worker thread that waits for the event loop anyway: on the loop, the embedder
@@ -211,13 +228,18 @@ class AgentMemoryStore(BaseStore):
         caller = self._current_caller()
         texts: list[str] = []  # what the batch's puts embed, embedded in one call before anything else
         ops = list(ops)
-        steps = [self._step(i, op, caller, texts) for i, op in enumerate(ops)]
+        if fields is None:
+            fields = self._embed_fields(ops)
+        steps = [self._step(i, op, caller, texts, fields) for i, op in enumerate(ops)]
         if embed_here:
             self._embed_now(texts, [op.query for op in ops if isinstance(op, SearchOp) and isinstance(op.query, str)])
         return _sequence(steps, texts, self._recent)
 
-    def _step(self, i: int, op: Op, caller: Identity | None, texts: list[str]) -> Operation[Any]:
-        """One op as an operation for ``caller``; the text a put embeds is added to ``texts``."""
+    def _step(self, i: int, op: Op, caller: Identity | None, texts: list[str],
+              fields: FieldVectors | None = None) -> Operation[Any]:
+        """One op as an operation for ``caller``; the text a put embeds is added to ``texts``;
+        ``fields``: the field vectors and query vectors of a store with an index config."""
+        fields = fields or FieldVectors()
         settings, trusted = self._settings, self.trusted
         if isinstance(op, GetOp):
             namespace = own_namespace(check_segments("namespace", op.namespace), caller)
@@ -232,13 +254,18 @@ class AgentMemoryStore(BaseStore):
                             known=self._recent.knows)
             if text is not None:
                 texts.append(text)
-            return put_item(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl)
+            vectors = [(path, fields.documents[t]) for path, t in field_texts_to_embed(settings, op.value, op.index)
+                       if t in fields.documents]
+            return put_item(settings, target, namespace, op.key, op.value, index=op.index, ttl=op.ttl,
+                            field_vectors=vectors)
         if isinstance(op, SearchOp):
             prefix = own_namespace(check_segments("namespace_prefix", op.namespace_prefix), caller,
                                    "namespace_prefix")
             target = resolve(prefix, caller, trusted=trusted, exact=False, field="namespace_prefix")
+            question = op.query.strip() if isinstance(op.query, str) else None
             return _given_back(search_items(settings, target, prefix, query=op.query, filter=op.filter,
-                                            limit=op.limit, offset=op.offset, refresh=bool(op.refresh_ttl)), caller)
+                                            limit=op.limit, offset=op.offset, refresh=bool(op.refresh_ttl),
+                                            query_vector=fields.queries.get(question or "")), caller)
         if isinstance(op, ListNamespacesOp):
             return _given_back(self._listing(op, caller), caller)
         raise InvalidInputError(f"ops[{i}]", f"is not a store op: {type(op).__name__}")
@@ -247,16 +274,21 @@ class AgentMemoryStore(BaseStore):
         """The calls one event-loop tick gathered (:mod:`.gathering`): one transaction, one
         embedding call for their puts, and each call's own result or error."""
         texts: list[str] = []
+        try:
+            fields = await self._aembed_fields(ops)
+        except Exception as exc:  # noqa: BLE001 - the embedder failed: every call hears it
+            return [exc] * len(ops)
         if len(ops) == 1:  # alone: its error ends the transaction, as an abatch of one would
             try:
-                one = await self._execute(_sequence([self._step(0, ops[0], callers[0], texts)], texts, self._recent))
+                one = await self._execute(_sequence([self._step(0, ops[0], callers[0], texts, fields)], texts,
+                                                    self._recent))
                 return cast("list[Result | BaseException]", one)
             except Exception as exc:  # noqa: BLE001 - given to the one caller
                 return [exc]
         steps: list[Operation[Any] | BaseException] = []
         for i, (op, caller) in enumerate(zip(ops, callers, strict=True)):
             try:
-                steps.append(self._step(i, op, caller, texts))
+                steps.append(self._step(i, op, caller, texts, fields))
             except Exception as exc:  # noqa: BLE001 - refused before it ran: only its caller hears
                 steps.append(exc)
         writes = [isinstance(op, PutOp) for op in ops]
@@ -282,6 +314,18 @@ class AgentMemoryStore(BaseStore):
         except Exception:  # noqa: BLE001 - the operation embeds again and says what failed
             logger.debug("embedding ahead of a blocking store call failed", exc_info=True)
 
+    def _embed_fields(self, ops: list[Op]) -> FieldVectors:
+        """The field and query vectors ``ops`` need (:mod:`.fields`), embedded now."""
+        if self._fields is None:
+            return FieldVectors()
+        return self._fields.embed(*field_work(self._settings, ops), also=self._recent)
+
+    async def _aembed_fields(self, ops: list[Op]) -> FieldVectors:
+        """:meth:`_embed_fields` for asyncio."""
+        if self._fields is None:
+            return FieldVectors()
+        return await self._fields.aembed(*field_work(self._settings, ops), also=self._recent)
+
     def _listing(self, op: ListNamespacesOp, caller: Identity | None) -> Operation[list[tuple[str, ...]]]:
         paths: dict[str, tuple[str, ...]] = {}
         for condition in op.match_conditions or ():
@@ -304,6 +348,14 @@ class AgentMemoryStore(BaseStore):
         fixed = prefix[: prefix.index("*")] if "*" in prefix else prefix  # who acts: what is spelled out
         target = resolve(fixed, caller, trusted=self.trusted, exact=False, field="prefix")
         every_project = len(fixed) < 2 and target.scope in (None, Scope.PROJECT)  # no project named
+        if "prefix" not in paths and caller is not None:
+            # every namespace: the caller's own that name no level are stored under
+            # ("memories", user_id, "~"), so they are cut, ordered and paged as written
+            checked_depth = None if depth is None else check_int("max_depth", depth, 1, 1000)
+            limit, offset = check_int("limit", op.limit, 1, MAX_LIMIT), check_offset(op.offset)
+            every = list_namespaces(target, prefix=None, suffix=paths.get("suffix"), max_depth=None,
+                                    limit=MAX_LIMIT, offset=0, every_project=every_project)
+            return _as_written(every, caller, checked_depth, limit, offset)
         return list_namespaces(target, prefix=paths.get("prefix"), suffix=paths.get("suffix"),
                                max_depth=depth, limit=op.limit, offset=op.offset, every_project=every_project)
 
@@ -334,7 +386,9 @@ class AgentMemoryStore(BaseStore):
         """:meth:`batch` for asyncio (a blocking service runs it in a worker thread). The single
         async calls (``aget``, ``aput``, ...) made at once are gathered into batches themselves
         (:mod:`.gathering`)."""
-        return cast("list[Result]", await self._execute(self._operation(ops)))
+        ops = list(ops)
+        fields = await self._aembed_fields(ops)
+        return cast("list[Result]", await self._execute(self._operation(ops, fields=fields)))
 
     async def _gathered(self, op: Op) -> Any:
         """``op``'s result, run in one batch with the other calls made in this event-loop tick;
@@ -392,6 +446,7 @@ class AgentMemoryStore(BaseStore):
         index: Literal[False] | list[str] | None = None, *, ttl: float | None | NotProvided = NOT_PROVIDED,
     ) -> None:
         """Store ``value`` at ``key`` in ``namespace`` (``ttl`` in minutes; default: the ttl config's)."""
+        check_own_labels(check_segments("namespace", namespace))
         self.batch([PutOp(namespace, str(key), value, index=index, ttl=self._ttl(ttl))])
 
     async def aput(
@@ -399,6 +454,7 @@ class AgentMemoryStore(BaseStore):
         index: Literal[False] | list[str] | None = None, *, ttl: float | None | NotProvided = NOT_PROVIDED,
     ) -> None:
         """:meth:`put` for asyncio."""
+        check_own_labels(check_segments("namespace", namespace))
         await self._gathered(PutOp(namespace, str(key), value, index=index, ttl=self._ttl(ttl)))
 
     def delete(self, namespace: tuple[str, ...], key: str) -> None:
@@ -558,6 +614,15 @@ def _alone(steps: list[Operation[Any] | BaseException], writes: list[bool], text
         for step in steps:
             if not isinstance(step, BaseException):
                 step.close()
+
+
+def _as_written(listing: Operation[list[tuple[str, ...]]], caller: Identity, depth: int | None, limit: int,
+                offset: int) -> Operation[list[tuple[str, ...]]]:
+    """The namespaces of ``listing`` as the caller wrote them, cut to ``depth`` segments,
+    without repeats, in tuple order, then paged."""
+    found = yield from listing
+    written = {as_given(namespace, caller)[:depth] if depth else as_given(namespace, caller) for namespace in found}
+    return sorted(written)[offset:offset + limit]
 
 
 def _given_back(step: Operation[Any], caller: Identity | None) -> Operation[Any]:

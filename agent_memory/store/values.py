@@ -4,7 +4,9 @@ A value is a JSON object kept whole in the memory's metadata; the memory's conte
 embedded, searched by keyword and injected into prompts) is the text at the index config's
 ``fields``, as in LangGraph: ``"$"`` is the whole value as JSON, ``"a.b"`` a nested field,
 ``"a[0]"`` / ``"a[-1]"`` / ``"a[*]"`` array elements. Several texts are joined with line breaks
-into one content (LangGraph embeds each separately; a memory has one vector).
+into one content, the memory's own text; a store with an index config also embeds each
+field's text on its own (:func:`field_texts`, LangGraph's paths and names), and a query search
+scores an item by its best field.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "check_fields",
     "check_filter",
     "check_value",
+    "field_texts",
     "indexed_text",
     "text_at_path",
 ]
@@ -92,6 +95,20 @@ def _children(node: Any, token: str | int) -> list[Any]:
 def indexed_text(value: Mapping[str, Any], fields: Sequence[str]) -> str:
     """The text of ``value`` at ``fields``, joined by line breaks ("" when none is present)."""
     return "\n".join(text for path in fields for text in text_at_path(value, path) if text.strip())
+
+
+def field_texts(value: Mapping[str, Any], paths: Sequence[str]) -> list[tuple[str, str]]:
+    """``(name, text)`` per text to embed on its own, as LangGraph's stores name them: each path's
+    text (``get_text_at_path``); a path that selects several (``a[*]``) gives ``"a[*].0"``,
+    ``"a[*].1"``...; empty texts are left out (they have no meaning to compare)."""
+    from langgraph.store.base.embed import get_text_at_path, tokenize_path
+
+    found: list[tuple[str, str]] = []
+    for path in paths:
+        texts = get_text_at_path(dict(value), path if path == "$" else tokenize_path(path))
+        named = [(path, texts[0])] if len(texts) == 1 else [(f"{path}.{i}", t) for i, t in enumerate(texts)]
+        found.extend((name, text) for name, text in named if text.strip())
+    return found
 
 
 def check_value(value: Any) -> dict[str, Any]:
