@@ -166,8 +166,9 @@ _RECALL = (
 ).format(s=salience_at(alias="memory_items"))
 
 
-#: a recall at least an hour after the last use counts towards ``core`` (:mod:`agent_memory.lifecycle`)
-_SPACED = f"recall_count = recall_count + CASE WHEN {spaced_recall_sql('last_used_at')} THEN 1 ELSE 0 END, "
+#: a recall at least an hour after the last use counts towards ``core`` (:mod:`agent_memory.lifecycle`);
+#: a boolean cast, not a CASE: Citus runs no stable function (``now()``) inside a CASE of an UPDATE
+_SPACED = f"recall_count = recall_count + ({spaced_recall_sql('last_used_at')})::int, "
 
 
 def touch_items(ids: Sequence[Any], *, distributed: bool = False) -> Query:
