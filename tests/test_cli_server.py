@@ -164,8 +164,10 @@ def test_commands_that_embed_nothing_never_load_the_model(dsn, memory, tenant) -
     user = ["--user", tenant.user, "--json"]
     ran = _run_commands(dsn, [["list", *user], ["show", str(item.id), *user], ["history", str(item.id), *user],
                               ["stats", *user], ["export", *user], ["delete", str(item.id), *user],
-                              ["restore", str(item.id), *user], ["maintain", "--json"]])
-    assert ran["codes"] == [0] * 8
+                              ["restore", str(item.id), *user]])
+    # (not `maintain`: it embeds the knowledge graph's changed nodes again, issue 32, so it loads the
+    # model whenever the database holds any, as the shared test database does)
+    assert ran["codes"] == [0] * 7
     assert ran["models"] == 0 and not ran["onnxruntime"] and not ran["tokenizers"]
     assert not ran["chat_models"]  # nor LangChain's chat model classes (the slowest import on the way)
     searched = _run_commands(dsn, [["search", "tea", *user]])

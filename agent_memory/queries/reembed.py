@@ -133,6 +133,14 @@ def swap_statements(dimensions: int, indexes: Sequence[Mapping[str, str]], *, se
         # documents' passages: emptied here, embedded again right after the switch (pending_passages)
         (sql.SQL("ALTER TABLE memory_passages ALTER COLUMN embedding TYPE vector({d}) USING NULL").format(d=dims),
          None),
+        # the knowledge graph's node and storyline vectors (of description and notes): emptied here and
+        # marked for the next maintain(), which describes and embeds them again with the new model
+        # (until then explore scores them by text, recency and salience; migrations 0021, 0024)
+        (sql.SQL("ALTER TABLE graph_nodes ALTER COLUMN embedding TYPE vector({d}) USING NULL").format(d=dims), None),
+        ("UPDATE graph_nodes SET is_dirty = true WHERE NOT is_owner AND NOT is_dirty", None),
+        (sql.SQL("ALTER TABLE graph_storylines ALTER COLUMN embedding TYPE vector({d}) USING NULL").format(d=dims),
+         None),
+        ("UPDATE graph_storylines SET is_dirty = true WHERE NOT is_dirty", None),
         (sql.SQL("ALTER TABLE memory_items ALTER COLUMN embedding TYPE vector({d}) USING embedding::vector({d})")
          .format(d=dims), None),
         (sql.SQL("ALTER TABLE memory_items ALTER COLUMN context_embedding TYPE vector({d})"
