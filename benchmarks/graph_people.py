@@ -7,8 +7,11 @@ graph on and no model (the rules of :mod:`agent_memory.graph.extract`). Then:
 - every conversation: are both speakers Person nodes (recall of speakers), how many Person
   nodes the graph holds, and whether two graphs that both know someone of the same name (two
   different Johns) keep two different nodes;
-- the conversation annotated by hand (``benchmarks/data/locomo_people_<id>.json``: the
-  speakers and everyone named twice or more, the people named once, what is no person):
+- with ``--annotation FILE``, the conversation annotated by hand (a JSON file of its people you
+  make yourself and keep beside the data, never in this repository, since it is drawn from the
+  CC BY-NC conversations: ``{"conversation": "conv-43", "expected": {name: [forms]},
+  "named_once": {name: [forms]}, "not_people": [...]}``, forms in lowercase; expected are the
+  speakers and everyone named twice or more):
   recall (expected people that are a Person node, by name or alias), precision (Person nodes
   that are a real person of the conversation) and duplicates (an expected person split over
   several nodes: resolution did not merge spelling variants), and for every speaker the other
@@ -39,7 +42,6 @@ from agent_memory.embeddings import LocalEmbeddings  # noqa: E402
 from agent_memory.graph.extract import canonical  # noqa: E402
 from agent_memory.graph.resolve import variant_of  # noqa: E402
 
-ANNOTATION = Path(__file__).resolve().parent / "data" / "locomo_people_conv-43.json"
 
 
 def speakers(path: Path) -> dict[str, tuple[str, str]]:
@@ -72,11 +74,14 @@ def judge(people: list[Any], annotation: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--annotation", type=Path, default=ANNOTATION)
+    ap.add_argument("--annotation", type=Path, default=None,
+                    help="your hand-made list of one conversation's people (kept outside this repository)")
     ap.add_argument("--dsn", default=None, help="a scratch database (default: a temporary embedded server)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args()
-    annotation = json.loads(args.annotation.read_text(encoding="utf-8"))
+    annotation = json.loads(args.annotation.read_text(encoding="utf-8")) if args.annotation else None
+    if annotation is None:
+        print("no --annotation: speakers only (precision and recall need a hand-made list of one conversation)")
     convs = load_locomo(args.data)
     pairs = speakers(args.data)
     started = time.perf_counter()
@@ -98,7 +103,7 @@ def main() -> None:
             row: dict[str, Any] = {"speakers": list(pairs[c.sample_id]), "speakers_found": found,
                                    "speaker_other_nodes": {k: v for k, v in others.items() if v},
                                    "person_nodes": len(people)}
-            if c.sample_id == annotation["conversation"]:
+            if annotation is not None and c.sample_id == annotation["conversation"]:
                 row["hand_annotated"] = judge(people, annotation)
             results["conversations"][c.sample_id] = row
             johns += [(c.sample_id, n.id) for n in people if canonical(n.name) == "john"]

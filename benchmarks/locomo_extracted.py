@@ -3,8 +3,8 @@ extraction pipeline wrote, not for raw turns.
 
 Each LoCoMo conversation is read session by session through the public ``extract`` call with the
 offline rules (``llm=None``; no model, nothing downloaded), as an agent's conversation would be:
-the rules keep the turns' explicit statements ("I'm off to go swimming with the kids") as
-stand-alone memories ("Is off to go swimming with the kids"), each keeping as its context the text
+the rules keep the turns' explicit statements ("I'm taking the dog to the vet") as
+stand-alone memories ("Is taking the dog to the vet"), each keeping as its context the text
 it was read from. A question is then searched (``search``, k = 20) under each ranking setting, and
 a hit counts as the turn it was extracted from (the turn of its session whose text holds the
 memory's context): Recall@k and MRR over the question's evidence turns, as ``locomo.py`` scores

@@ -12,11 +12,11 @@ from agent_memory.ops import NewMemory
 from agent_memory.transcripts import TRANSCRIPT_WINDOW, context_windows
 
 TURNS = [
-    "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
-    "Melanie: That sounds amazing, what happened there?",
-    "Caroline: People shared their transgender stories and I felt accepted.",
-    "Melanie: I'm so proud of you. By the way, I finished my pottery class.",
-    "Caroline: Nice! What did you make?",
+    "Rosa: I finally repaired the old sailboat's rudder last weekend.",
+    "Tomas: Nice, did you test it on the lake?",
+    "Rosa: Yes, on Sunday, and it steered much better than before.",
+    "Tomas: Good. By the way, I started learning the cello.",
+    "Rosa: Great! Which piece are you practising?",
 ]
 
 
@@ -39,12 +39,12 @@ def test_context_windows_are_the_turn_and_the_turns_before_it():
 
 def test_a_transcript_keeps_order_source_and_the_window_vector(dsn, memory: MemoryService, embeddings, tenant):
     h = memory.for_user(tenant.user)
-    report = h.add_transcript(TURNS, conversation="locomo-conv-1")
+    report = h.add_transcript(TURNS, conversation="sailing-chat-1")
     assert len(report.inserted) == len(TURNS) and not report.rejected
     rows = _stored(dsn, tenant.user)
     assert [r[0] for r in rows] == list(range(len(TURNS)))  # the order of the turns, though created_at is one
     assert [r[1] for r in rows] == TURNS
-    assert {(r[3], r[4]) for r in rows} == {("conversation", "locomo-conv-1")}
+    assert {(r[3], r[4]) for r in rows} == {("conversation", "sailing-chat-1")}
     assert rows[3][2] == "\n".join(TURNS[1:4])  # the turn and the 2 turns before it
     assert TRANSCRIPT_WINDOW == 2
     # the context's vector is the model's vector of the window, not the turn's own
@@ -52,7 +52,7 @@ def test_a_transcript_keeps_order_source_and_the_window_vector(dsn, memory: Memo
     got = _vec(rows[3][5])
     assert np.allclose(got, want, atol=1e-5) and not np.allclose(got, _vec(rows[3][6]), atol=1e-3)
     item = h.get(report.inserted[3])
-    assert (item.position, item.context, item.source_id) == (3, "\n".join(TURNS[1:4]), "locomo-conv-1")
+    assert (item.position, item.context, item.source_id) == (3, "\n".join(TURNS[1:4]), "sailing-chat-1")
 
 
 def test_a_second_call_appends_and_reads_the_stored_turns_as_context(dsn, memory, tenant):
@@ -63,9 +63,9 @@ def test_a_second_call_appends_and_reads_the_stored_turns_as_context(dsn, memory
     assert [r[0] for r in rows] == list(range(5))
     assert rows[3][2] == "\n".join(TURNS[1:4]) and rows[4][2] == "\n".join(TURNS[2:5])
     # another conversation starts at 0 and reads nothing of the first
-    h.add_transcript(["Melanie: a new talk about the weekend camping trip"], conversation="d")
+    h.add_transcript(["Tomas: a new talk about the weekend camping trip"], conversation="d")
     other = [r for r in _stored(dsn, tenant.user) if r[4] == "d"]
-    assert [(r[0], r[2]) for r in other] == [(0, "Melanie: a new talk about the weekend camping trip")]
+    assert [(r[0], r[2]) for r in other] == [(0, "Tomas: a new talk about the weekend camping trip")]
 
 
 def test_the_context_of_appended_turns_is_read_only_from_the_callers_memories(dsn, memory, tenant):
