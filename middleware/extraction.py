@@ -281,46 +281,41 @@ class ExtractionMiddleware(AgentMiddleware[AgentState[Any], Any]):
     # --- hooks ----------------------------------------------------------------------------------
 
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        job = self._first_sight(runtime)
-        if job is not None:
-            if self.mode == "background":
-                self._submit(job)
-            else:
-                self._run(job)
+        self._dispatch(self._first_sight(runtime))
         return None
 
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        job = self._first_sight(runtime)
+        await self._adispatch(self._first_sight(runtime))
+        return None
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        self._dispatch(self._job(state, runtime))
+        return None
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        await self._adispatch(self._job(state, runtime))
+        return None
+
+    def _dispatch(self, job: _Job | None) -> None:
+        """Run ``job`` (if any) now, or hand it to the worker thread in background mode."""
         if job is None:
-            return None
+            return
+        if self.mode == "background":
+            self._submit(job)
+        else:
+            self._run(job)
+
+    async def _adispatch(self, job: _Job | None) -> None:
+        """:meth:`_dispatch` from an event loop: a blocking backend's background job goes to the
+        worker thread (which outlives this loop: Jupyter, ``asyncio.run``), an async one's to a task."""
+        if job is None:
+            return
         if self.mode != "background":
             await self._arun(job)
         elif self.backend.has_sync:
             self._submit(job)
         else:
             self._track(asyncio.get_running_loop().create_task(self._arun(job)))
-        return None
-
-    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        job = self._job(state, runtime)
-        if job is not None:
-            if self.mode == "background":
-                self._submit(job)
-            else:
-                self._run(job)
-        return None
-
-    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        job = self._job(state, runtime)
-        if job is None:
-            return None
-        if self.mode != "background":
-            await self._arun(job)
-        elif self.backend.has_sync:
-            self._submit(job)  # the worker thread outlives this event loop (Jupyter, asyncio.run)
-        else:
-            self._track(asyncio.get_running_loop().create_task(self._arun(job)))
-        return None
 
     # --- waiting --------------------------------------------------------------------------------
 
